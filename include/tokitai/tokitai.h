@@ -1,0 +1,359 @@
+/*
+ * tokitai-jit: compile GPU kernels at run time, cache them on disk, launch them.
+ *
+ * This header is the manual. Conventions that hold for every call unless the
+ * call says otherwise:
+ *
+ *  - Every call that can fail returns a tk_status. Results are written through
+ *    the trailing out-parameter(s) only when the call returns TK_OK.
+ *  - Details of the most recent failure on a context (including a compiler's
+ *    whole log) are read with tk_context_last_error().
+ *  - The library never prints and never exits. Diagnostics go to the log
+ *    callback set in the config, or, when none is set and the environment
+ *    variable TOKITAI_JIT_LOG is set (to "1", "info", "debug" or "warn"), to
+ *    standard error.
+ *  - Strings passed in are copied unless the call says "borrowed".
+ *  - Destructors accept NULL.
+ *  - Thread safety is stated per object: a tk_config is not thread-safe; a
+ *    tk_context and a tk_cache may be used from several threads at once.
+ */
+#ifndef TOKITAI_TOKITAI_H
+#define TOKITAI_TOKITAI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TK_STATIC_DEFINE)
+#define TK_API
+#elif defined(TK_BUILDING_LIBRARY)
+#define TK_API __attribute__((visibility("default")))
+#else
+#define TK_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define TK_VERSION_MAJOR 0
+#define TK_VERSION_MINOR 1
+#define TK_VERSION_PATCH 0
+#define TK_VERSION_NUMBER (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
+#define TK_VERSION_STRING "0.1.0"
+
+/* The version of the library actually linked: compare with TK_VERSION_NUMBER
+ * to catch a header/library mismatch. */
+TK_API unsigned tk_version_number(void);
+TK_API const char *tk_version_string(void);
+
+/* ----------------------------------------------------------------- status */
+
+/* One list generates the enum and tk_status_str(). Values are fixed forever:
+ * new statuses are appended, none is renumbered. */
+#define TK_STATUS_LIST(X)                                                                  \
+    X(OK, 0, "success")                                                                    \
+    X(INVALID_ARGUMENT, 1, "invalid argument")                                             \
+    X(OUT_OF_MEMORY, 2, "out of memory")                                                   \
+    X(IO_ERROR, 3, "input/output error")                                                   \
+    X(NOT_FOUND, 4, "not found")                                                           \
+    X(CORRUPT, 5, "corrupt data")                                                          \
+    X(BACKEND_UNAVAILABLE, 6, "backend library or symbol unavailable")                     \
+    X(NO_DEVICE, 7, "no usable device")                                                    \
+    X(UNSUPPORTED, 8, "unsupported")                                                       \
+    X(COMPILE_FAILED, 9, "kernel compilation failed")                                      \
+    X(LOAD_FAILED, 10, "code object could not be loaded")                                  \
+    X(LAUNCH_FAILED, 11, "kernel launch failed")                                           \
+    X(DEVICE_ERROR, 12, "device runtime error")                                            \
+    X(MISALIGNED, 13, "pointer or leading dimension not aligned")                          \
+    X(OVERFLOW, 14, "size arithmetic overflows")                                           \
+    X(OUT_OF_TOLERANCE, 15, "result outside tolerance")                                    \
+    X(INTERNAL, 16, "internal error")
+
+typedef enum tk_status {
+#define TK__STATUS_ENUM(name, value, text) TK_##name = value,
+    TK_STATUS_LIST(TK__STATUS_ENUM)
+#undef TK__STATUS_ENUM
+} tk_status;
+
+/* A static string describing the status; "unknown status" for values not in
+ * the list. Never NULL. */
+TK_API const char *tk_status_str(tk_status status);
+
+/* ---------------------------------------------------------------- logging */
+
+typedef enum tk_log_level {
+    TK_LOG_DEBUG = 0,
+    TK_LOG_INFO = 1,
+    TK_LOG_WARN = 2,
+    TK_LOG_ERROR = 3
+} tk_log_level;
+
+/* Called from whichever thread produced the message; msg is borrowed for the
+ * call. Must be thread-safe if the context is used from several threads. */
+typedef void (*tk_log_fn)(void *user, tk_log_level level, const char *msg);
+
+/* ----------------------------------------------------------------- config */
+
+typedef enum tk_backend_kind {
+    TK_BACKEND_AUTO = 0, /* the first backend with a device: CUDA, then HIP */
+    TK_BACKEND_CUDA = 1, /* NVIDIA: driver API + NVRTC, loaded with dlopen */
+    TK_BACKEND_HIP = 2,  /* AMD: HIP runtime + hipRTC + comgr, loaded with dlopen */
+    TK_BACKEND_STUB = 3  /* testing: compiles nothing real, counts calls */
+} tk_backend_kind;
+
+/* Specialisation policy of the operators. */
+typedef enum tk_policy {
+    TK_POLICY_EXACT = 0,  /* shape baked into each kernel: fastest, compile per shape */
+    TK_POLICY_GENERIC = 1 /* run-time shapes: one compile per variant, any shape */
+} tk_policy;
+
+/* Options for a context or a cache. Not thread-safe; may be destroyed as soon
+ * as the context or cache using it has been created (everything is copied). */
+typedef struct tk_config tk_config;
+
+TK_API tk_status tk_config_create(tk_config **out);
+TK_API void tk_config_destroy(tk_config *cfg);
+
+/* Cache root. NULL restores the default: $TOKITAI_JIT_CACHE_DIR, else
+ * $XDG_CACHE_HOME/tokitai-jit, else $HOME/.cache/tokitai-jit. */
+TK_API tk_status tk_config_set_cache_dir(tk_config *cfg, const char *dir);
+/* Read-only lower tiers searched after the user cache: a ':'-separated list of
+ * roots (default: $TOKITAI_JIT_CACHE_PATH, else none). NULL restores the default. */
+TK_API tk_status tk_config_set_cache_lower(tk_config *cfg, const char *paths);
+/* Size limit of the user cache in bytes; 0 restores the default
+ * (5 GiB, or $TOKITAI_JIT_CACHE_MAX_SIZE such as "500M", "2G"). */
+TK_API tk_status tk_config_set_cache_max_size(tk_config *cfg, uint64_t bytes);
+/* Never write to the user cache (read it only). */
+TK_API tk_status tk_config_set_cache_read_only(tk_config *cfg, int read_only);
+/* No disk cache at all: every first use in a process compiles
+ * ($TOKITAI_JIT_CACHE_DISABLE=1 does the same). */
+TK_API tk_status tk_config_set_cache_disabled(tk_config *cfg, int disabled);
+/* Which backend ($TOKITAI_JIT_BACKEND=cuda|hip|stub overrides AUTO only). */
+TK_API tk_status tk_config_set_backend(tk_config *cfg, tk_backend_kind kind);
+/* Device ordinal within the backend (default 0). */
+TK_API tk_status tk_config_set_device(tk_config *cfg, int ordinal);
+/* Offline target ("sm_90", "gfx90a", "gfx90a:sramecc+:xnack-"): the context
+ * compiles for it with no device present and cannot launch. NULL: the device. */
+TK_API tk_status tk_config_set_target(tk_config *cfg, const char *target);
+/* Operator specialisation policy (default TK_POLICY_EXACT). */
+TK_API tk_status tk_config_set_policy(tk_config *cfg, tk_policy policy);
+/* Log callback; user is passed back unchanged and must outlive every context
+ * made from this config. NULL disables the callback. */
+TK_API tk_status tk_config_set_log(tk_config *cfg, tk_log_fn fn, void *user);
+/* Minimum level passed to the callback (default TK_LOG_WARN). */
+TK_API tk_status tk_config_set_log_level(tk_config *cfg, tk_log_level level);
+
+/* ------------------------------------------------------- resource metadata */
+
+/* What the compiler reports for one kernel. -1 where unknown. */
+typedef struct tk_resource_usage {
+    int32_t registers;      /* NVIDIA registers per thread; AMD VGPRs */
+    int32_t sgprs;          /* AMD scalar registers */
+    int32_t agprs;          /* AMD accumulation registers */
+    int32_t shared_bytes;   /* static shared memory / LDS per block */
+    int32_t local_bytes;    /* local memory / private segment (scratch) per thread */
+    int32_t spill_count;    /* spilled registers (AMD: SGPR + VGPR spills; NVIDIA: spill stores) */
+    int32_t wavefront_size; /* 32 or 64 */
+    int32_t kernarg_bytes;  /* size of the argument block */
+    int32_t max_threads;    /* maximum threads per block the code allows */
+} tk_resource_usage;
+
+/* ------------------------------------------------------------------ cache */
+
+/* A handle on an on-disk cache, for tools: list, verify, prune, clear.
+ * Thread-safe. Opening never fails because of cache trouble unless the call
+ * says so: a missing root is reported by tk_cache_list as an empty cache. */
+typedef struct tk_cache tk_cache;
+
+/* Opens the cache the config names (NULL: defaults). */
+TK_API tk_status tk_cache_open(const tk_config *cfg, tk_cache **out);
+TK_API void tk_cache_close(tk_cache *cache);
+/* Root folder in use; borrowed, valid until tk_cache_close. */
+TK_API const char *tk_cache_root(const tk_cache *cache);
+/* Message of the last failing call on this handle; never NULL. */
+TK_API const char *tk_cache_last_error(const tk_cache *cache);
+
+/* Metadata of one entry; every pointer is borrowed for the visit only. */
+typedef struct tk_cache_entry_info {
+    const char *key_hex;   /* 32 hex digits: the XXH3-128 fingerprint */
+    const char *path;      /* file holding the entry */
+    const char *kernel;    /* entry point name */
+    const char *source;    /* source name ("gemm_f16", or "user:<hash>") */
+    const char *backend;   /* "cuda", "hip", "stub" */
+    const char *arch;      /* full target id */
+    const char *compiler;  /* compiler identity */
+    const char *options;   /* options and defines, canonical order, space-separated */
+    uint64_t payload_size; /* bytes of code object */
+    uint64_t file_size;    /* bytes on disk */
+    int64_t created;       /* seconds since the epoch */
+    int64_t last_used;     /* seconds since the epoch */
+    tk_resource_usage resources;
+    int read_only_tier;    /* 1 when the entry sits in a lower (read-only) tier */
+} tk_cache_entry_info;
+
+/* Return non-zero to stop the walk early. */
+typedef int (*tk_cache_visit_fn)(void *user, const tk_cache_entry_info *info);
+
+/* Visits every readable entry (metadata only, payloads are not read). */
+TK_API tk_status tk_cache_list(tk_cache *cache, tk_cache_visit_fn visit, void *user);
+
+typedef struct tk_cache_stats {
+    uint64_t entries;
+    uint64_t bytes;
+    uint64_t max_bytes;
+    uint64_t temp_files; /* leftovers of interrupted writes */
+    uint64_t bad_files;  /* files that do not parse as entries */
+} tk_cache_stats;
+
+TK_API tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out);
+
+/* Called for each bad file found by tk_cache_verify; path and why are borrowed. */
+typedef void (*tk_cache_bad_fn)(void *user, const char *path, const char *why);
+
+/* Reads every entry in full and checks structure, key and checksum. Writes the
+ * number of bad entries to *n_bad. Removes nothing. */
+TK_API tk_status tk_cache_verify(tk_cache *cache, tk_cache_bad_fn bad, void *user, uint64_t *n_bad);
+/* Removes least-recently-used entries until the cache holds at most max_bytes
+ * (0: the configured limit), plus leftovers of interrupted writes. */
+TK_API tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n_removed);
+/* Removes every entry of the user cache (lower tiers are never touched). */
+TK_API tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed);
+
+/* Parses "123", "500K", "500M", "2G", "1T" (powers of 1024). */
+TK_API tk_status tk_parse_size(const char *text, uint64_t *out);
+
+/* ---------------------------------------------------------------- context */
+
+/* A context owns one backend, one device (or an offline target), an
+ * in-memory kernel table, a handle on the disk cache and the last error.
+ * Thread-safe: several threads may get and launch kernels on one context.
+ * tk_context_last_error() then returns the message of whichever call failed
+ * last; use one context per thread when messages must not mix. */
+typedef struct tk_context tk_context;
+
+/* cfg may be NULL (defaults) and is copied. Fails with TK_NO_DEVICE or
+ * TK_BACKEND_UNAVAILABLE when no device and no offline target is available;
+ * the reason (naming a missing library or symbol) is written to err when err
+ * is not NULL (err_size bytes, always NUL-terminated). */
+TK_API tk_status tk_context_create(const tk_config *cfg, tk_context **out, char *err,
+                                   size_t err_size);
+TK_API void tk_context_destroy(tk_context *ctx);
+/* Message of the last failure, including a compiler log; never NULL; borrowed,
+ * valid until the next failing call on the context. */
+TK_API const char *tk_context_last_error(const tk_context *ctx);
+/* "cuda", "hip" or "stub"; borrowed. */
+TK_API const char *tk_context_backend_name(const tk_context *ctx);
+/* Full target id of the device or offline target; borrowed. */
+TK_API const char *tk_context_target(const tk_context *ctx);
+/* Compiler identity used in cache keys; borrowed. */
+TK_API const char *tk_context_compiler(const tk_context *ctx);
+/* Policy the context was created with. */
+TK_API tk_policy tk_context_policy(const tk_context *ctx);
+
+/* Counters since the context was created (or since tk_context_reset_stats). */
+typedef struct tk_context_stats {
+    uint64_t memory_hits;   /* kernel found in the in-memory table */
+    uint64_t disk_hits;     /* code object read from the disk cache */
+    uint64_t compiles;      /* compiler invocations */
+    uint64_t compile_failures;
+    uint64_t loads;         /* module loads */
+    uint64_t load_failures; /* entries the driver refused */
+    uint64_t cache_errors;  /* corrupt entries, unwritable folders... */
+    double compile_seconds; /* total time in the compiler */
+} tk_context_stats;
+
+TK_API tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out);
+TK_API void tk_context_reset_stats(tk_context *ctx);
+
+/* ---------------------------------------------------------------- kernels */
+
+/* A specialisation constant, passed to the compiler as -Dname=value. */
+typedef struct tk_define {
+    const char *name;
+    const char *value; /* NULL: -Dname */
+} tk_define;
+
+/* What to compile. Every pointer is borrowed for the call. */
+typedef struct tk_kernel_desc {
+    /* Exactly one of source_name (a source embedded from kernel_src/, such as
+     * "gemm_f16") or source (user code, null-terminated) is set. */
+    const char *source_name;
+    const char *source;
+    const char *entry; /* extern "C" entry point */
+    const tk_define *defines;
+    size_t n_defines;
+    const char *const *options; /* extra compiler options */
+    size_t n_options;
+} tk_kernel_desc;
+
+/* A loaded, launchable kernel; owned by its context, valid until the context
+ * is destroyed. */
+typedef struct tk_kernel tk_kernel;
+
+/* Where the last tk_kernel_get found the kernel. */
+typedef enum tk_origin {
+    TK_ORIGIN_MEMORY = 0,
+    TK_ORIGIN_DISK = 1,
+    TK_ORIGIN_COMPILED = 2
+} tk_origin;
+
+/* Returns the kernel for the context's device: in-memory table, then disk
+ * cache, then compile + store + load. Several threads asking for the same new
+ * kernel compile it once. A memory hit hashes no source, does no file I/O and
+ * no allocation. Statuses: TK_COMPILE_FAILED (log in last_error),
+ * TK_UNSUPPORTED (target unknown to the compiler), TK_LOAD_FAILED,
+ * TK_NOT_FOUND (no embedded source of that name), TK_INVALID_ARGUMENT. */
+TK_API tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
+
+/* Details of a kernel; strings borrowed for the kernel's lifetime. */
+typedef struct tk_kernel_info {
+    const char *key_hex;
+    const char *entry;
+    tk_origin origin;       /* where it came from when first obtained */
+    double compile_seconds; /* 0 unless origin is TK_ORIGIN_COMPILED */
+    tk_resource_usage resources;
+} tk_kernel_info;
+
+TK_API tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out);
+
+/* Enqueues the kernel. stream is the caller's hipStream_t / CUstream /
+ * cudaStream_t (NULL: the default stream). args is an array of pointers to
+ * the argument values, as for cuLaunchKernel. */
+TK_API tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
+                                  const unsigned block[3], unsigned shared_bytes, void *stream,
+                                  void **args);
+
+/* Compiles for the context's target (device or offline target) and stores the
+ * result in the cache without loading it: the precompile path. *origin tells
+ * whether it was already cached (TK_ORIGIN_DISK) or compiled. origin may be NULL. */
+TK_API tk_status tk_kernel_precompile(tk_context *ctx, const tk_kernel_desc *desc, tk_origin *origin);
+
+/* Names of the embedded sources, NULL-terminated, static. */
+TK_API const char *const *tk_embedded_sources(void);
+
+/* ----------------------------------------------------------- device memory */
+
+/* Thin wrappers over the backend's allocator and copies, so that C programs
+ * and the tools need no vendor runtime of their own. Pointers are device
+ * pointers of the context's device; they interoperate with hipMalloc /
+ * cudaMalloc / PyTorch memory. */
+TK_API tk_status tk_mem_alloc(tk_context *ctx, size_t bytes, void **out);
+TK_API tk_status tk_mem_free(tk_context *ctx, void *ptr);
+TK_API tk_status tk_mem_upload(tk_context *ctx, void *dst, const void *src, size_t bytes);
+TK_API tk_status tk_mem_download(tk_context *ctx, void *dst, const void *src, size_t bytes);
+TK_API tk_status tk_mem_set(tk_context *ctx, void *dst, unsigned char byte, size_t bytes);
+TK_API tk_status tk_stream_sync(tk_context *ctx, void *stream);
+
+/* Event timing: the milliseconds that run(user) enqueues on stream take,
+ * measured with device events. */
+typedef tk_status (*tk_timed_fn)(void *user);
+TK_API tk_status tk_time_on_stream(tk_context *ctx, void *stream, tk_timed_fn run, void *user,
+                                   float *out_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TOKITAI_TOKITAI_H */

@@ -1,0 +1,115 @@
+/*
+ * On-disk kernel cache: keys, entries, atomic publish, per-key locks, LRU.
+ * Depends on nothing above it (only the public status codes and xxHash).
+ * Internal: names are tk__; the public tk_cache_* calls for tools are
+ * implemented here too.
+ */
+#ifndef TK_CACHE_CACHE_H
+#define TK_CACHE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokitai/tokitai.h"
+
+/* Bumped whenever the entry layout or the key encoding changes. */
+#define TK__CACHE_FORMAT 1
+
+/* ------------------------------------------------------------------ keys */
+
+/* Canonical key material: a byte string of tagged, length-prefixed fields in
+ * the order they are added. The engine adds fields in a fixed order; two
+ * builders with the same fields in the same order give the same bytes. */
+typedef struct tk__key {
+    uint8_t *bytes;
+    size_t len;
+    size_t cap;
+    int failed;        /* an allocation failed: the key must not be used */
+    uint64_t fp_hi;    /* XXH3-128 of bytes, valid after tk__key_finish */
+    uint64_t fp_lo;
+    char hex[33];      /* fingerprint, 32 lowercase hex digits + NUL */
+} tk__key;
+
+void tk__key_init(tk__key *key);
+void tk__key_free(tk__key *key);
+void tk__key_add_str(tk__key *key, const char *tag, const char *value); /* NULL value allowed */
+void tk__key_add_bytes(tk__key *key, const char *tag, const void *data, size_t len);
+void tk__key_add_u64(tk__key *key, const char *tag, uint64_t value);
+/* Computes the fingerprint; TK_OUT_OF_MEMORY if any add failed. */
+tk_status tk__key_finish(tk__key *key);
+
+/* ---------------------------------------------------------------- entries */
+
+/* Metadata stored with each entry, readable without the payload. Strings are
+ * borrowed on store and owned by the tk__entry on load. */
+typedef struct tk__entry_meta {
+    const char *kernel;   /* entry point */
+    const char *source;   /* source name */
+    const char *backend;
+    const char *arch;
+    const char *compiler;
+    const char *options;
+    int64_t created;      /* 0 on store: now */
+    int64_t last_used;
+    tk_resource_usage resources;
+} tk__entry_meta;
+
+typedef struct tk__entry {
+    tk__entry_meta meta;
+    void *payload;        /* owned; free with tk__entry_free */
+    size_t payload_size;
+    char *strings;        /* owned backing store of meta's strings */
+} tk__entry;
+
+void tk__entry_free(tk__entry *entry);
+
+/* -------------------------------------------------------------- the cache */
+
+typedef void (*tk__log_fn)(void *user, tk_log_level level, const char *msg);
+
+typedef struct tk__cache_opts {
+    const char *root;        /* NULL: default root from the environment */
+    const char *lower;       /* ':'-separated read-only roots, NULL: from the environment */
+    uint64_t max_size;       /* 0: default */
+    int read_only;
+    int disabled;
+    tk__log_fn log;          /* may be NULL */
+    void *log_user;
+} tk__cache_opts;
+
+/* Opens the cache. Trouble with the folder (missing and not creatable,
+ * read-only, wrong owner, group/world-writable) is logged once and leaves a
+ * cache that misses on every lookup and drops every store: never an error.
+ * Only TK_OUT_OF_MEMORY / TK_INVALID_ARGUMENT fail. */
+tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out);
+
+/* Looks up key in the user cache, then the lower tiers. TK_OK and *out filled,
+ * or TK_NOT_FOUND. A corrupt, truncated, wrong-version or foreign-key entry
+ * is a miss (logged once; removed from the user tier). A hit refreshes the
+ * entry's recency cheaply (its mtime), never under a lock. */
+tk_status tk__cache_get(tk_cache *cache, const tk__key *key, tk__entry *out);
+
+/* Cross-process lock on one key, taken only after a miss: the caller looks
+ * again under the lock before compiling. *out may be set to NULL when no lock
+ * can be had (read-only or disabled cache): proceed without one. */
+typedef struct tk__cache_lock tk__cache_lock;
+tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock **out);
+void tk__cache_unlock(tk__cache_lock *lock);
+
+/* Publishes an entry atomically (temporary file in the same folder, write,
+ * fsync-free close, rename), then evicts least-recently-used entries past the
+ * size limit. Any trouble is logged and returned as a status the engine
+ * ignores for correctness. */
+tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_meta *meta,
+                        const void *payload, size_t payload_size);
+
+/* Removes the user-tier entry for key (an entry the driver refused to load). */
+tk_status tk__cache_remove(tk_cache *cache, const tk__key *key);
+
+/* 1 when lookups and stores are possible at all. */
+int tk__cache_usable(const tk_cache *cache);
+
+/* Resolves the default root into buf (no creation). */
+tk_status tk__cache_default_root(char *buf, size_t size);
+
+#endif /* TK_CACHE_CACHE_H */

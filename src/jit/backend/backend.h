@@ -1,0 +1,116 @@
+/*
+ * One table of functions per vendor runtime. Each backend file loads its
+ * vendor libraries with dlopen, once, thread-safely, and resolves every
+ * symbol from a list written once; a missing library or symbol is a
+ * TK_BACKEND_UNAVAILABLE status whose message names it.
+ *
+ * Errors: every function that fails writes a one-line message (with the
+ * vendor's error name) into err (size errlen) and returns a status.
+ */
+#ifndef TK_JIT_BACKEND_H
+#define TK_JIT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokitai/tokitai.h"
+
+typedef struct tk__err {
+    char msg[1024];
+    char *log; /* compiler log (malloc'd) or NULL; owned by whoever holds the tk__err */
+} tk__err;
+
+/* Formats msg (printf-style) and returns status. */
+tk_status tk__err_set(tk__err *err, tk_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tk__err_clear(tk__err *err);
+
+typedef struct tk__backend tk__backend;
+
+/* Result of a compile: code object and, when the compiler gives one, its log.
+ * Both malloc'd, owned by the caller. */
+typedef struct tk__code {
+    void *data;
+    size_t size;
+    char *log;
+} tk__code;
+
+struct tk__backend {
+    const char *name; /* "cuda", "hip", "stub" */
+    tk_backend_kind kind;
+
+    /* dlopen + resolve. Idempotent and thread-safe; the result is remembered. */
+    tk_status (*load)(tk__err *err);
+    /* Library paths and versions, for tokitai-jit --info; writes a line per
+     * library into buf. */
+    tk_status (*describe)(char *buf, size_t size);
+    /* Compiler identity: RTC version plus the build id / content hash of the
+     * compiler library (and comgr's version for HIP). Stable for a process. */
+    tk_status (*compiler_identity)(char *buf, size_t size, tk__err *err);
+    /* Canonicalises an offline target name ("gfx90a" -> "gfx90a", "sm_90");
+     * TK_UNSUPPORTED with a clear message when the compiler does not know it. */
+    tk_status (*check_target)(const char *target, char *canon, size_t size, tk__err *err);
+
+    /* Devices. */
+    tk_status (*device_count)(int *count, tk__err *err);
+    /* Initialises the device (primary context on CUDA) and writes its full
+     * target id. *dev_handle is backend-owned state for the device. */
+    tk_status (*device_open)(int ordinal, void **dev_handle, char *target, size_t size, tk__err *err);
+    void (*device_close)(void *dev_handle);
+    /* Makes the device current on the calling thread (cuCtxSetCurrent). */
+    tk_status (*device_bind)(void *dev_handle, tk__err *err);
+
+    /* Compile source (already including the prelude) for target with options.
+     * Never spawns a process. */
+    tk_status (*compile)(const char *target, const char *name, const char *source,
+                         const char *const *options, size_t n_options, tk__code *out, tk__err *err);
+    /* Extra options the backend always adds (include folder for NVRTC...),
+     * NULL-terminated, static. These are part of the key. */
+    const char *const *(*default_options)(void);
+    /* Per-backend prelude prepended to every source. */
+    const char *(*prelude)(void);
+    /* Reads resource usage of entry from a code object; no device needed. */
+    tk_status (*inspect)(const void *code, size_t size, const char *entry, tk_resource_usage *out,
+                         tk__err *err);
+
+    /* Module API. */
+    tk_status (*module_load)(void *dev_handle, const void *code, size_t size, void **module,
+                             tk__err *err);
+    void (*module_unload)(void *dev_handle, void *module);
+    tk_status (*module_function)(void *module, const char *entry, void **fn, tk__err *err);
+    tk_status (*launch)(void *fn, const unsigned grid[3], const unsigned block[3],
+                        unsigned shared_bytes, void *stream, void **args, tk__err *err);
+
+    /* Memory and streams (device must be bound on the calling thread). */
+    tk_status (*mem_alloc)(size_t bytes, void **out, tk__err *err);
+    tk_status (*mem_free)(void *ptr, tk__err *err);
+    tk_status (*mem_upload)(void *dst, const void *src, size_t bytes, tk__err *err);
+    tk_status (*mem_download)(void *dst, const void *src, size_t bytes, tk__err *err);
+    tk_status (*mem_set)(void *dst, unsigned char byte, size_t bytes, tk__err *err);
+    tk_status (*stream_sync)(void *stream, tk__err *err);
+    /* Event pair: record start on stream, run, record stop, sync, elapsed. */
+    tk_status (*event_create)(void **ev, tk__err *err);
+    void (*event_destroy)(void *ev);
+    tk_status (*event_record)(void *ev, void *stream, tk__err *err);
+    tk_status (*event_elapsed)(void *start, void *stop, float *ms, tk__err *err);
+};
+
+const tk__backend *tk__backend_cuda(void);
+const tk__backend *tk__backend_hip(void);
+/* The stub backend: "compiles" by copying the source into a code object with
+ * a small header, loads only what it produced, launches nothing. Counts every
+ * call, for the engine's tests. */
+const tk__backend *tk__backend_stub(void);
+
+typedef struct tk__stub_counters {
+    uint64_t compiles;
+    uint64_t loads;
+    uint64_t launches;
+    int fail_next_loads; /* > 0: that many module_load calls fail */
+    int compile_delay_ms;
+} tk__stub_counters;
+
+/* The stub's process-wide counters (atomic increments). */
+tk__stub_counters *tk__stub_counters_get(void);
+
+#endif /* TK_JIT_BACKEND_H */

@@ -1,0 +1,26 @@
+/*
+ * Engine internals shared with the operator layer (src/ops). The operators
+ * otherwise use the public kernel and memory API only.
+ */
+#ifndef TK_JIT_ENGINE_H
+#define TK_JIT_ENGINE_H
+
+#include "tokitai/tokitai.h"
+
+/* Records a failure on the context (printf-style message) and returns status.
+ * Thread-safe. */
+tk_status tk__fail(tk_context *ctx, tk_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Logs through the context's callback / TOKITAI_JIT_LOG. */
+void tk__log(tk_context *ctx, tk_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 1 when the context has a device (can allocate and launch), 0 for an
+ * offline-target context. */
+int tk__ctx_has_device(const tk_context *ctx);
+
+/* Embedded kernel source by name, or NULL. Static storage. */
+const char *tk__embedded_source(const char *name, size_t *len);
+
+#endif

@@ -221,6 +221,18 @@ TK_API tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n
 /* Removes every entry of the user cache (lower tiers are never touched). */
 TK_API tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed);
 
+/* Bundles, to ship a warm cache: tk_cache_export packs the entries that
+ * select accepts (NULL: all) into one file at path (written atomically);
+ * tk_cache_import verifies every entry of a bundle (structure, key,
+ * checksum) and adds the good ones to the user cache; each bad one is
+ * reported through bad and counted in *n_rejected. A bundle that is not a
+ * bundle at all is TK_CORRUPT. Counts may be NULL. */
+typedef int (*tk_cache_select_fn)(void *user, const tk_cache_entry_info *info);
+TK_API tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn select,
+                                 void *user, uint64_t *n_exported);
+TK_API tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
+                                 uint64_t *n_imported, uint64_t *n_rejected);
+
 /* Parses "123", "500K", "500M", "2G", "1T" (powers of 1024). */
 TK_API tk_status tk_parse_size(const char *text, uint64_t *out);
 

@@ -342,6 +342,15 @@ TK_API tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, cons
  * whether it was already cached (TK_ORIGIN_DISK) or compiled. origin may be NULL. */
 TK_API tk_status tk_kernel_precompile(tk_context *ctx, const tk_kernel_desc *desc, tk_origin *origin);
 
+/* Describes one backend for tools (tokitai-jit --info): library paths,
+ * runtime and compiler versions, and each device with its target id, or why
+ * the backend is unavailable; several lines of text written into buf (size
+ * bytes, always NUL-terminated, truncated if needed). Returns TK_OK when the
+ * backend is usable, else the status that makes it unusable
+ * (TK_BACKEND_UNAVAILABLE, TK_NO_DEVICE), with the reason in buf. Never
+ * fails because of a missing library. TK_BACKEND_AUTO is TK_INVALID_ARGUMENT. */
+TK_API tk_status tk_backend_describe(tk_backend_kind kind, char *buf, size_t size);
+
 /* Names of the embedded sources, NULL-terminated, static. */
 TK_API const char *const *tk_embedded_sources(void);
 

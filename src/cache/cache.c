@@ -1,0 +1,824 @@
+/* The cache handle: opening (root resolution and safety checks), lookups,
+ * per-key locks, atomic stores and least-recently-used eviction. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/cache_internal.h"
+
+#define DEFAULT_MAX_SIZE ((uint64_t)5 << 30) /* like ccache's default */
+
+struct tk__cache_lock {
+    int fd;
+};
+
+/* ------------------------------------------------------------ diagnostics */
+
+void tk__cache_warn_once(tk_cache *cache, enum tk__warn which, const char *fmt, ...)
+{
+    pthread_mutex_lock(&cache->mu);
+    int first = !cache->warned[which];
+    cache->warned[which] = 1;
+    pthread_mutex_unlock(&cache->mu);
+    if (!first || !cache->log)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    cache->log(cache->log_user, TK_LOG_WARN, msg);
+}
+
+tk_status tk__cache_fail(tk_cache *cache, tk_status status, const char *fmt, ...)
+{
+    char msg[sizeof(cache->last_error)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&cache->mu);
+    memcpy(cache->last_error, msg, sizeof(msg));
+    pthread_mutex_unlock(&cache->mu);
+    return status;
+}
+
+/* ------------------------------------------------------------------ paths */
+
+static char *join(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 1 && a[na - 1] == '/')
+        na--;
+    char *s = malloc(na + 1 + nb + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, a, na);
+    s[na] = '/';
+    memcpy(s + na + 1, b, nb + 1);
+    return s;
+}
+
+static char *fmt_dir_of(const char *root)
+{
+    char fmt[16];
+    snprintf(fmt, sizeof(fmt), "%d", TK__CACHE_FORMAT);
+    return join(root, fmt);
+}
+
+tk_status tk__cache_entry_path(const char *fmt_dir, const char *hex, char *buf, size_t size)
+{
+    if (!fmt_dir || strlen(hex) != 32)
+        return TK_INVALID_ARGUMENT;
+    int n = snprintf(buf, size, "%s/%.2s/%s%s", fmt_dir, hex, hex + 2, TK__ENTRY_EXT);
+    return (n > 0 && (size_t)n < size) ? TK_OK : TK_OVERFLOW;
+}
+
+tk_status tk__cache_default_root(char *buf, size_t size)
+{
+    const char *dir = getenv("TOKITAI_JIT_CACHE_DIR");
+    const char *leaf = "";
+    if (!dir || !*dir) {
+        dir = getenv("XDG_CACHE_HOME");
+        leaf = "/tokitai-jit";
+        /* The XDG spec says a relative value is to be ignored. */
+        if (!dir || dir[0] != '/') {
+            dir = getenv("HOME");
+            leaf = "/.cache/tokitai-jit";
+            if (!dir || !*dir) {
+                struct passwd pw, *res = NULL;
+                char pwbuf[4096];
+                if (getpwuid_r(geteuid(), &pw, pwbuf, sizeof(pwbuf), &res) != 0 || !res ||
+                    !pw.pw_dir || !*pw.pw_dir)
+                    return TK_NOT_FOUND;
+                int n = snprintf(buf, size, "%s%s", pw.pw_dir, leaf);
+                return (n > 0 && (size_t)n < size) ? TK_OK : TK_OVERFLOW;
+            }
+        }
+    }
+    int n = snprintf(buf, size, "%s%s", dir, leaf);
+    return (n > 0 && (size_t)n < size) ? TK_OK : TK_OVERFLOW;
+}
+
+/* mkdir -p with mode 0700 for every folder it creates. */
+static int mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(tmp, path, n + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* Folders holding entries must be ours (or root's, for shipped lower tiers)
+ * and writable by nobody else: another user could plant code otherwise. */
+static const char *unsafe_dir(const struct stat *st, int allow_root_owner)
+{
+    if (!S_ISDIR(st->st_mode))
+        return "not a folder";
+    if (st->st_uid != geteuid() && !(allow_root_owner && st->st_uid == 0))
+        return "owned by another user";
+    if (st->st_mode & (S_IWGRP | S_IWOTH))
+        return "group- or world-writable";
+    return NULL;
+}
+
+/* ------------------------------------------------------------------- open */
+
+static int env_true(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 &&
+           strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
+}
+
+static tk_status set_problem(tk_cache *cache, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static tk_status set_problem(tk_cache *cache, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    free(cache->root_problem);
+    cache->root_problem = strdup(msg);
+    cache->root_state = TK__ROOT_BAD;
+    cache->writable = 0;
+    if (!cache->root_problem)
+        return TK_OUT_OF_MEMORY;
+    if (!cache->disabled)
+        tk__cache_warn_once(cache, TK__WARN_SETUP, "%s; continuing without it", msg);
+    /* Stores are impossible: say it once, not again at every store. */
+    cache->warned[TK__WARN_WRITE] = 1;
+    tk__cache_fail(cache, TK_IO_ERROR, "%s", msg);
+    return TK_OK;
+}
+
+static tk_status open_user_tier(tk_cache *cache)
+{
+    struct stat st;
+    if (!cache->root[0])
+        return set_problem(cache, "no cache folder: HOME is not set");
+    int create = !cache->disabled && !cache->read_only;
+    if (create && mkdir_p(cache->fmt_dir) != 0 && errno != EACCES && errno != EROFS &&
+        errno != EPERM && errno != ENOENT)
+        return set_problem(cache, "cannot create cache folder %s: %s", cache->fmt_dir,
+                           strerror(errno));
+    if (stat(cache->root, &st) != 0) {
+        if (errno == ENOENT && !create) {
+            cache->root_state = TK__ROOT_MISSING;
+            return TK_OK;
+        }
+        return set_problem(cache, "cannot use cache folder %s: %s", cache->root, strerror(errno));
+    }
+    const char *why = unsafe_dir(&st, 0);
+    if (why)
+        return set_problem(cache, "cache folder %s refused: %s", cache->root, why);
+    if (stat(cache->fmt_dir, &st) != 0) {
+        if (errno != ENOENT)
+            return set_problem(cache, "cannot use cache folder %s: %s", cache->fmt_dir,
+                               strerror(errno));
+        cache->root_state = TK__ROOT_MISSING;
+        if (create) {
+            tk__cache_warn_once(cache, TK__WARN_WRITE,
+                                "cache folder %s cannot be created; continuing uncached",
+                                cache->fmt_dir);
+            tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s cannot be created",
+                           cache->fmt_dir);
+        }
+        return TK_OK;
+    }
+    why = unsafe_dir(&st, 0);
+    if (why)
+        return set_problem(cache, "cache folder %s refused: %s", cache->fmt_dir, why);
+    cache->root_state = TK__ROOT_OK;
+    if (cache->disabled || cache->read_only)
+        return TK_OK;
+    char *locks = join(cache->fmt_dir, TK__LOCK_DIR);
+    if (!locks)
+        return TK_OUT_OF_MEMORY;
+    if (mkdir(locks, 0700) != 0 && errno != EEXIST) {
+        /* Only the one-compile-per-key optimisation is lost. */
+    }
+    free(locks);
+    if (access(cache->fmt_dir, W_OK) != 0) {
+        tk__cache_warn_once(cache, TK__WARN_WRITE,
+                            "cache folder %s is not writable (%s); reading it only",
+                            cache->fmt_dir, strerror(errno));
+        tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s is not writable", cache->fmt_dir);
+        return TK_OK;
+    }
+    cache->writable = 1;
+    return TK_OK;
+}
+
+static tk_status open_lower_tiers(tk_cache *cache, const char *list)
+{
+    if (!list || !*list)
+        return TK_OK;
+    size_t n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ':';
+    cache->lower = calloc(n, sizeof(char *));
+    if (!cache->lower)
+        return TK_OUT_OF_MEMORY;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0) {
+            char *root = strndup(p, len);
+            if (!root)
+                return TK_OUT_OF_MEMORY;
+            char *fmt = fmt_dir_of(root);
+            struct stat st;
+            const char *why = NULL;
+            if (!fmt) {
+                free(root);
+                return TK_OUT_OF_MEMORY;
+            }
+            /* A missing tier is simply empty; a writable-by-others one is refused. */
+            if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && stat(fmt, &st) == 0)
+                why = unsafe_dir(&st, 1);
+            if (why && !cache->disabled)
+                tk__cache_warn_once(cache, TK__WARN_SETUP,
+                                    "read-only cache tier %s refused: %s; ignoring it", root, why);
+            free(root);
+            if (why)
+                free(fmt);
+            else
+                cache->lower[cache->n_lower++] = fmt;
+        }
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return TK_OK;
+}
+
+tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
+{
+    if (!opts || !out)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = TK_OUT_OF_MEMORY;
+    tk_cache *cache = calloc(1, sizeof(*cache));
+    if (!cache)
+        return TK_OUT_OF_MEMORY;
+    if (pthread_mutex_init(&cache->mu, NULL) != 0) {
+        free(cache);
+        return TK_OUT_OF_MEMORY;
+    }
+    cache->log = opts->log;
+    cache->log_user = opts->log_user;
+    cache->read_only = opts->read_only != 0;
+    cache->disabled = opts->disabled || env_true("TOKITAI_JIT_CACHE_DISABLE");
+    snprintf(cache->last_error, sizeof(cache->last_error), "no error");
+
+    char rootbuf[PATH_MAX];
+    if (opts->root && *opts->root) {
+        cache->root = strdup(opts->root);
+    } else if (tk__cache_default_root(rootbuf, sizeof(rootbuf)) == TK_OK) {
+        cache->root = strdup(rootbuf);
+    } else {
+        cache->root = strdup("");
+    }
+    if (!cache->root)
+        goto fail;
+    if (cache->root[0] && !(cache->fmt_dir = fmt_dir_of(cache->root)))
+        goto fail;
+
+    cache->max_size = opts->max_size;
+    if (!cache->max_size) {
+        const char *env = getenv("TOKITAI_JIT_CACHE_MAX_SIZE");
+        uint64_t v = 0;
+        if (env && *env && (tk_parse_size(env, &v) != TK_OK || v == 0))
+            tk__cache_warn_once(cache, TK__WARN_SETUP,
+                                "TOKITAI_JIT_CACHE_MAX_SIZE=%s is not a size; using 5G", env);
+        cache->max_size = v ? v : DEFAULT_MAX_SIZE;
+    }
+    const char *delay = getenv("TK__CACHE_TEST_WRITE_DELAY_MS");
+    if (delay && *delay)
+        cache->test_write_delay_ms = (unsigned)strtoul(delay, NULL, 10);
+
+    st = open_user_tier(cache);
+    if (st != TK_OK)
+        goto fail;
+    st = open_lower_tiers(cache, opts->lower ? opts->lower : getenv("TOKITAI_JIT_CACHE_PATH"));
+    if (st != TK_OK)
+        goto fail;
+    *out = cache;
+    return TK_OK;
+fail:
+    tk_cache_close(cache);
+    return st;
+}
+
+void tk_cache_close(tk_cache *cache)
+{
+    if (!cache)
+        return;
+    free(cache->root);
+    free(cache->fmt_dir);
+    for (size_t i = 0; i < cache->n_lower; i++)
+        free(cache->lower[i]);
+    free(cache->lower);
+    free(cache->root_problem);
+    pthread_mutex_destroy(&cache->mu);
+    free(cache);
+}
+
+const char *tk_cache_root(const tk_cache *cache)
+{
+    return cache && cache->root ? cache->root : "";
+}
+
+const char *tk_cache_last_error(const tk_cache *cache)
+{
+    return cache ? cache->last_error : "no cache";
+}
+
+int tk__cache_usable(const tk_cache *cache)
+{
+    return cache && !cache->disabled && (cache->root_state == TK__ROOT_OK || cache->n_lower > 0);
+}
+
+/* ----------------------------------------------------------------- lookup */
+
+enum { LOAD_HIT, LOAD_MISS, LOAD_BAD };
+
+static tk_status fill_entry(const tk__entry_view *v, int64_t mtime, tk__entry *out)
+{
+    size_t total = 0;
+    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++)
+        total += (size_t)v->strings[i].len + 1;
+    char *strings = malloc(total);
+    void *payload = malloc(v->payload_size ? (size_t)v->payload_size : 1);
+    if (!strings || !payload) {
+        free(strings);
+        free(payload);
+        return TK_OUT_OF_MEMORY;
+    }
+    const char *ptrs[TK__ENTRY_N_STRINGS];
+    char *p = strings;
+    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++) {
+        memcpy(p, v->strings[i].ptr ? v->strings[i].ptr : "", v->strings[i].len);
+        p[v->strings[i].len] = 0;
+        ptrs[i] = v->strings[i].ptr ? p : NULL;
+        p += v->strings[i].len + 1;
+    }
+    memcpy(payload, v->payload, (size_t)v->payload_size);
+    memset(out, 0, sizeof(*out));
+    out->meta.kernel = ptrs[0];
+    out->meta.source = ptrs[1];
+    out->meta.backend = ptrs[2];
+    out->meta.arch = ptrs[3];
+    out->meta.compiler = ptrs[4];
+    out->meta.options = ptrs[5];
+    out->meta.created = v->created;
+    out->meta.last_used = mtime;
+    out->meta.resources = v->resources;
+    out->payload = payload;
+    out->payload_size = (size_t)v->payload_size;
+    out->strings = strings;
+    return TK_OK;
+}
+
+/* Removes a bad user-tier entry, but only the very file that was read: a
+ * good entry renamed over it in the meantime stays. */
+static void remove_if_same(const char *path, const struct stat *read_st)
+{
+    struct stat now;
+    if (lstat(path, &now) == 0 && now.st_ino == read_st->st_ino && now.st_dev == read_st->st_dev)
+        unlink(path);
+}
+
+static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__key *key,
+                    tk__entry *out, tk_status *err)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return LOAD_MISS;
+    int result = LOAD_BAD;
+    uint8_t *buf = NULL;
+    const char *why = NULL;
+    struct stat st;
+    tk__entry_view v;
+    if (fstat(fd, &st) != 0) {
+        result = LOAD_MISS;
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        why = "not a regular file";
+        goto bad;
+    }
+    if (st.st_uid != geteuid() && !(!user_tier && st.st_uid == 0)) {
+        tk__cache_warn_once(cache, TK__WARN_OWNER,
+                            "cache entry %s refused: owned by another user (uid %u)", path,
+                            (unsigned)st.st_uid);
+        result = LOAD_MISS;
+        goto done;
+    }
+    if ((uint64_t)st.st_size > TK__ENTRY_MAX_FILE) {
+        why = "file too large";
+        goto bad;
+    }
+    tk_status rs = tk__read_fd(fd, (uint64_t)st.st_size, &buf);
+    if (rs == TK_OUT_OF_MEMORY) {
+        *err = rs;
+        result = LOAD_MISS;
+        goto done;
+    }
+    if (rs != TK_OK) {
+        why = "unreadable";
+        goto bad;
+    }
+    /* The fingerprint is not recomputed: comparing the whole key material
+     * below is stronger, and is what makes a collision harmless. */
+    if (tk__entry_parse(buf, (size_t)st.st_size, 0, &v, &why) != TK_OK)
+        goto bad;
+    if (v.fp_hi != key->fp_hi || v.fp_lo != key->fp_lo) {
+        why = "entry belongs to another key";
+        goto bad;
+    }
+    if (v.key_size != key->len || memcmp(v.key, key->bytes, key->len) != 0) {
+        why = "key material differs (fingerprint collision)";
+        goto bad;
+    }
+    tk_status fs = fill_entry(&v, (int64_t)st.st_mtim.tv_sec, out);
+    if (fs != TK_OK) {
+        *err = fs;
+        result = LOAD_MISS;
+        goto done;
+    }
+    if (user_tier && time(NULL) - st.st_mtim.tv_sec >= TK__REFRESH_SECONDS)
+        futimens(fd, NULL); /* recency for eviction; failure only costs accuracy */
+    result = LOAD_HIT;
+    goto done;
+bad:
+    tk__cache_warn_once(cache, TK__WARN_BAD, "cache entry %s ignored: %s", path, why);
+    if (user_tier && cache->writable)
+        remove_if_same(path, &st);
+    result = LOAD_BAD;
+done:
+    free(buf);
+    close(fd);
+    return result;
+}
+
+static tk_status check_key(const tk__key *key)
+{
+    if (!key || key->failed || !key->bytes || strlen(key->hex) != 32)
+        return TK_INVALID_ARGUMENT;
+    return TK_OK;
+}
+
+tk_status tk__cache_get(tk_cache *cache, const tk__key *key, tk__entry *out)
+{
+    if (!cache || !out || check_key(key) != TK_OK)
+        return TK_INVALID_ARGUMENT;
+    if (cache->disabled)
+        return TK_NOT_FOUND;
+    char path[PATH_MAX];
+    tk_status err = TK_OK;
+    size_t n_tiers = 1 + cache->n_lower;
+    for (size_t t = 0; t < n_tiers; t++) {
+        const char *dir = t == 0 ? cache->fmt_dir : cache->lower[t - 1];
+        if (t == 0 && cache->root_state != TK__ROOT_OK)
+            continue;
+        if (tk__cache_entry_path(dir, key->hex, path, sizeof(path)) != TK_OK)
+            continue;
+        if (load_one(cache, path, t == 0, key, out, &err) == LOAD_HIT)
+            return TK_OK;
+        if (err == TK_OUT_OF_MEMORY)
+            return err;
+    }
+    return TK_NOT_FOUND;
+}
+
+tk_status tk__cache_remove(tk_cache *cache, const tk__key *key)
+{
+    if (!cache || check_key(key) != TK_OK)
+        return TK_INVALID_ARGUMENT;
+    if (cache->disabled || !cache->writable)
+        return TK_NOT_FOUND;
+    char path[PATH_MAX];
+    tk_status st = tk__cache_entry_path(cache->fmt_dir, key->hex, path, sizeof(path));
+    if (st != TK_OK)
+        return st;
+    if (unlink(path) != 0)
+        return errno == ENOENT ? TK_NOT_FOUND
+                               : tk__cache_fail(cache, TK_IO_ERROR, "cannot remove %s: %s", path,
+                                                strerror(errno));
+    return TK_OK;
+}
+
+/* ------------------------------------------------------------------ locks */
+
+tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock **out)
+{
+    if (!cache || !out || check_key(key) != TK_OK)
+        return TK_INVALID_ARGUMENT;
+    *out = NULL;
+    if (cache->disabled || !cache->writable)
+        return TK_OK;
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof(path), "%s/%s/%s.lock", cache->fmt_dir, TK__LOCK_DIR, key->hex);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return TK_OK;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno == ENOENT) {
+        char *locks = join(cache->fmt_dir, TK__LOCK_DIR);
+        if (locks && mkdir(locks, 0700) == 0)
+            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        free(locks);
+    }
+    if (fd < 0)
+        return TK_OK; /* no lock: at worst two processes compile the same key */
+    tk__cache_lock *lock = malloc(sizeof(*lock));
+    if (!lock) {
+        close(fd);
+        return TK_OUT_OF_MEMORY;
+    }
+    int r;
+    do
+        r = flock(fd, LOCK_EX);
+    while (r != 0 && errno == EINTR);
+    if (r != 0) {
+        close(fd);
+        free(lock);
+        return TK_OK;
+    }
+    lock->fd = fd;
+    *out = lock;
+    return TK_OK;
+}
+
+void tk__cache_unlock(tk__cache_lock *lock)
+{
+    if (!lock)
+        return;
+    /* The lock file stays: unlinking it could let a third process lock a new
+     * inode while the second still holds the old one. */
+    flock(lock->fd, LOCK_UN);
+    close(lock->fd);
+    free(lock);
+}
+
+/* ------------------------------------------------------------------ store */
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *bytes, size_t len)
+{
+    char path[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX];
+    tk_status st = tk__cache_entry_path(cache->fmt_dir, hex, path, sizeof(path));
+    if (st != TK_OK)
+        return st;
+    snprintf(dir, sizeof(dir), "%s/%.2s", cache->fmt_dir, hex);
+    int n = snprintf(tmp, sizeof(tmp), "%s/" TK__TEMP_PREFIX "%s.XXXXXX", dir, hex + 2);
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return TK_OVERFLOW;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        goto fail_io;
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        goto fail_io;
+    int bad = 0;
+    if (cache->test_write_delay_ms) {
+        /* Test hook: a visible half-written temporary file for kill tests. */
+        size_t half = len / 2;
+        bad = write_all(fd, bytes, half) != 0;
+        sleep_ms(cache->test_write_delay_ms);
+        bad = bad || write_all(fd, bytes + half, len - half) != 0;
+    } else {
+        bad = write_all(fd, bytes, len) != 0;
+    }
+    int saved = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad || rename(tmp, path) != 0) {
+        if (!bad)
+            saved = errno;
+        unlink(tmp);
+        errno = saved;
+        goto fail_io;
+    }
+    return TK_OK;
+fail_io:
+    tk__cache_warn_once(cache, TK__WARN_WRITE, "cannot store in cache folder %s: %s; continuing",
+                        dir, strerror(errno));
+    return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: %s", path, strerror(errno));
+}
+
+tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_meta *meta,
+                        const void *payload, size_t payload_size)
+{
+    if (!cache || !meta || (!payload && payload_size) || check_key(key) != TK_OK)
+        return TK_INVALID_ARGUMENT;
+    if (cache->disabled || cache->read_only)
+        return TK_OK; /* asked for: nothing to store */
+    if (!cache->writable)
+        return TK_IO_ERROR;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    tk_status st = tk__entry_encode(key->bytes, key->len, key->fp_hi, key->fp_lo, meta, payload,
+                                    payload_size, &buf, &len);
+    if (st != TK_OK)
+        return tk__cache_fail(cache, st, "cannot encode cache entry %s", key->hex);
+    st = tk__cache_publish(cache, key->hex, buf, len);
+    free(buf);
+    if (st != TK_OK)
+        return st;
+
+    pthread_mutex_lock(&cache->mu);
+    int known = cache->size_known;
+    cache->size_tally += len;
+    int over = known && cache->size_tally > cache->max_size;
+    pthread_mutex_unlock(&cache->mu);
+    if (known && !over)
+        return TK_OK;
+    char path[PATH_MAX];
+    tk__cache_entry_path(cache->fmt_dir, key->hex, path, sizeof(path));
+    uint64_t limit = cache->max_size;
+    if (!known) {
+        /* First store of this handle: one scan learns the size (and evicts
+         * only if already over the limit). */
+        return tk__cache_evict(cache, limit, path, 0, NULL);
+    }
+    return tk__cache_evict(cache, limit / 100 * TK__EVICT_LOW_WATER_PERCENT +
+                                      limit % 100 * TK__EVICT_LOW_WATER_PERCENT / 100,
+                           path, 0, NULL);
+}
+
+/* --------------------------------------------------------------- eviction */
+
+typedef struct victim {
+    char *path;
+    uint64_t size;
+    int64_t mtime_ns;
+} victim;
+
+static int victim_cmp(const void *a, const void *b)
+{
+    const victim *x = a, *y = b;
+    if (x->mtime_ns != y->mtime_ns)
+        return x->mtime_ns < y->mtime_ns ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+static int is_hex2(const char *s)
+{
+    return strlen(s) == 2 && strspn(s, "0123456789abcdef") == 2;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path, int all_temps,
+                          uint64_t *n_removed)
+{
+    tk_status st = TK_OK;
+    victim *v = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0, removed = 0;
+    time_t now = time(NULL);
+    DIR *top = opendir(cache->fmt_dir);
+    if (!top) {
+        if (errno != ENOENT)
+            st = tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s: %s", cache->fmt_dir,
+                                strerror(errno));
+        goto done;
+    }
+    struct dirent *d;
+    while ((d = readdir(top)) != NULL) {
+        if (!is_hex2(d->d_name))
+            continue;
+        char *sub = join(cache->fmt_dir, d->d_name);
+        if (!sub) {
+            st = TK_OUT_OF_MEMORY;
+            break;
+        }
+        DIR *dir = opendir(sub);
+        struct dirent *e;
+        while (dir && (e = readdir(dir)) != NULL) {
+            int temp = strncmp(e->d_name, TK__TEMP_PREFIX, strlen(TK__TEMP_PREFIX)) == 0;
+            if (!temp && !ends_with(e->d_name, TK__ENTRY_EXT))
+                continue;
+            char *path = join(sub, e->d_name);
+            struct stat fst;
+            if (!path) {
+                st = TK_OUT_OF_MEMORY;
+                break;
+            }
+            if (lstat(path, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+                free(path);
+                continue;
+            }
+            if (temp) {
+                if (all_temps || now - fst.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) {
+                    if (unlink(path) == 0)
+                        removed++;
+                } else {
+                    total += (uint64_t)fst.st_size;
+                }
+                free(path);
+                continue;
+            }
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                victim *nv = realloc(v, ncap * sizeof(*v));
+                if (!nv) {
+                    free(path);
+                    st = TK_OUT_OF_MEMORY;
+                    break;
+                }
+                v = nv;
+                cap = ncap;
+            }
+            v[n].path = path;
+            v[n].size = (uint64_t)fst.st_size;
+            v[n].mtime_ns = (int64_t)fst.st_mtim.tv_sec * 1000000000LL + fst.st_mtim.tv_nsec;
+            total += v[n].size;
+            n++;
+        }
+        if (dir)
+            closedir(dir);
+        free(sub);
+        if (st != TK_OK)
+            break;
+    }
+    closedir(top);
+    if (st != TK_OK)
+        goto done;
+    qsort(v, n, sizeof(*v), victim_cmp);
+    for (size_t i = 0; i < n && total > limit; i++) {
+        if (keep_path && strcmp(v[i].path, keep_path) == 0)
+            continue;
+        if (unlink(v[i].path) == 0 || errno == ENOENT) {
+            total -= v[i].size;
+            removed++;
+        }
+    }
+    pthread_mutex_lock(&cache->mu);
+    cache->size_known = 1;
+    cache->size_tally = total;
+    pthread_mutex_unlock(&cache->mu);
+done:
+    for (size_t i = 0; i < n; i++)
+        free(v[i].path);
+    free(v);
+    if (st == TK_OK && n_removed)
+        *n_removed = removed;
+    return st;
+}

@@ -1,0 +1,171 @@
+/*
+ * Private to src/cache: the entry file format and the handle. Tests include it
+ * to craft entries (collisions, wrong versions) the public path never writes.
+ *
+ * Entry file, all integers little-endian:
+ *
+ *   header (64 bytes)
+ *     0  magic "TKJITENT"
+ *     8  u32 format version (TK__CACHE_FORMAT)
+ *    12  u32 header size (64)
+ *    16  u32 metadata size
+ *    20  u32 key material size
+ *    24  u64 payload size
+ *    32  u64 fingerprint, high half   (XXH3-128 of the key material)
+ *    40  u64 fingerprint, low half
+ *    48  i64 created (seconds since the epoch)
+ *    56  u64 XXH3-64 of the metadata seeded with XXH3-64 of bytes 0..55, so
+ *        that a listing can trust header + metadata without the payload
+ *   metadata
+ *     9 x i32 tk_resource_usage, in declaration order
+ *     6 x string (kernel, source, backend, arch, compiler, options):
+ *         u32 length (0xffffffff: NULL) + bytes, no NUL
+ *   key material (the whole canonical key, compared on read)
+ *   payload
+ *   trailer: u64 XXH3-64 of every byte before it
+ *
+ * Path: <root>/<TK__CACHE_FORMAT>/<2 hex>/<30 hex>.tkc.
+ *
+ * Bundle file: magic "TKJITBDL", u32 format version, u32 zero, u64 count,
+ * then count x (u64 length + one whole entry file).
+ */
+#ifndef TK_CACHE_CACHE_INTERNAL_H
+#define TK_CACHE_CACHE_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+
+#define TK__ENTRY_MAGIC "TKJITENT"
+#define TK__BUNDLE_MAGIC "TKJITBDL"
+#define TK__ENTRY_EXT ".tkc"
+#define TK__TEMP_PREFIX ".tmp."
+#define TK__LOCK_DIR "locks"
+
+enum {
+    TK__ENTRY_HEADER_SIZE = 64,
+    TK__ENTRY_TRAILER_SIZE = 8,
+    TK__ENTRY_N_STRINGS = 6,
+    TK__ENTRY_RESOURCE_FIELDS = 9,
+    TK__ENTRY_MAX_META = 1u << 20,
+    TK__BUNDLE_HEADER_SIZE = 24
+};
+
+/* Largest entry file read into memory: keeps a hostile file from asking for
+ * an absurd allocation. */
+#define TK__ENTRY_MAX_FILE ((uint64_t)1 << 31)
+
+/* Seconds a hit may be old before it refreshes the entry's mtime (recency is
+ * only needed at eviction granularity; skipping fresh hits saves a write). */
+#define TK__REFRESH_SECONDS 60
+/* Temporary files older than this are leftovers of killed writers. */
+#define TK__STALE_TEMP_SECONDS 600
+/* Automatic eviction after a store goes down to this share of the limit, so a
+ * cache sitting at its limit is not scanned on every store. */
+#define TK__EVICT_LOW_WATER_PERCENT 90
+
+typedef struct tk__slice {
+    const char *ptr; /* NULL when the string was stored as NULL */
+    uint32_t len;
+} tk__slice;
+
+/* A parsed entry: pointers into the caller's buffer. */
+typedef struct tk__entry_view {
+    uint32_t version;
+    uint32_t meta_size;
+    uint32_t key_size;
+    uint64_t payload_size;
+    uint64_t file_size; /* size the header implies */
+    uint64_t fp_hi;
+    uint64_t fp_lo;
+    int64_t created;
+    tk_resource_usage resources;
+    tk__slice strings[TK__ENTRY_N_STRINGS];
+    const uint8_t *key;
+    const uint8_t *payload;
+} tk__entry_view;
+
+/* Builds a whole entry file in one malloc'd buffer. The fingerprint is taken
+ * as given so that tests can forge collisions. */
+tk_status tk__entry_encode(const void *key, size_t key_len, uint64_t fp_hi, uint64_t fp_lo,
+                           const tk__entry_meta *meta, const void *payload, size_t payload_size,
+                           uint8_t **out, size_t *out_len);
+
+/* Checks the header (magic, version, sizes against file_size). buf holds at
+ * least TK__ENTRY_HEADER_SIZE bytes. *why gets a static reason on failure. */
+tk_status tk__entry_parse_header(const uint8_t *buf, uint64_t file_size, tk__entry_view *out,
+                                 const char **why);
+/* Checks and decodes the metadata; buf holds header + metadata and view came
+ * from tk__entry_parse_header. */
+tk_status tk__entry_parse_meta(const uint8_t *buf, tk__entry_view *view, const char **why);
+/* Checks a whole entry file: header, metadata, checksum, and when check_fp
+ * the fingerprint against the key material. */
+tk_status tk__entry_parse(const uint8_t *buf, size_t len, int check_fp, tk__entry_view *out,
+                          const char **why);
+
+/* 32 lowercase hex digits of a fingerprint + NUL. */
+void tk__fp_hex(uint64_t hi, uint64_t lo, char hex[33]);
+
+/* -------------------------------------------------------------- the handle */
+
+enum tk__warn {
+    TK__WARN_SETUP, /* root or tier refused / not creatable */
+    TK__WARN_WRITE, /* stores failing */
+    TK__WARN_BAD,   /* corrupt or mismatched entries */
+    TK__WARN_OWNER, /* entries owned by someone else */
+    TK__WARN_COUNT
+};
+
+enum tk__root_state {
+    TK__ROOT_OK = 0,
+    TK__ROOT_MISSING = 1, /* nothing there (and not created): an empty cache */
+    TK__ROOT_BAD = 2      /* unusable or refused: see root_problem */
+};
+
+struct tk_cache {
+    char *root;     /* "" when none could be resolved */
+    char *fmt_dir;  /* <root>/<format>, NULL when root is "" */
+    char **lower;   /* <lower root>/<format> of each usable lower tier */
+    size_t n_lower;
+    uint64_t max_size;
+    int disabled;
+    int read_only;
+    int root_state;
+    int writable;   /* stores are possible */
+    unsigned test_write_delay_ms;
+    tk__log_fn log;
+    void *log_user;
+    char *root_problem; /* why root_state is TK__ROOT_BAD */
+
+    pthread_mutex_t mu; /* guards everything below */
+    int warned[TK__WARN_COUNT];
+    int size_known;
+    uint64_t size_tally; /* this process's estimate of the user tier's bytes */
+    char last_error[512];
+};
+
+/* Logs msg at WARN once per category per handle. */
+void tk__cache_warn_once(tk_cache *cache, enum tk__warn which, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Records a message for tk_cache_last_error and returns status. */
+tk_status tk__cache_fail(tk_cache *cache, tk_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Entry path of hex under fmt_dir. */
+tk_status tk__cache_entry_path(const char *fmt_dir, const char *hex, char *buf, size_t size);
+
+/* Writes a whole entry file for hex into the user tier atomically. */
+tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *bytes, size_t len);
+
+/* Removes least-recently-used user-tier entries until at most limit bytes
+ * remain (keep_path, if set, is never removed), plus temporary files older
+ * than TK__STALE_TEMP_SECONDS (all of them when all_temps). */
+tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path, int all_temps,
+                          uint64_t *n_removed);
+
+/* Reads a whole file (regular, at most TK__ENTRY_MAX_FILE bytes) from fd. */
+tk_status tk__read_fd(int fd, uint64_t size, uint8_t **out);
+
+#endif /* TK_CACHE_CACHE_INTERNAL_H */

@@ -1,0 +1,756 @@
+/* The public cache tools: list, stats, verify, prune, clear, bundles, sizes. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "cache/cache_internal.h"
+
+/* ------------------------------------------------------------------ walk */
+
+enum file_kind { FILE_ENTRY, FILE_TEMP, FILE_OTHER };
+
+/* Return non-zero to stop. hex is the key the path names (FILE_ENTRY only). */
+typedef int (*walk_fn)(void *ctx, const char *path, enum file_kind kind, const char *hex);
+
+static int hex2_filter(const struct dirent *d)
+{
+    return strlen(d->d_name) == 2 && strspn(d->d_name, "0123456789abcdef") == 2;
+}
+
+static int not_dots(const struct dirent *d)
+{
+    return strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
+}
+
+/* Visits the files of one tier in sorted order, so listings are stable. */
+static tk_status walk_tier(const char *fmt_dir, walk_fn fn, void *ctx, int *stopped)
+{
+    struct dirent **subs = NULL;
+    int n = scandir(fmt_dir, &subs, hex2_filter, alphasort);
+    if (n < 0)
+        return errno == ENOENT || errno == ENOTDIR ? TK_OK : TK_IO_ERROR;
+    tk_status st = TK_OK;
+    for (int i = 0; i < n; i++) {
+        char sub[PATH_MAX];
+        snprintf(sub, sizeof(sub), "%s/%s", fmt_dir, subs[i]->d_name);
+        struct dirent **files = NULL;
+        int m = *stopped ? 0 : scandir(sub, &files, not_dots, alphasort);
+        for (int j = 0; j < m; j++) {
+            const char *name = files[j]->d_name;
+            char path[PATH_MAX], hex[33];
+            int len = snprintf(path, sizeof(path), "%s/%s", sub, name);
+            enum file_kind kind = FILE_OTHER;
+            hex[0] = 0;
+            if (strncmp(name, TK__TEMP_PREFIX, strlen(TK__TEMP_PREFIX)) == 0) {
+                kind = FILE_TEMP;
+            } else if (strlen(name) == 30 + strlen(TK__ENTRY_EXT) &&
+                       strspn(name, "0123456789abcdef") == 30 &&
+                       strcmp(name + 30, TK__ENTRY_EXT) == 0) {
+                kind = FILE_ENTRY;
+                memcpy(hex, subs[i]->d_name, 2);
+                memcpy(hex + 2, name, 30);
+                hex[32] = 0;
+            }
+            if (len > 0 && (size_t)len < sizeof(path) && !*stopped)
+                *stopped = fn(ctx, path, kind, hex);
+        }
+        for (int j = 0; j < m; j++)
+            free(files[j]);
+        free(files);
+    }
+    for (int i = 0; i < n; i++)
+        free(subs[i]);
+    free(subs);
+    return st;
+}
+
+/* Tools need a usable user tier; a missing one is an empty cache. */
+static tk_status user_tier_check(tk_cache *cache)
+{
+    if (cache->root_state == TK__ROOT_BAD)
+        return tk__cache_fail(cache, TK_IO_ERROR, "%s", cache->root_problem);
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------- header reads */
+
+/* Reads header + metadata of one entry; *buf is malloc'd on success. */
+static tk_status read_head(const char *path, int user_tier, struct stat *st, tk__entry_view *v,
+                           uint8_t **buf, const char **why)
+{
+    *why = "unreadable";
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return TK_IO_ERROR;
+    tk_status s = TK_CORRUPT;
+    uint8_t *b = NULL;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        *why = "not a regular file";
+        goto done;
+    }
+    if (st->st_uid != geteuid() && !(!user_tier && st->st_uid == 0)) {
+        *why = "owned by another user";
+        goto done;
+    }
+    uint8_t head[TK__ENTRY_HEADER_SIZE];
+    if ((uint64_t)st->st_size < sizeof(head) ||
+        pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
+        *why = "truncated header";
+        goto done;
+    }
+    s = tk__entry_parse_header(head, (uint64_t)st->st_size, v, why);
+    if (s != TK_OK)
+        goto done;
+    s = TK_OUT_OF_MEMORY;
+    size_t n = TK__ENTRY_HEADER_SIZE + (size_t)v->meta_size;
+    b = malloc(n);
+    if (!b)
+        goto done;
+    s = TK_CORRUPT;
+    if (pread(fd, b, n, 0) != (ssize_t)n) {
+        *why = "truncated metadata";
+        goto done;
+    }
+    s = tk__entry_parse_meta(b, v, why);
+done:
+    close(fd);
+    if (s == TK_OK)
+        *buf = b;
+    else
+        free(b);
+    return s;
+}
+
+/* The strings of a view, NUL-terminated, in one malloc'd block. */
+static char *view_strings(const tk__entry_view *v, const char *ptrs[TK__ENTRY_N_STRINGS])
+{
+    size_t total = 0;
+    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++)
+        total += (size_t)v->strings[i].len + 1;
+    char *s = malloc(total), *p = s;
+    if (!s)
+        return NULL;
+    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++) {
+        memcpy(p, v->strings[i].ptr ? v->strings[i].ptr : "", v->strings[i].len);
+        p[v->strings[i].len] = 0;
+        ptrs[i] = p;
+        p += v->strings[i].len + 1;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------- list */
+
+typedef struct list_ctx {
+    tk_cache_visit_fn visit;
+    void *user;
+    int read_only_tier;
+    tk_status status;
+} list_ctx;
+
+static int list_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    list_ctx *c = p;
+    if (kind != FILE_ENTRY)
+        return 0;
+    struct stat st;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why;
+    if (read_head(path, !c->read_only_tier, &st, &v, &buf, &why) != TK_OK)
+        return 0;
+    char fp[33];
+    tk__fp_hex(v.fp_hi, v.fp_lo, fp);
+    int stop = 0;
+    const char *s[TK__ENTRY_N_STRINGS];
+    char *strings = strcmp(fp, hex) == 0 ? view_strings(&v, s) : NULL;
+    if (strings) {
+        tk_cache_entry_info info;
+        memset(&info, 0, sizeof(info));
+        info.key_hex = hex;
+        info.path = path;
+        info.kernel = s[0];
+        info.source = s[1];
+        info.backend = s[2];
+        info.arch = s[3];
+        info.compiler = s[4];
+        info.options = s[5];
+        info.payload_size = v.payload_size;
+        info.file_size = (uint64_t)st.st_size;
+        info.created = v.created;
+        info.last_used = (int64_t)st.st_mtim.tv_sec;
+        info.resources = v.resources;
+        info.read_only_tier = c->read_only_tier;
+        stop = c->visit(c->user, &info);
+    } else if (strcmp(fp, hex) == 0) {
+        c->status = TK_OUT_OF_MEMORY;
+        stop = 1;
+    }
+    free(strings);
+    free(buf);
+    return stop;
+}
+
+/* Walks the user tier, then each lower tier. */
+static tk_status walk_all(tk_cache *cache, walk_fn fn, void *ctx, int *read_only_tier)
+{
+    int stopped = 0;
+    tk_status st = TK_OK;
+    if (cache->root_state == TK__ROOT_OK) {
+        *read_only_tier = 0;
+        st = walk_tier(cache->fmt_dir, fn, ctx, &stopped);
+    }
+    for (size_t i = 0; i < cache->n_lower && st == TK_OK && !stopped; i++) {
+        *read_only_tier = 1;
+        st = walk_tier(cache->lower[i], fn, ctx, &stopped);
+    }
+    if (st != TK_OK)
+        return tk__cache_fail(cache, st, "cannot read the cache folders under %s", cache->root);
+    return TK_OK;
+}
+
+tk_status tk_cache_list(tk_cache *cache, tk_cache_visit_fn visit, void *user)
+{
+    if (!cache || !visit)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    list_ctx c = {visit, user, 0, TK_OK};
+    st = walk_all(cache, list_one, &c, &c.read_only_tier);
+    return st != TK_OK ? st : c.status;
+}
+
+/* ------------------------------------------------------------------ stats */
+
+typedef struct stats_ctx {
+    tk_cache_stats s;
+} stats_ctx;
+
+static int stats_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    stats_ctx *c = p;
+    if (kind == FILE_TEMP) {
+        c->s.temp_files++;
+        return 0;
+    }
+    struct stat st;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why;
+    char fp[33] = "";
+    if (kind == FILE_ENTRY && read_head(path, 1, &st, &v, &buf, &why) == TK_OK)
+        tk__fp_hex(v.fp_hi, v.fp_lo, fp);
+    free(buf);
+    if (kind == FILE_ENTRY && strcmp(fp, hex) == 0) {
+        c->s.entries++;
+        c->s.bytes += (uint64_t)st.st_size;
+    } else {
+        c->s.bad_files++;
+    }
+    return 0;
+}
+
+tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
+{
+    if (!cache || !out)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    stats_ctx c;
+    memset(&c, 0, sizeof(c));
+    c.s.max_bytes = cache->max_size;
+    int stopped = 0;
+    if (cache->root_state == TK__ROOT_OK && walk_tier(cache->fmt_dir, stats_one, &c, &stopped) != TK_OK)
+        return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
+    *out = c.s;
+    return TK_OK;
+}
+
+/* ----------------------------------------------------------------- verify */
+
+/* Reads and fully checks one entry file; *bytes is malloc'd on success. */
+static tk_status read_entry_file(const char *path, int user_tier, const char *hex,
+                                 uint8_t **bytes, size_t *len, tk__entry_view *v, const char **why)
+{
+    *why = "unreadable";
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return TK_IO_ERROR;
+    struct stat st;
+    uint8_t *buf = NULL;
+    tk_status s = TK_CORRUPT;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        *why = "not a regular file";
+        goto done;
+    }
+    if (st.st_uid != geteuid() && !(!user_tier && st.st_uid == 0)) {
+        *why = "owned by another user";
+        goto done;
+    }
+    if ((uint64_t)st.st_size > TK__ENTRY_MAX_FILE) {
+        *why = "file too large";
+        goto done;
+    }
+    s = tk__read_fd(fd, (uint64_t)st.st_size, &buf);
+    if (s != TK_OK) {
+        *why = s == TK_OUT_OF_MEMORY ? "out of memory" : "unreadable";
+        goto done;
+    }
+    s = tk__entry_parse(buf, (size_t)st.st_size, 1, v, why);
+    if (s != TK_OK)
+        goto done;
+    char fp[33];
+    tk__fp_hex(v->fp_hi, v->fp_lo, fp);
+    if (hex && strcmp(fp, hex) != 0) {
+        *why = "entry stored under another key's name";
+        s = TK_CORRUPT;
+    }
+done:
+    close(fd);
+    if (s == TK_OK) {
+        *bytes = buf;
+        *len = (size_t)st.st_size;
+    } else {
+        free(buf);
+    }
+    return s;
+}
+
+typedef struct verify_ctx {
+    tk_cache_bad_fn bad;
+    void *user;
+    int read_only_tier;
+    uint64_t n_bad;
+} verify_ctx;
+
+static int verify_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    verify_ctx *c = p;
+    if (kind == FILE_TEMP)
+        return 0;
+    const char *why = "not a cache entry";
+    if (kind == FILE_ENTRY) {
+        uint8_t *bytes = NULL;
+        size_t len;
+        tk__entry_view v;
+        tk_status s = read_entry_file(path, !c->read_only_tier, hex, &bytes, &len, &v, &why);
+        free(bytes);
+        if (s == TK_OK)
+            return 0;
+    }
+    c->n_bad++;
+    if (c->bad)
+        c->bad(c->user, path, why);
+    return 0;
+}
+
+tk_status tk_cache_verify(tk_cache *cache, tk_cache_bad_fn bad, void *user, uint64_t *n_bad)
+{
+    if (!cache)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    verify_ctx c = {bad, user, 0, 0};
+    st = walk_all(cache, verify_one, &c, &c.read_only_tier);
+    if (st != TK_OK)
+        return st;
+    if (n_bad)
+        *n_bad = c.n_bad;
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------- prune / clear */
+
+tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n_removed)
+{
+    if (!cache)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    if (cache->root_state == TK__ROOT_MISSING) {
+        if (n_removed)
+            *n_removed = 0;
+        return TK_OK;
+    }
+    return tk__cache_evict(cache, max_bytes ? max_bytes : cache->max_size, NULL, 0, n_removed);
+}
+
+typedef struct clear_ctx {
+    uint64_t removed;
+    int failed;
+    int err;
+} clear_ctx;
+
+static int clear_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    clear_ctx *c = p;
+    if (unlink(path) == 0) {
+        c->removed += kind == FILE_ENTRY;
+    } else if (errno != ENOENT) {
+        c->failed = 1;
+        c->err = errno;
+    }
+    return 0;
+}
+
+tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed)
+{
+    if (!cache)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    clear_ctx c = {0, 0, 0};
+    int stopped = 0;
+    if (cache->root_state == TK__ROOT_OK) {
+        if (walk_tier(cache->fmt_dir, clear_one, &c, &stopped) != TK_OK)
+            return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
+        /* Empty shard folders go too (best effort: a racing store may refill one). */
+        struct dirent **subs = NULL;
+        int n = scandir(cache->fmt_dir, &subs, hex2_filter, alphasort);
+        for (int i = 0; i < n; i++) {
+            char sub[PATH_MAX];
+            snprintf(sub, sizeof(sub), "%s/%s", cache->fmt_dir, subs[i]->d_name);
+            rmdir(sub);
+            free(subs[i]);
+        }
+        free(subs);
+    }
+    pthread_mutex_lock(&cache->mu);
+    cache->size_known = 0;
+    pthread_mutex_unlock(&cache->mu);
+    if (c.failed)
+        return tk__cache_fail(cache, TK_IO_ERROR, "cannot remove entries under %s: %s",
+                              cache->fmt_dir, strerror(c.err));
+    if (n_removed)
+        *n_removed = c.removed;
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- bundles */
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static int write_all(FILE *f, const void *p, size_t n)
+{
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+typedef struct export_ctx {
+    tk_cache *cache;
+    tk_cache_select_fn select;
+    void *user;
+    int read_only_tier;
+    FILE *f;
+    uint64_t count;
+    char (*seen)[33]; /* keys written, so a lower tier's copy is not added twice */
+    size_t n_seen, cap_seen;
+    tk_status status;
+} export_ctx;
+
+static int select_one(export_ctx *c, const char *path, const char *hex)
+{
+    if (!c->select)
+        return 1;
+    struct stat st;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why;
+    if (read_head(path, !c->read_only_tier, &st, &v, &buf, &why) != TK_OK)
+        return 0;
+    const char *s[TK__ENTRY_N_STRINGS];
+    char *strings = view_strings(&v, s);
+    int take = 0;
+    if (strings) {
+        tk_cache_entry_info info;
+        memset(&info, 0, sizeof(info));
+        info.key_hex = hex;
+        info.path = path;
+        info.kernel = s[0];
+        info.source = s[1];
+        info.backend = s[2];
+        info.arch = s[3];
+        info.compiler = s[4];
+        info.options = s[5];
+        info.payload_size = v.payload_size;
+        info.file_size = (uint64_t)st.st_size;
+        info.created = v.created;
+        info.last_used = (int64_t)st.st_mtim.tv_sec;
+        info.resources = v.resources;
+        info.read_only_tier = c->read_only_tier;
+        take = c->select(c->user, &info) != 0;
+    } else {
+        c->status = TK_OUT_OF_MEMORY;
+    }
+    free(strings);
+    free(buf);
+    return take;
+}
+
+static int export_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    export_ctx *c = p;
+    if (kind != FILE_ENTRY)
+        return 0;
+    for (size_t i = 0; i < c->n_seen; i++)
+        if (strcmp(c->seen[i], hex) == 0)
+            return 0;
+    if (!select_one(c, path, hex))
+        return c->status != TK_OK;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    tk__entry_view v;
+    const char *why;
+    /* Only entries that verify are shipped. */
+    if (read_entry_file(path, !c->read_only_tier, hex, &bytes, &len, &v, &why) != TK_OK)
+        return 0;
+    uint8_t lenbuf[8];
+    put_le(lenbuf, len, 8);
+    if (write_all(c->f, lenbuf, 8) != 0 || write_all(c->f, bytes, len) != 0) {
+        c->status = tk__cache_fail(c->cache, TK_IO_ERROR, "cannot write the bundle: %s",
+                                   strerror(errno));
+        free(bytes);
+        return 1;
+    }
+    free(bytes);
+    if (c->n_seen == c->cap_seen) {
+        size_t ncap = c->cap_seen ? c->cap_seen * 2 : 64;
+        void *ns = realloc(c->seen, ncap * sizeof(*c->seen));
+        if (!ns) {
+            c->status = TK_OUT_OF_MEMORY;
+            return 1;
+        }
+        c->seen = ns;
+        c->cap_seen = ncap;
+    }
+    memcpy(c->seen[c->n_seen++], hex, 33);
+    c->count++;
+    return 0;
+}
+
+tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn select, void *user,
+                          uint64_t *n_exported)
+{
+    if (!cache || !path || !*path)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    char tmp[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    int n = slash ? snprintf(tmp, sizeof(tmp), "%.*s/" TK__TEMP_PREFIX "%s.XXXXXX",
+                             (int)(slash - path), path, slash + 1)
+                  : snprintf(tmp, sizeof(tmp), TK__TEMP_PREFIX "%s.XXXXXX", path);
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return tk__cache_fail(cache, TK_INVALID_ARGUMENT, "bundle path too long: %s", path);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return tk__cache_fail(cache, TK_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
+    export_ctx c;
+    memset(&c, 0, sizeof(c));
+    c.cache = cache;
+    c.select = select;
+    c.user = user;
+    c.f = fdopen(fd, "wb");
+    if (!c.f) {
+        close(fd);
+        unlink(tmp);
+        return TK_OUT_OF_MEMORY;
+    }
+    uint8_t head[TK__BUNDLE_HEADER_SIZE];
+    memset(head, 0, sizeof(head));
+    memcpy(head, TK__BUNDLE_MAGIC, 8);
+    put_le(head + 8, TK__CACHE_FORMAT, 4);
+    st = TK_IO_ERROR;
+    if (write_all(c.f, head, sizeof(head)) != 0)
+        goto fail_write;
+    st = walk_all(cache, export_one, &c, &c.read_only_tier);
+    if (st == TK_OK)
+        st = c.status;
+    if (st != TK_OK)
+        goto fail;
+    /* The count goes in last: a bundle cut short says more than it holds
+     * and is caught on import. */
+    put_le(head + 16, c.count, 8);
+    st = TK_IO_ERROR;
+    if (fseek(c.f, 16, SEEK_SET) != 0 || write_all(c.f, head + 16, 8) != 0)
+        goto fail_write;
+    FILE *f = c.f;
+    c.f = NULL;
+    if (fclose(f) != 0)
+        goto fail_write;
+    if (rename(tmp, path) != 0)
+        goto fail_write;
+    free(c.seen);
+    if (n_exported)
+        *n_exported = c.count;
+    return TK_OK;
+fail_write:
+    st = tk__cache_fail(cache, TK_IO_ERROR, "cannot write bundle %s: %s", path, strerror(errno));
+fail:
+    if (c.f)
+        fclose(c.f);
+    unlink(tmp);
+    free(c.seen);
+    return st;
+}
+
+static int read_exact(FILE *f, void *p, size_t n)
+{
+    return fread(p, 1, n, f) == n ? 0 : -1;
+}
+
+tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
+                          uint64_t *n_imported, uint64_t *n_rejected)
+{
+    if (!cache || !path)
+        return TK_INVALID_ARGUMENT;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
+                              "cannot open %s: %s", path, strerror(errno));
+    tk_status st = TK_CORRUPT;
+    uint8_t *bytes = NULL;
+    uint64_t imported = 0, rejected = 0;
+    struct stat fst;
+    uint8_t head[TK__BUNDLE_HEADER_SIZE];
+    if (fstat(fileno(f), &fst) != 0 || read_exact(f, head, sizeof(head)) != 0 ||
+        memcmp(head, TK__BUNDLE_MAGIC, 8) != 0) {
+        st = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle", path);
+        goto done;
+    }
+    if (get_le(head + 8, 4) != TK__CACHE_FORMAT) {
+        st = tk__cache_fail(cache, TK_CORRUPT, "%s: bundle of cache format %u, expected %d", path,
+                            (unsigned)get_le(head + 8, 4), TK__CACHE_FORMAT);
+        goto done;
+    }
+    if (cache->disabled || !cache->writable) {
+        st = tk__cache_fail(cache, TK_IO_ERROR, "the cache under %s is not writable",
+                            cache->root);
+        goto done;
+    }
+    uint64_t count = get_le(head + 16, 8);
+    uint64_t offset = sizeof(head);
+    for (uint64_t i = 0; i < count; i++) {
+        uint8_t lenbuf[8];
+        char where[64];
+        snprintf(where, sizeof(where), "%s#%llu", path, (unsigned long long)i);
+        uint64_t len;
+        if (read_exact(f, lenbuf, 8) != 0 ||
+            (len = get_le(lenbuf, 8)) > (uint64_t)fst.st_size - offset - 8) {
+            rejected += count - i;
+            if (bad)
+                bad(user, where, "bundle truncated");
+            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu entries", path,
+                                (unsigned long long)i);
+            goto done;
+        }
+        offset += 8 + len;
+        free(bytes);
+        bytes = malloc(len ? (size_t)len : 1);
+        if (!bytes) {
+            st = TK_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (read_exact(f, bytes, (size_t)len) != 0) {
+            rejected += count - i;
+            if (bad)
+                bad(user, where, "bundle truncated");
+            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated", path);
+            goto done;
+        }
+        tk__entry_view v;
+        const char *why = NULL;
+        if (tk__entry_parse(bytes, (size_t)len, 1, &v, &why) != TK_OK) {
+            rejected++;
+            if (bad)
+                bad(user, where, why);
+            continue;
+        }
+        char hex[33];
+        tk__fp_hex(v.fp_hi, v.fp_lo, hex);
+        st = tk__cache_publish(cache, hex, bytes, (size_t)len);
+        if (st != TK_OK)
+            goto done;
+        imported++;
+    }
+    /* One eviction pass for the whole bundle. */
+    st = tk__cache_evict(cache, cache->max_size, NULL, 0, NULL);
+    if (st != TK_OK)
+        goto done;
+    if (n_imported)
+        *n_imported = imported;
+    if (n_rejected)
+        *n_rejected = rejected;
+done:
+    free(bytes);
+    fclose(f);
+    return st;
+}
+
+/* ------------------------------------------------------------------ sizes */
+
+tk_status tk_parse_size(const char *text, uint64_t *out)
+{
+    if (!text || !out)
+        return TK_INVALID_ARGUMENT;
+    const char *p = text;
+    if (!isdigit((unsigned char)*p))
+        return TK_INVALID_ARGUMENT; /* empty, sign, space or junk */
+    uint64_t v = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return TK_INVALID_ARGUMENT;
+        v = v * 10 + d;
+    }
+    int shift = 0;
+    switch (toupper((unsigned char)*p)) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    case 'P': shift = 50; break;
+    default: break;
+    }
+    if (shift) {
+        p++;
+        if (toupper((unsigned char)*p) == 'I' && toupper((unsigned char)p[1]) == 'B')
+            p += 2;
+        else if (toupper((unsigned char)*p) == 'B')
+            p++;
+    } else if (toupper((unsigned char)*p) == 'B') {
+        p++;
+    }
+    if (*p)
+        return TK_INVALID_ARGUMENT;
+    if (shift && v > (UINT64_MAX >> shift))
+        return TK_INVALID_ARGUMENT;
+    *out = v << shift;
+    return TK_OK;
+}

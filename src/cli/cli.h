@@ -1,0 +1,101 @@
+/*
+ * tokitai-jit, the command-line tool. Internal to src/cli; it uses the public
+ * API (tokitai/tokitai.h, tokitai/ops.h) only.
+ */
+#ifndef TK_CLI_CLI_H
+#define TK_CLI_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tokitai/ops.h"
+#include "tokitai/tokitai.h"
+
+/* Exit codes: fixed, documented in --help and README.md. */
+#define TK__EXIT_OK 0          /* success */
+#define TK__EXIT_FAIL 1        /* bad entries, out of tolerance, failed compiles, I/O */
+#define TK__EXIT_USAGE 2       /* unknown option, bad value, invalid manifest */
+#define TK__EXIT_NO_DEVICE 3   /* --run without a usable GPU */
+#define TK__EXIT_UNAVAILABLE 4 /* a requested target's compiler is missing or does not know it */
+
+typedef enum tk__cli_command {
+    TK__CMD_NONE = 0,
+    TK__CMD_HELP,
+    TK__CMD_VERSION,
+    TK__CMD_LIST,
+    TK__CMD_STATS,
+    TK__CMD_VERIFY,
+    TK__CMD_PRUNE,
+    TK__CMD_CLEAR,
+    TK__CMD_INFO,
+    TK__CMD_RUN,
+    TK__CMD_PRECOMPILE,
+    TK__CMD_EXPORT,
+    TK__CMD_IMPORT
+} tk__cli_command;
+
+/* Everything the command line said; strings borrowed from argv. */
+typedef struct tk__cli_opts {
+    tk__cli_command command;
+    const char *cache_dir; /* NULL: the library's default */
+    int json;
+    int verbose;
+    int have_max_size;
+    uint64_t max_size;
+    const char *run_op;    /* --run OP */
+    const char *shape;     /* --shape DIMS */
+    uint64_t seed;
+    int have_policy;
+    tk_policy policy;
+    const char *manifest;  /* --manifest FILE; NULL: the embedded default */
+    const char *arch_list; /* --arch LIST */
+    const char *ops_list;  /* --ops LIST */
+    int jobs;              /* -j N; 0: number of CPUs */
+    int dry_run;
+    const char *file;      /* --export / --import FILE */
+} tk__cli_opts;
+
+/* "tokitai-jit: <message>" on stderr, one line. */
+void tk__cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A config carrying --cache-dir (and nothing else); NULL on allocation failure
+ * (message printed). */
+tk_config *tk__cli_config(const tk__cli_opts *opts);
+
+/* Writes s as a JSON string literal (quotes included); invalid UTF-8 becomes
+ * U+FFFD so the output always parses. NULL writes null. */
+void tk__json_str(FILE *f, const char *s);
+/* "1.5 MiB" style; buf of at least 32 bytes. */
+const char *tk__fmt_size(uint64_t bytes, char *buf, size_t size);
+/* Local "YYYY-MM-DD HH:MM", or "-" for 0. */
+const char *tk__fmt_time(int64_t t, char *buf, size_t size);
+/* UTC "YYYY-MM-DDTHH:MM:SSZ". */
+const char *tk__fmt_time_iso(int64_t t, char *buf, size_t size);
+/* Seconds from a monotonic clock. */
+double tk__now(void);
+/* Parses a decimal int64 in [min, max]; 0 on success, -1 otherwise. */
+int tk__parse_i64(const char *text, int64_t min, int64_t max, int64_t *out);
+
+/* Backend an offline target belongs to: sm_* / compute_* -> CUDA, gfx* -> HIP,
+ * "stub" (the test backend) -> STUB; AUTO when the name says nothing. */
+tk_backend_kind tk__target_backend(const char *target);
+/* 1 when target is a syntactically valid target name (sm_90, sm_90a, gfx90a,
+ * gfx90a:sramecc+:xnack-, and stub: the testing backend's only target). */
+int tk__target_name_valid(const char *target);
+
+/* Commands; each returns an exit code. */
+int tk__cmd_list(const tk__cli_opts *opts);
+int tk__cmd_stats(const tk__cli_opts *opts);
+int tk__cmd_verify(const tk__cli_opts *opts);
+int tk__cmd_prune(const tk__cli_opts *opts);
+int tk__cmd_clear(const tk__cli_opts *opts);
+int tk__cmd_export(const tk__cli_opts *opts);
+int tk__cmd_import(const tk__cli_opts *opts);
+int tk__cmd_info(const tk__cli_opts *opts);
+int tk__cmd_run(const tk__cli_opts *opts);
+int tk__cmd_precompile(const tk__cli_opts *opts);
+
+/* The default manifest embedded at build time (manifests/default.tkm). */
+extern const char tk__default_manifest[];
+
+#endif /* TK_CLI_CLI_H */

@@ -1,0 +1,523 @@
+/* Cache commands: --list, --stats, --verify, --prune, --clear, --export, --import. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* An owned copy of one entry's metadata (the visit's strings are borrowed). */
+typedef struct entry {
+    char *key_hex, *path, *kernel, *source, *backend, *arch, *compiler, *options;
+    uint64_t payload_size, file_size;
+    int64_t created, last_used;
+    tk_resource_usage res;
+    int read_only_tier;
+} entry;
+
+typedef struct entry_list {
+    entry *items;
+    size_t n, cap;
+    int oom;
+} entry_list;
+
+static char *dup_or_empty(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+static int collect(void *user, const tk_cache_entry_info *info)
+{
+    entry_list *l = user;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        entry *items = realloc(l->items, cap * sizeof *items);
+        if (!items) {
+            l->oom = 1;
+            return 1;
+        }
+        l->items = items;
+        l->cap = cap;
+    }
+    entry *e = &l->items[l->n];
+    memset(e, 0, sizeof *e);
+    e->key_hex = dup_or_empty(info->key_hex);
+    e->path = dup_or_empty(info->path);
+    e->kernel = dup_or_empty(info->kernel);
+    e->source = dup_or_empty(info->source);
+    e->backend = dup_or_empty(info->backend);
+    e->arch = dup_or_empty(info->arch);
+    e->compiler = dup_or_empty(info->compiler);
+    e->options = dup_or_empty(info->options);
+    e->payload_size = info->payload_size;
+    e->file_size = info->file_size;
+    e->created = info->created;
+    e->last_used = info->last_used;
+    e->res = info->resources;
+    e->read_only_tier = info->read_only_tier;
+    l->n++;
+    if (!e->key_hex || !e->path || !e->kernel || !e->source || !e->backend || !e->arch ||
+        !e->compiler || !e->options) {
+        l->oom = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void free_entries(entry_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        entry *e = &l->items[i];
+        free(e->key_hex), free(e->path), free(e->kernel), free(e->source);
+        free(e->backend), free(e->arch), free(e->compiler), free(e->options);
+    }
+    free(l->items);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    int c = strcmp(x->arch, y->arch);
+    if (!c)
+        c = strcmp(x->kernel, y->kernel);
+    if (!c)
+        c = strcmp(x->key_hex, y->key_hex);
+    if (!c)
+        c = x->read_only_tier - y->read_only_tier;
+    return c;
+}
+
+/* Opens the cache named by the options; prints why not. */
+static tk_cache *open_cache(const tk__cli_opts *opts)
+{
+    tk_config *cfg = tk__cli_config(opts);
+    if (!cfg)
+        return NULL;
+    tk_cache *cache = NULL;
+    tk_status st = tk_cache_open(cfg, &cache);
+    tk_config_destroy(cfg);
+    if (st != TK_OK) {
+        tk__cli_error("cannot open the cache: %s", tk_status_str(st));
+        return NULL;
+    }
+    return cache;
+}
+
+static int load_entries(tk_cache *cache, entry_list *l)
+{
+    memset(l, 0, sizeof *l);
+    tk_status st = tk_cache_list(cache, collect, l);
+    if (l->oom) {
+        tk__cli_error("out of memory while listing the cache");
+        free_entries(l);
+        return -1;
+    }
+    if (st != TK_OK) {
+        tk__cli_error("cannot list %s: %s: %s", tk_cache_root(cache), tk_status_str(st),
+                      tk_cache_last_error(cache));
+        free_entries(l);
+        return -1;
+    }
+    qsort(l->items, l->n, sizeof *l->items, cmp_entry);
+    return 0;
+}
+
+/* A resource count, "-" when unknown. */
+static const char *res_str(int32_t v, char *buf, size_t size)
+{
+    if (v < 0)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%d", (int)v);
+    return buf;
+}
+
+static void print_res_json(FILE *f, const char *name, int32_t v, int last)
+{
+    fprintf(f, "\"%s\": ", name);
+    if (v < 0)
+        fputs("null", f);
+    else
+        fprintf(f, "%d", (int)v);
+    fputs(last ? "" : ", ", f);
+}
+
+static void list_json(const tk_cache *cache, const entry_list *l)
+{
+    uint64_t total = 0;
+    char t1[40], t2[40];
+    fputs("{\n  \"cache\": ", stdout);
+    tk__json_str(stdout, tk_cache_root(cache));
+    fputs(",\n  \"entries\": [", stdout);
+    for (size_t i = 0; i < l->n; i++) {
+        const entry *e = &l->items[i];
+        total += e->file_size;
+        fputs(i ? ",\n    {" : "\n    {", stdout);
+        fputs("\"key\": ", stdout), tk__json_str(stdout, e->key_hex);
+        fputs(", \"kernel\": ", stdout), tk__json_str(stdout, e->kernel);
+        fputs(", \"source\": ", stdout), tk__json_str(stdout, e->source);
+        fputs(", \"backend\": ", stdout), tk__json_str(stdout, e->backend);
+        fputs(", \"arch\": ", stdout), tk__json_str(stdout, e->arch);
+        fputs(", \"compiler\": ", stdout), tk__json_str(stdout, e->compiler);
+        fputs(", \"options\": ", stdout), tk__json_str(stdout, e->options);
+        fputs(", \"path\": ", stdout), tk__json_str(stdout, e->path);
+        printf(", \"payload_size\": %llu, \"file_size\": %llu",
+               (unsigned long long)e->payload_size, (unsigned long long)e->file_size);
+        printf(", \"created\": \"%s\", \"last_used\": \"%s\"",
+               tk__fmt_time_iso(e->created, t1, sizeof t1),
+               tk__fmt_time_iso(e->last_used, t2, sizeof t2));
+        printf(", \"read_only_tier\": %s, \"resources\": {", e->read_only_tier ? "true" : "false");
+        print_res_json(stdout, "registers", e->res.registers, 0);
+        print_res_json(stdout, "sgprs", e->res.sgprs, 0);
+        print_res_json(stdout, "agprs", e->res.agprs, 0);
+        print_res_json(stdout, "shared_bytes", e->res.shared_bytes, 0);
+        print_res_json(stdout, "local_bytes", e->res.local_bytes, 0);
+        print_res_json(stdout, "spill_count", e->res.spill_count, 0);
+        print_res_json(stdout, "wavefront_size", e->res.wavefront_size, 0);
+        print_res_json(stdout, "kernarg_bytes", e->res.kernarg_bytes, 0);
+        print_res_json(stdout, "max_threads", e->res.max_threads, 1);
+        fputs("}}", stdout);
+    }
+    printf("%s],\n  \"count\": %llu,\n  \"bytes\": %llu\n}\n", l->n ? "\n  " : "",
+           (unsigned long long)l->n, (unsigned long long)total);
+}
+
+/* Width of the widest value of a column (at least the header's), capped. */
+static int col_width(const entry_list *l, size_t offset, const char *header, int cap)
+{
+    int w = (int)strlen(header);
+    for (size_t i = 0; i < l->n; i++) {
+        const char *s = *(char *const *)((const char *)&l->items[i] + offset);
+        int n = (int)strlen(s);
+        if (n > w)
+            w = n;
+    }
+    return w > cap ? cap : w;
+}
+
+static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
+{
+    if (l->n == 0) {
+        printf("cache %s is empty\n", tk_cache_root(cache));
+        return;
+    }
+    int wk = col_width(l, offsetof(entry, kernel), "KERNEL", 48);
+    int wb = col_width(l, offsetof(entry, backend), "BACKEND", 8);
+    int wa = col_width(l, offsetof(entry, arch), "ARCH", 32);
+    int wc = col_width(l, offsetof(entry, compiler), "COMPILER", 40);
+    uint64_t total = 0;
+    printf("%-12s  %-*s  %-*s  %-*s  %-*s  %10s  %-16s  %-16s\n", "KEY", wk, "KERNEL", wb,
+           "BACKEND", wa, "ARCH", wc, "COMPILER", "SIZE", "CREATED", "LAST USE");
+    for (size_t i = 0; i < l->n; i++) {
+        const entry *e = &l->items[i];
+        char sz[32], c[32], u[32];
+        total += e->file_size;
+        printf("%-12.12s  %-*.*s  %-*.*s  %-*.*s  %-*.*s  %10s  %-16s  %-16s%s\n", e->key_hex, wk,
+               wk, e->kernel, wb, wb, e->backend, wa, wa, e->arch, wc, wc, e->compiler,
+               tk__fmt_size(e->file_size, sz, sizeof sz), tk__fmt_time(e->created, c, sizeof c),
+               tk__fmt_time(e->last_used, u, sizeof u), e->read_only_tier ? "  (read-only)" : "");
+        if (verbose) {
+            char r[9][16];
+            printf("    key %s  source %s  payload %llu bytes\n", e->key_hex, e->source,
+                   (unsigned long long)e->payload_size);
+            printf("    options: %s\n", e->options[0] ? e->options : "(none)");
+            printf("    resources: registers/VGPR %s  SGPR %s  AGPR %s  shared/LDS %s  "
+                   "local/scratch %s  spills %s  wavefront %s  kernarg %s  max threads %s\n",
+                   res_str(e->res.registers, r[0], 16), res_str(e->res.sgprs, r[1], 16),
+                   res_str(e->res.agprs, r[2], 16), res_str(e->res.shared_bytes, r[3], 16),
+                   res_str(e->res.local_bytes, r[4], 16), res_str(e->res.spill_count, r[5], 16),
+                   res_str(e->res.wavefront_size, r[6], 16),
+                   res_str(e->res.kernarg_bytes, r[7], 16), res_str(e->res.max_threads, r[8], 16));
+            printf("    file: %s\n", e->path);
+        }
+    }
+    char tot[32];
+    printf("%zu %s, %s in %s\n", l->n, l->n == 1 ? "entry" : "entries",
+           tk__fmt_size(total, tot, sizeof tot), tk_cache_root(cache));
+}
+
+int tk__cmd_list(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    entry_list l;
+    if (load_entries(cache, &l) != 0) {
+        tk_cache_close(cache);
+        return TK__EXIT_FAIL;
+    }
+    if (opts->json)
+        list_json(cache, &l);
+    else
+        list_text(cache, &l, opts->verbose);
+    free_entries(&l);
+    tk_cache_close(cache);
+    return TK__EXIT_OK;
+}
+
+int tk__cmd_stats(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    tk_cache_stats s;
+    tk_status st = tk_cache_get_stats(cache, &s);
+    if (st != TK_OK) {
+        tk__cli_error("cannot read statistics of %s: %s: %s", tk_cache_root(cache),
+                      tk_status_str(st), tk_cache_last_error(cache));
+        tk_cache_close(cache);
+        return TK__EXIT_FAIL;
+    }
+    if (opts->json) {
+        fputs("{\"cache\": ", stdout);
+        tk__json_str(stdout, tk_cache_root(cache));
+        printf(", \"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %llu, \"temp_files\": %llu, "
+               "\"bad_files\": %llu}\n",
+               (unsigned long long)s.entries, (unsigned long long)s.bytes,
+               (unsigned long long)s.max_bytes, (unsigned long long)s.temp_files,
+               (unsigned long long)s.bad_files);
+    } else {
+        char b[32], m[32];
+        double pct = s.max_bytes ? 100.0 * (double)s.bytes / (double)s.max_bytes : 0.0;
+        printf("cache:       %s\n", tk_cache_root(cache));
+        printf("entries:     %llu\n", (unsigned long long)s.entries);
+        printf("size:        %s (%llu bytes)\n", tk__fmt_size(s.bytes, b, sizeof b),
+               (unsigned long long)s.bytes);
+        printf("limit:       %s (%.1f%% used)\n", tk__fmt_size(s.max_bytes, m, sizeof m), pct);
+        printf("temp files:  %llu\n", (unsigned long long)s.temp_files);
+        printf("bad files:   %llu%s\n", (unsigned long long)s.bad_files,
+               s.bad_files ? " (run --verify to name them)" : "");
+    }
+    tk_cache_close(cache);
+    return TK__EXIT_OK;
+}
+
+static void print_bad(void *user, const char *path, const char *why)
+{
+    (void)user;
+    fflush(stdout);
+    fprintf(stderr, "bad: %s: %s\n", path, why ? why : "unreadable");
+}
+
+int tk__cmd_verify(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    uint64_t n_bad = 0;
+    tk_status st = tk_cache_verify(cache, print_bad, NULL, &n_bad);
+    int rc = TK__EXIT_OK;
+    if (st != TK_OK) {
+        tk__cli_error("cannot verify %s: %s: %s", tk_cache_root(cache), tk_status_str(st),
+                      tk_cache_last_error(cache));
+        rc = TK__EXIT_FAIL;
+    } else if (n_bad) {
+        printf("%llu bad %s in %s\n", (unsigned long long)n_bad, n_bad == 1 ? "file" : "files",
+               tk_cache_root(cache));
+        rc = TK__EXIT_FAIL;
+    } else {
+        tk_cache_stats s;
+        if (tk_cache_get_stats(cache, &s) == TK_OK)
+            printf("%llu %s verified in %s: all good\n", (unsigned long long)s.entries,
+                   s.entries == 1 ? "entry" : "entries", tk_cache_root(cache));
+        else
+            printf("all entries in %s are good\n", tk_cache_root(cache));
+    }
+    tk_cache_close(cache);
+    return rc;
+}
+
+int tk__cmd_prune(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    uint64_t n = 0;
+    tk_status st = tk_cache_prune(cache, opts->have_max_size ? opts->max_size : 0, &n);
+    int rc = TK__EXIT_OK;
+    if (st != TK_OK) {
+        tk__cli_error("cannot prune %s: %s: %s", tk_cache_root(cache), tk_status_str(st),
+                      tk_cache_last_error(cache));
+        rc = TK__EXIT_FAIL;
+    } else {
+        tk_cache_stats s;
+        char b[32];
+        printf("removed %llu %s from %s", (unsigned long long)n, n == 1 ? "file" : "files",
+               tk_cache_root(cache));
+        if (tk_cache_get_stats(cache, &s) == TK_OK)
+            printf("; %llu %s left, %s", (unsigned long long)s.entries,
+                   s.entries == 1 ? "entry" : "entries", tk__fmt_size(s.bytes, b, sizeof b));
+        putchar('\n');
+    }
+    tk_cache_close(cache);
+    return rc;
+}
+
+int tk__cmd_clear(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    uint64_t n = 0;
+    tk_status st = tk_cache_clear(cache, &n);
+    int rc = TK__EXIT_OK;
+    if (st != TK_OK) {
+        tk__cli_error("cannot clear %s: %s: %s", tk_cache_root(cache), tk_status_str(st),
+                      tk_cache_last_error(cache));
+        rc = TK__EXIT_FAIL;
+    } else {
+        printf("removed %llu %s from %s\n", (unsigned long long)n, n == 1 ? "entry" : "entries",
+               tk_cache_root(cache));
+    }
+    tk_cache_close(cache);
+    return rc;
+}
+
+/* ------------------------------------------------------- export / import */
+
+typedef struct selection {
+    char **ops;   /* NULL-terminated or NULL: all */
+    char **archs; /* NULL-terminated or NULL: all */
+} selection;
+
+/* Splits a comma/space-separated list into a NULL-terminated array. */
+static char **split_list(const char *text)
+{
+    size_t n = 1;
+    for (const char *p = text; *p; p++)
+        n += (*p == ',' || *p == ' ');
+    char **out = calloc(n + 1, sizeof *out);
+    char *copy = strdup(text);
+    if (!out || !copy) {
+        free(out), free(copy);
+        return NULL;
+    }
+    size_t k = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+        out[k++] = strdup(tok);
+    free(copy);
+    return out;
+}
+
+static void free_list(char **list)
+{
+    if (!list)
+        return;
+    for (char **p = list; *p; p++)
+        free(*p);
+    free(list);
+}
+
+/* An arch item matches the full target id or its name before the features
+ * ("gfx90a" matches "gfx90a:sramecc+:xnack-"). */
+static int arch_matches(const char *item, const char *arch)
+{
+    size_t n = strlen(item);
+    return strncmp(item, arch, n) == 0 && (arch[n] == 0 || arch[n] == ':');
+}
+
+/* An operator matches entries whose kernel (entry point) or source name
+ * contains its name, or, for names with a family prefix, the family's
+ * source: kernels are named after their operator. */
+static int op_matches(const char *item, const tk_cache_entry_info *info)
+{
+    return (info->kernel && strstr(info->kernel, item)) || (info->source && strstr(info->source, item));
+}
+
+static int select_entry(void *user, const tk_cache_entry_info *info)
+{
+    const selection *sel = user;
+    int ok = 1;
+    if (sel->archs) {
+        ok = 0;
+        for (char **p = sel->archs; *p && !ok; p++)
+            ok = info->arch && arch_matches(*p, info->arch);
+    }
+    if (ok && sel->ops) {
+        ok = 0;
+        for (char **p = sel->ops; *p && !ok; p++)
+            ok = op_matches(*p, info);
+    }
+    return ok;
+}
+
+int tk__cmd_export(const tk__cli_opts *opts)
+{
+    selection sel = {NULL, NULL};
+    int rc = TK__EXIT_FAIL;
+    tk_cache *cache = NULL;
+    if (opts->ops_list && !(sel.ops = split_list(opts->ops_list)))
+        goto oom;
+    if (opts->arch_list && !(sel.archs = split_list(opts->arch_list)))
+        goto oom;
+    for (char **p = sel.ops; p && *p; p++) {
+        tk_op op;
+        if (tk_op_from_name(*p, &op) != TK_OK) {
+            tk__cli_error("--ops: unknown operator '%s'", *p);
+            rc = TK__EXIT_USAGE;
+            goto done;
+        }
+    }
+    for (char **p = sel.archs; p && *p; p++) {
+        if (!tk__target_name_valid(*p)) {
+            tk__cli_error("--arch: unknown target '%s'", *p);
+            rc = TK__EXIT_USAGE;
+            goto done;
+        }
+    }
+    cache = open_cache(opts);
+    if (!cache)
+        goto done;
+    uint64_t n = 0;
+    int filtered = sel.ops || sel.archs;
+    tk_status st = tk_cache_export(cache, opts->file, filtered ? select_entry : NULL, &sel, &n);
+    if (st != TK_OK) {
+        tk__cli_error("cannot export to %s: %s: %s", opts->file, tk_status_str(st),
+                      tk_cache_last_error(cache));
+        goto done;
+    }
+    printf("exported %llu %s from %s to %s\n", (unsigned long long)n, n == 1 ? "entry" : "entries",
+           tk_cache_root(cache), opts->file);
+    rc = TK__EXIT_OK;
+    goto done;
+oom:
+    tk__cli_error("out of memory");
+done:
+    free_list(sel.ops);
+    free_list(sel.archs);
+    tk_cache_close(cache);
+    return rc;
+}
+
+static void print_rejected(void *user, const char *what, const char *why)
+{
+    (void)user;
+    fflush(stdout);
+    fprintf(stderr, "rejected: %s: %s\n", what ? what : "entry", why ? why : "bad entry");
+}
+
+int tk__cmd_import(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    uint64_t n_ok = 0, n_bad = 0;
+    int rc = TK__EXIT_OK;
+    tk_status st = tk_cache_import(cache, opts->file, print_rejected, NULL, &n_ok, &n_bad);
+    if (st != TK_OK) {
+        tk__cli_error("cannot import %s: %s: %s", opts->file, tk_status_str(st),
+                      tk_cache_last_error(cache));
+        rc = TK__EXIT_FAIL;
+    } else {
+        printf("imported %llu %s into %s", (unsigned long long)n_ok,
+               n_ok == 1 ? "entry" : "entries", tk_cache_root(cache));
+        if (n_bad)
+            printf("; %llu rejected", (unsigned long long)n_bad);
+        putchar('\n');
+        if (n_bad)
+            rc = TK__EXIT_FAIL;
+    }
+    tk_cache_close(cache);
+    return rc;
+}

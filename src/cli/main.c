@@ -1,0 +1,315 @@
+/* tokitai-jit: command line parsing, usage and dispatch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage_text[] =
+    "Usage: tokitai-jit COMMAND [OPTIONS]\n"
+    "\n"
+    "Compile GPU kernels ahead of time and manage the tokitai-jit kernel cache.\n"
+    "\n"
+    "Commands (exactly one):\n"
+    "  --list             one row per cache entry: key prefix, kernel, backend, arch,\n"
+    "                     compiler, size, created, last use\n"
+    "  --stats            entries, bytes, size limit, leftovers and bad files\n"
+    "  --verify           read every entry in full (structure, key, checksum); names\n"
+    "                     each bad file; exit 1 if any\n"
+    "  --prune            evict least-recently-used entries down to the size limit and\n"
+    "                     remove leftovers of interrupted writes\n"
+    "  --clear            remove every entry of the user cache\n"
+    "  --info             backends found (library paths, versions) or why not, devices\n"
+    "                     with their target ids, the cache folder in use\n"
+    "  --run OP           checked run of one operator on the GPU: random inputs,\n"
+    "                     compared with the CPU reference (needs --shape)\n"
+    "  --precompile       compile every specialisation a manifest names into the cache\n"
+    "  --export FILE      pack cache entries into one bundle file\n"
+    "  --import FILE      verify a bundle's entries and add the good ones to the cache\n"
+    "  --help, -h         this text\n"
+    "  --version, -V      the tool's and the library's versions\n"
+    "\n"
+    "Options:\n"
+    "  --cache-dir DIR    use the cache at DIR (every command)\n"
+    "  --json             machine-readable output (--list, --stats, --info, --run)\n"
+    "  --verbose, -v      --list: options and resource usage (registers/VGPRs, SGPRs,\n"
+    "                     AGPRs, shared/LDS, local/scratch, spills, wavefront);\n"
+    "                     --precompile: one line per job even on a terminal\n"
+    "  --max-size SIZE    --prune: limit such as 500M or 2G (default: the configured\n"
+    "                     limit)\n"
+    "  --shape DIMS       --run: sizes as 512x1024x4096 or 512,1024,4096, in the op's\n"
+    "                     order (gemm: M,N,K; softmax: rows,cols; embedding: V,D,Q)\n"
+    "  --seed N           --run: random seed (default 1)\n"
+    "  --policy P         --run, --precompile: exact or generic specialisation\n"
+    "  --manifest FILE    --precompile: manifest to use (default: the built-in\n"
+    "                     manifest for the 0.7B MoE training workload)\n"
+    "  --arch LIST        --precompile, --export: targets such as sm_80,sm_90,gfx90a\n"
+    "  --ops LIST         --precompile, --export: operators such as gemm_f16_fwd,\n"
+    "                     softmax_f16_fwd\n"
+    "  -j N, --jobs N     --precompile: worker processes (default: number of CPUs)\n"
+    "  --dry-run          --precompile: list the jobs, compile nothing\n"
+    "\n"
+    "Operators: gemm_f16_fwd gemm_f16_grad_a gemm_f16_grad_b softmax_f16_fwd\n"
+    "           softmax_xent_f16_bwd embedding_f16_fwd embedding_f16_bwd\n"
+    "\n"
+    "Precompile targets: --arch, else the manifest's 'arch' line, else the GPU\n"
+    "present, else sm_80 sm_90 gfx90a gfx1030 (those whose compiler is installed).\n"
+    "\n"
+    "Environment:\n"
+    "  TOKITAI_JIT_CACHE_DIR       cache root (default $XDG_CACHE_HOME/tokitai-jit,\n"
+    "                              else ~/.cache/tokitai-jit)\n"
+    "  TOKITAI_JIT_CACHE_PATH      ':'-separated read-only caches searched after it\n"
+    "  TOKITAI_JIT_CACHE_MAX_SIZE  size limit (default 5G)\n"
+    "  TOKITAI_JIT_CACHE_DISABLE   1: no disk cache\n"
+    "  TOKITAI_JIT_BACKEND         cuda, hip or stub: force a backend\n"
+    "  TOKITAI_JIT_LOG             1, info, debug or warn: library log on stderr\n"
+    "\n"
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  failure: bad cache entries, result out of tolerance, failed compiles,\n"
+    "     rejected bundle entries, I/O errors\n"
+    "  2  usage: unknown option, bad value, invalid manifest (nothing was done)\n"
+    "  3  no device: --run found no usable GPU\n"
+    "  4  unavailable: a requested target's compiler library is missing or does not\n"
+    "     know the target\n";
+
+/* Which commands accept an option. */
+#define C(x) (1u << (x))
+#define ALL_COMMANDS 0xffffffffu
+
+typedef struct opt_spec {
+    const char *name;  /* long form */
+    const char *alias; /* short form or NULL */
+    int takes_value;
+    tk__cli_command command; /* TK__CMD_NONE: not a command */
+    unsigned allowed;        /* commands that accept it */
+} opt_spec;
+
+static const opt_spec specs[] = {
+    {"--help", "-h", 0, TK__CMD_HELP, ALL_COMMANDS},
+    {"--version", "-V", 0, TK__CMD_VERSION, ALL_COMMANDS},
+    {"--list", NULL, 0, TK__CMD_LIST, ALL_COMMANDS},
+    {"--stats", NULL, 0, TK__CMD_STATS, ALL_COMMANDS},
+    {"--verify", NULL, 0, TK__CMD_VERIFY, ALL_COMMANDS},
+    {"--prune", NULL, 0, TK__CMD_PRUNE, ALL_COMMANDS},
+    {"--clear", NULL, 0, TK__CMD_CLEAR, ALL_COMMANDS},
+    {"--info", NULL, 0, TK__CMD_INFO, ALL_COMMANDS},
+    {"--run", NULL, 1, TK__CMD_RUN, ALL_COMMANDS},
+    {"--precompile", NULL, 0, TK__CMD_PRECOMPILE, ALL_COMMANDS},
+    {"--export", NULL, 1, TK__CMD_EXPORT, ALL_COMMANDS},
+    {"--import", NULL, 1, TK__CMD_IMPORT, ALL_COMMANDS},
+    {"--cache-dir", NULL, 1, TK__CMD_NONE, ALL_COMMANDS},
+    {"--json", NULL, 0, TK__CMD_NONE, C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_INFO) | C(TK__CMD_RUN)},
+    {"--verbose", "-v", 0, TK__CMD_NONE, C(TK__CMD_LIST) | C(TK__CMD_PRECOMPILE)},
+    {"--max-size", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRUNE)},
+    {"--shape", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
+    {"--seed", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
+    {"--policy", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN) | C(TK__CMD_PRECOMPILE)},
+    {"--manifest", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
+    {"--arch", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
+    {"--ops", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
+    {"--jobs", "-j", 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
+    {"--dry-run", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
+};
+
+static const char *command_name(tk__cli_command cmd)
+{
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        if (specs[i].command == cmd)
+            return specs[i].name;
+    return "?";
+}
+
+/* Finds the spec for arg; *value is set for "--name=value" and "-jN". */
+static const opt_spec *find_spec(const char *arg, const char **value)
+{
+    *value = NULL;
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        const opt_spec *s = &specs[i];
+        size_t n = strlen(s->name);
+        if (strcmp(arg, s->name) == 0 || (s->alias && strcmp(arg, s->alias) == 0))
+            return s;
+        if (s->takes_value && strncmp(arg, s->name, n) == 0 && arg[n] == '=') {
+            *value = arg + n + 1;
+            return s;
+        }
+        if (s->takes_value && s->alias && strlen(s->alias) == 2 &&
+            strncmp(arg, s->alias, 2) == 0 && arg[2]) {
+            *value = arg + 2;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static int apply_value(tk__cli_opts *o, const opt_spec *s, const char *v)
+{
+    const char *n = s->name;
+    if (*v == 0) {
+        tk__cli_error("%s: empty value", n);
+        return -1;
+    }
+    if (s->command != TK__CMD_NONE) {
+        if (s->command == TK__CMD_RUN)
+            o->run_op = v;
+        else
+            o->file = v;
+        return 0;
+    }
+    if (strcmp(n, "--cache-dir") == 0) {
+        o->cache_dir = v;
+    } else if (strcmp(n, "--max-size") == 0) {
+        if (tk_parse_size(v, &o->max_size) != TK_OK || o->max_size == 0) {
+            tk__cli_error("--max-size: bad size '%s' (examples: 500M, 2G, 1048576)", v);
+            return -1;
+        }
+        o->have_max_size = 1;
+    } else if (strcmp(n, "--shape") == 0) {
+        o->shape = v;
+    } else if (strcmp(n, "--seed") == 0) {
+        int64_t seed;
+        if (tk__parse_i64(v, 0, INT64_MAX, &seed) != 0) {
+            tk__cli_error("--seed: bad value '%s' (a non-negative integer)", v);
+            return -1;
+        }
+        o->seed = (uint64_t)seed;
+    } else if (strcmp(n, "--policy") == 0) {
+        if (strcmp(v, "exact") == 0) {
+            o->policy = TK_POLICY_EXACT;
+        } else if (strcmp(v, "generic") == 0) {
+            o->policy = TK_POLICY_GENERIC;
+        } else {
+            tk__cli_error("--policy: bad value '%s' (exact or generic)", v);
+            return -1;
+        }
+        o->have_policy = 1;
+    } else if (strcmp(n, "--manifest") == 0) {
+        o->manifest = v;
+    } else if (strcmp(n, "--arch") == 0) {
+        o->arch_list = v;
+    } else if (strcmp(n, "--ops") == 0) {
+        o->ops_list = v;
+    } else if (strcmp(n, "--jobs") == 0) {
+        int64_t j;
+        if (tk__parse_i64(v, 1, 1024, &j) != 0) {
+            tk__cli_error("-j: bad value '%s' (a number of processes, 1 to 1024)", v);
+            return -1;
+        }
+        o->jobs = (int)j;
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, tk__cli_opts *o)
+{
+    const opt_spec *seen[64];
+    size_t n_seen = 0;
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *value = NULL;
+        const opt_spec *s = find_spec(arg, &value);
+        if (!s) {
+            if (arg[0] == '-')
+                tk__cli_error("unknown option '%s' (try --help)", arg);
+            else
+                tk__cli_error("unexpected argument '%s' (try --help)", arg);
+            return -1;
+        }
+        if (!s->takes_value && value) {
+            tk__cli_error("%s takes no value", s->name);
+            return -1;
+        }
+        if (s->takes_value && !value) {
+            if (i + 1 >= argc) {
+                tk__cli_error("%s needs a value", s->name);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        for (size_t k = 0; k < n_seen; k++) {
+            if (seen[k] == s) {
+                tk__cli_error("%s given twice", s->name);
+                return -1;
+            }
+        }
+        if (n_seen < sizeof seen / sizeof seen[0])
+            seen[n_seen++] = s;
+        if (s->command != TK__CMD_NONE) {
+            if (o->command != TK__CMD_NONE) {
+                /* --help wins over anything: "tokitai-jit --list --help" helps. */
+                if (s->command == TK__CMD_HELP || o->command == TK__CMD_HELP) {
+                    o->command = TK__CMD_HELP;
+                    continue;
+                }
+                tk__cli_error("%s and %s cannot be combined: one command at a time",
+                              command_name(o->command), s->name);
+                return -1;
+            }
+            o->command = s->command;
+        }
+        if (value && apply_value(o, s, value) != 0)
+            return -1;
+    }
+    if (o->command == TK__CMD_NONE) {
+        tk__cli_error("no command given (try --help)");
+        return -1;
+    }
+    if (o->command == TK__CMD_HELP || o->command == TK__CMD_VERSION)
+        return 0;
+    for (size_t k = 0; k < n_seen; k++) {
+        if (!(seen[k]->allowed & C(o->command))) {
+            tk__cli_error("%s does not apply to %s", seen[k]->name, command_name(o->command));
+            return -1;
+        }
+    }
+    if (o->command == TK__CMD_RUN && !o->shape) {
+        tk__cli_error("--run needs --shape DIMS (for example --shape 512x1024x4096)");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    tk__cli_opts opts;
+    if (parse_args(argc, argv, &opts) != 0)
+        return TK__EXIT_USAGE;
+    if (tk_version_number() != TK_VERSION_NUMBER) {
+        tk__cli_error("library version %s does not match the tool's %s", tk_version_string(),
+                      TK_VERSION_STRING);
+        return TK__EXIT_FAIL;
+    }
+    switch (opts.command) {
+    case TK__CMD_HELP:
+        fputs(usage_text, stdout);
+        return TK__EXIT_OK;
+    case TK__CMD_VERSION:
+        printf("tokitai-jit %s (library %s)\n", TK_VERSION_STRING, tk_version_string());
+        return TK__EXIT_OK;
+    case TK__CMD_LIST:
+        return tk__cmd_list(&opts);
+    case TK__CMD_STATS:
+        return tk__cmd_stats(&opts);
+    case TK__CMD_VERIFY:
+        return tk__cmd_verify(&opts);
+    case TK__CMD_PRUNE:
+        return tk__cmd_prune(&opts);
+    case TK__CMD_CLEAR:
+        return tk__cmd_clear(&opts);
+    case TK__CMD_INFO:
+        return tk__cmd_info(&opts);
+    case TK__CMD_RUN:
+        return tk__cmd_run(&opts);
+    case TK__CMD_PRECOMPILE:
+        return tk__cmd_precompile(&opts);
+    case TK__CMD_EXPORT:
+        return tk__cmd_export(&opts);
+    case TK__CMD_IMPORT:
+        return tk__cmd_import(&opts);
+    case TK__CMD_NONE:
+        break;
+    }
+    return TK__EXIT_USAGE;
+}

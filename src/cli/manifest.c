@@ -1,0 +1,639 @@
+/* Manifest parser: every error is found before anything compiles. */
+#include "manifest.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Largest size a manifest may name: far beyond any GPU's memory, small
+ * enough that products of two dims cannot overflow int64. */
+#define MAX_VALUE (INT64_C(1) << 31)
+#define MAX_VALUES_PER_DIM 4096
+
+typedef struct parser {
+    const char *name;
+    const char *base_dir;
+    int line;
+    char *err;
+    size_t err_size;
+    tk__manifest *m;
+} parser;
+
+static int fail(parser *p, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(parser *p, const char *field, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (field)
+        snprintf(p->err, p->err_size, "%s:%d: field '%s': %s", p->name, p->line, field, what);
+    else
+        snprintf(p->err, p->err_size, "%s:%d: %s", p->name, p->line, what);
+    return -1;
+}
+
+static int oom(parser *p)
+{
+    return fail(p, NULL, "out of memory");
+}
+
+/* ---------------------------------------------------------------- values */
+
+typedef struct values {
+    int64_t v[MAX_VALUES_PER_DIM];
+    int n;
+} values;
+
+static int parse_num(const char *s, const char *end, int64_t *out)
+{
+    if (s == end || !isdigit((unsigned char)*s))
+        return -1;
+    int64_t v = 0;
+    for (const char *q = s; q < end; q++) {
+        if (!isdigit((unsigned char)*q))
+            return -1;
+        v = v * 10 + (*q - '0');
+        if (v > MAX_VALUE)
+            return -2;
+    }
+    *out = v;
+    return 0;
+}
+
+static int add_value(parser *p, const char *field, values *vals, int64_t v)
+{
+    for (int i = 0; i < vals->n; i++)
+        if (vals->v[i] == v)
+            return 0;
+    if (vals->n == MAX_VALUES_PER_DIM)
+        return fail(p, field, "more than %d values", MAX_VALUES_PER_DIM);
+    vals->v[vals->n++] = v;
+    return 0;
+}
+
+static int num_or_fail(parser *p, const char *field, const char *s, const char *end, int64_t *out)
+{
+    int r = parse_num(s, end, out);
+    if (r == -2)
+        return fail(p, field, "'%.*s' is too large (at most %lld)", (int)(end - s), s,
+                    (long long)MAX_VALUE);
+    if (r != 0)
+        return fail(p, field, "'%.*s' is not a positive integer", (int)(end - s), s);
+    if (*out < 1)
+        return fail(p, field, "'%.*s': sizes must be at least 1", (int)(end - s), s);
+    return 0;
+}
+
+/* "512", "512..4096:x2", "1..8:+1", comma-separated. */
+static int parse_values(parser *p, const char *field, const char *list, values *vals)
+{
+    vals->n = 0;
+    if (!*list)
+        return fail(p, field, "no value");
+    const char *s = list;
+    for (;;) {
+        const char *end = strchr(s, ',');
+        if (!end)
+            end = s + strlen(s);
+        if (end == s)
+            return fail(p, field, "empty item in the list");
+        const char *dots = NULL;
+        for (const char *q = s; q + 1 < end; q++)
+            if (q[0] == '.' && q[1] == '.') {
+                dots = q;
+                break;
+            }
+        if (!dots) {
+            int64_t v;
+            if (num_or_fail(p, field, s, end, &v) || add_value(p, field, vals, v))
+                return -1;
+        } else {
+            const char *colon = memchr(dots, ':', (size_t)(end - dots));
+            int64_t a, b, step;
+            if (!colon)
+                return fail(p, field, "range '%.*s' needs a step: A..B:xF or A..B:+S",
+                            (int)(end - s), s);
+            if (num_or_fail(p, field, s, dots, &a) || num_or_fail(p, field, dots + 2, colon, &b))
+                return -1;
+            if (a > b)
+                return fail(p, field, "range '%.*s' is empty (start above end)", (int)(end - s), s);
+            char kind = colon[1];
+            if ((kind != 'x' && kind != '+') || parse_num(colon + 2, end, &step) != 0 ||
+                step < (kind == 'x' ? 2 : 1))
+                return fail(p, field, "bad step in '%.*s' (:xF with F >= 2, or :+S with S >= 1)",
+                            (int)(end - s), s);
+            for (int64_t v = a; v <= b; v = kind == 'x' ? v * step : v + step) {
+                if (add_value(p, field, vals, v))
+                    return -1;
+            }
+        }
+        if (!*end)
+            break;
+        s = end + 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+static int push_job(parser *p, const tk__mf_job *job)
+{
+    tk__manifest *m = p->m;
+    if (m->n_jobs >= TK__MF_MAX_JOBS)
+        return fail(p, NULL, "more than %d jobs in the manifest", TK__MF_MAX_JOBS);
+    if (m->n_jobs == m->cap_jobs) {
+        size_t cap = m->cap_jobs ? m->cap_jobs * 2 : 256;
+        tk__mf_job *jobs = realloc(m->jobs, cap * sizeof *jobs);
+        if (!jobs)
+            return oom(p);
+        m->jobs = jobs;
+        m->cap_jobs = cap;
+    }
+    m->jobs[m->n_jobs++] = *job;
+    return 0;
+}
+
+/* Splits the op's dimension names "M,N,K" into names[]. */
+static int op_dim_names(tk_op op, char names[TK__MF_MAX_DIMS][16])
+{
+    int n = 0;
+    const char *dims = tk_op_dims(op, &n);
+    if (!dims || n < 1 || n > TK__MF_MAX_DIMS)
+        return -1;
+    const char *s = dims;
+    for (int i = 0; i < n; i++) {
+        size_t len = strcspn(s, ",");
+        if (len == 0 || len >= 16)
+            return -1;
+        memcpy(names[i], s, len);
+        names[i][len] = 0;
+        s += len + (s[len] == ',');
+    }
+    return n;
+}
+
+static int parse_op_line(parser *p, tk_op op, char **tok, int ntok)
+{
+    char names[TK__MF_MAX_DIMS][16];
+    int n = op_dim_names(op, names);
+    if (n < 0)
+        return fail(p, tok[0], "the library reports no dimensions for this operator");
+    static values vals[TK__MF_MAX_DIMS];
+    int seen[TK__MF_MAX_DIMS] = {0};
+    for (int t = 1; t < ntok; t++) {
+        char *eq = strchr(tok[t], '=');
+        if (!eq)
+            return fail(p, tok[t], "expected NAME=VALUES (dimensions of %s: %s)", tok[0],
+                        tk_op_dims(op, &n));
+        *eq = 0;
+        int d = -1;
+        for (int i = 0; i < n; i++)
+            if (strcmp(tok[t], names[i]) == 0)
+                d = i;
+        if (d < 0) {
+            *eq = '=';
+            return fail(p, tok[t], "unknown dimension for %s (its dimensions: %s)", tok[0],
+                        tk_op_dims(op, &n));
+        }
+        *eq = '=';
+        if (seen[d])
+            return fail(p, tok[t], "dimension %s given twice", names[d]);
+        seen[d] = 1;
+        if (parse_values(p, tok[t], eq + 1, &vals[d]))
+            return -1;
+    }
+    uint64_t total = 1;
+    for (int i = 0; i < n; i++) {
+        if (!seen[i])
+            return fail(p, tok[0], "missing dimension %s (needs %s)", names[i], tk_op_dims(op, &n));
+        total *= (uint64_t)vals[i].n;
+        if (total > TK__MF_MAX_JOBS)
+            return fail(p, tok[0], "expands to more than %d shapes", TK__MF_MAX_JOBS);
+    }
+    /* Cartesian product, last dimension fastest. */
+    int idx[TK__MF_MAX_DIMS] = {0};
+    for (uint64_t k = 0; k < total; k++) {
+        tk__mf_job job;
+        memset(&job, 0, sizeof job);
+        job.kernel = -1;
+        job.op = op;
+        job.n_dims = n;
+        job.line = p->line;
+        for (int i = 0; i < n; i++)
+            job.dims[i] = vals[i].v[idx[i]];
+        if (push_job(p, &job))
+            return -1;
+        for (int i = n - 1; i >= 0; i--) {
+            if (++idx[i] < vals[i].n)
+                break;
+            idx[i] = 0;
+        }
+    }
+    return 0;
+}
+
+static int parse_arch_line(parser *p, char **tok, int ntok)
+{
+    tk__manifest *m = p->m;
+    if (ntok < 2)
+        return fail(p, tok[0], "names no target (for example: arch sm_90 gfx90a)");
+    for (int t = 1; t < ntok; t++) {
+        /* "arch sm_80,sm_90" works as well as "arch sm_80 sm_90". */
+        char *save = NULL;
+        for (char *a = strtok_r(tok[t], ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+            if (!tk__target_name_valid(a))
+                return fail(p, a, "unknown target architecture (examples: sm_80, sm_90, "
+                                  "gfx90a, gfx1030)");
+            int dup = 0;
+            for (size_t i = 0; i < m->n_archs; i++)
+                dup |= strcmp(m->archs[i], a) == 0;
+            if (dup)
+                continue;
+            char **archs = realloc(m->archs, (m->n_archs + 1) * sizeof *archs);
+            if (!archs)
+                return oom(p);
+            m->archs = archs;
+            int *lines = realloc(m->arch_lines, (m->n_archs + 1) * sizeof *lines);
+            if (!lines)
+                return oom(p);
+            m->arch_lines = lines;
+            if (!(m->archs[m->n_archs] = strdup(a)))
+                return oom(p);
+            m->arch_lines[m->n_archs++] = p->line;
+        }
+    }
+    return 0;
+}
+
+static int parse_policy_line(parser *p, char **tok, int ntok)
+{
+    tk__manifest *m = p->m;
+    if (m->policies)
+        return fail(p, tok[0], "policy already given on line %d", m->policy_line);
+    if (ntok < 2)
+        return fail(p, tok[0], "names no policy (exact, generic, or both)");
+    for (int t = 1; t < ntok; t++) {
+        if (strcmp(tok[t], "exact") == 0)
+            m->policies |= 1u << TK_POLICY_EXACT;
+        else if (strcmp(tok[t], "generic") == 0)
+            m->policies |= 1u << TK_POLICY_GENERIC;
+        else
+            return fail(p, tok[t], "unknown policy (exact or generic)");
+    }
+    m->policy_line = p->line;
+    return 0;
+}
+
+static int parse_kernel_line(parser *p, char **tok, int ntok)
+{
+    tk__manifest *m = p->m;
+    if (ntok < 3)
+        return fail(p, tok[0], "expected: kernel FILE ENTRY [-DNAME[=VALUE]]... [OPTION]...");
+    tk__mf_kernel *ks = realloc(m->kernels, (m->n_kernels + 1) * sizeof *ks);
+    if (!ks)
+        return oom(p);
+    m->kernels = ks;
+    tk__mf_kernel *k = &ks[m->n_kernels];
+    memset(k, 0, sizeof *k);
+    m->n_kernels++;
+    k->line = p->line;
+    const char *file = tok[1];
+    size_t plen = strlen(file) + (p->base_dir ? strlen(p->base_dir) : 0) + 2;
+    if (!(k->path = malloc(plen)))
+        return oom(p);
+    if (file[0] != '/' && p->base_dir && *p->base_dir)
+        snprintf(k->path, plen, "%s/%s", p->base_dir, file);
+    else
+        snprintf(k->path, plen, "%s", file);
+    FILE *f = fopen(k->path, "rb");
+    if (!f)
+        return fail(p, file, "cannot read %s: %s", k->path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    k->source = malloc(cap);
+    while (k->source) {
+        size_t r = fread(k->source + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0)
+            break;
+        if (len + 1 == cap) {
+            char *grown = realloc(k->source, cap * 2);
+            if (!grown) {
+                free(k->source);
+                k->source = NULL;
+                break;
+            }
+            k->source = grown;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!k->source)
+        return oom(p);
+    k->source[len] = 0;
+    if (strlen(k->source) != len || len == 0)
+        return fail(p, file, "%s is empty or not a text file", k->path);
+    if (!(k->entry = strdup(tok[2])))
+        return oom(p);
+    for (const char *c = k->entry; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_')
+            return fail(p, tok[2], "not a valid entry point name");
+    size_t n = (size_t)ntok;
+    k->defines = calloc(n, sizeof *k->defines);
+    k->define_text = calloc(n, sizeof *k->define_text);
+    k->options = calloc(n, sizeof *k->options);
+    if (!k->defines || !k->define_text || !k->options)
+        return oom(p);
+    for (int t = 3; t < ntok; t++) {
+        if (strncmp(tok[t], "-D", 2) == 0) {
+            if (!tok[t][2] || tok[t][2] == '=')
+                return fail(p, tok[t], "define without a name");
+            char *d = strdup(tok[t] + 2);
+            if (!d)
+                return oom(p);
+            k->define_text[k->n_defines] = d;
+            char *eq = strchr(d, '=');
+            if (eq)
+                *eq = 0;
+            k->defines[k->n_defines].name = d;
+            k->defines[k->n_defines].value = eq ? eq + 1 : NULL;
+            k->n_defines++;
+        } else {
+            if (!(k->options[k->n_options++] = strdup(tok[t])))
+                return oom(p);
+        }
+    }
+    tk__mf_job job;
+    memset(&job, 0, sizeof job);
+    job.kernel = (int)(m->n_kernels - 1);
+    job.line = p->line;
+    return push_job(p, &job);
+}
+
+static int parse_line(parser *p, char *line)
+{
+    char *hash = strchr(line, '#');
+    if (hash)
+        *hash = 0;
+    char *tok[256];
+    int ntok = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(line, " \t\r\v\f", &save); t; t = strtok_r(NULL, " \t\r\v\f", &save)) {
+        if (ntok == 256)
+            return fail(p, NULL, "too many fields on one line");
+        tok[ntok++] = t;
+    }
+    if (ntok == 0)
+        return 0;
+    if (strcmp(tok[0], "arch") == 0)
+        return parse_arch_line(p, tok, ntok);
+    if (strcmp(tok[0], "policy") == 0)
+        return parse_policy_line(p, tok, ntok);
+    if (strcmp(tok[0], "kernel") == 0)
+        return parse_kernel_line(p, tok, ntok);
+    tk_op op;
+    if (tk_op_from_name(tok[0], &op) != TK_OK)
+        return fail(p, tok[0], "unknown op (operators: gemm_f16_fwd, gemm_f16_grad_a, "
+                               "gemm_f16_grad_b, softmax_f16_fwd, softmax_xent_f16_bwd, "
+                               "embedding_f16_fwd, embedding_f16_bwd; directives: arch, "
+                               "policy, kernel)");
+    return parse_op_line(p, op, tok, ntok);
+}
+
+/* Removes repeated jobs (same operator and shape, or same user kernel line),
+ * keeping the first: the summary then counts each specialisation once. */
+static void dedupe(tk__manifest *m)
+{
+    size_t n = m->n_jobs;
+    if (n < 2)
+        return;
+    size_t cap = 1;
+    while (cap < n * 2)
+        cap <<= 1;
+    size_t *table = malloc(cap * sizeof *table);
+    if (!table)
+        return; /* duplicates only cost a cache hit each */
+    for (size_t i = 0; i < cap; i++)
+        table[i] = SIZE_MAX;
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tk__mf_job *j = &m->jobs[i];
+        uint64_t h = 1469598103934665603ull;
+        h = (h ^ (uint64_t)(j->kernel + 1)) * 1099511628211ull;
+        h = (h ^ (uint64_t)j->op) * 1099511628211ull;
+        for (int d = 0; d < j->n_dims; d++)
+            h = (h ^ (uint64_t)j->dims[d]) * 1099511628211ull;
+        size_t slot = (size_t)h & (cap - 1);
+        int dup = 0;
+        while (table[slot] != SIZE_MAX) {
+            const tk__mf_job *o = &m->jobs[table[slot]];
+            if (o->kernel == j->kernel && o->op == j->op && o->n_dims == j->n_dims &&
+                memcmp(o->dims, j->dims, sizeof o->dims) == 0 && j->kernel < 0) {
+                dup = 1;
+                break;
+            }
+            slot = (slot + 1) & (cap - 1);
+        }
+        if (dup)
+            continue;
+        m->jobs[out] = *j;
+        table[slot] = out;
+        out++;
+    }
+    m->n_jobs = out;
+    free(table);
+}
+
+int tk__manifest_parse(const char *text, const char *name, const char *base_dir, tk__manifest *out,
+                       char *err, size_t err_size)
+{
+    tk__manifest m;
+    memset(&m, 0, sizeof m);
+    parser p = {name, base_dir, 0, err, err_size, &m};
+    char *copy = strdup(text);
+    if (!copy || !(m.name = strdup(name))) {
+        free(copy);
+        snprintf(err, err_size, "%s: out of memory", name);
+        tk__manifest_free(&m);
+        return -1;
+    }
+    char *line = copy;
+    while (line) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        p.line++;
+        if (parse_line(&p, line)) {
+            free(copy);
+            tk__manifest_free(&m);
+            return -1;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(copy);
+    if (m.n_jobs == 0) {
+        snprintf(err, err_size, "%s: names nothing to compile (no operator or kernel line)", name);
+        tk__manifest_free(&m);
+        return -1;
+    }
+    dedupe(&m);
+    *out = m;
+    return 0;
+}
+
+int tk__manifest_load(const char *path, tk__manifest *out, char *err, size_t err_size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, err_size, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap);
+    while (text) {
+        size_t r = fread(text + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0)
+            break;
+        if (len + 1 == cap) {
+            char *grown = realloc(text, cap * 2);
+            if (!grown) {
+                free(text);
+                text = NULL;
+                break;
+            }
+            text = grown;
+            cap *= 2;
+        }
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!text || read_error) {
+        snprintf(err, err_size, "%s: %s", path, text ? "read error" : "out of memory");
+        free(text);
+        return -1;
+    }
+    text[len] = 0;
+    if (strlen(text) != len) {
+        snprintf(err, err_size, "%s: not a text file", path);
+        free(text);
+        return -1;
+    }
+    char *dir = strdup(path);
+    if (!dir) {
+        free(text);
+        snprintf(err, err_size, "%s: out of memory", path);
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    int rc = tk__manifest_parse(text, path, slash ? (slash == dir ? "/" : dir) : NULL, out, err,
+                                err_size);
+    free(dir);
+    free(text);
+    return rc;
+}
+
+void tk__manifest_free(tk__manifest *m)
+{
+    if (!m)
+        return;
+    free(m->name);
+    for (size_t i = 0; i < m->n_archs; i++)
+        free(m->archs[i]);
+    free(m->archs);
+    free(m->arch_lines);
+    free(m->jobs);
+    for (size_t i = 0; i < m->n_kernels; i++) {
+        tk__mf_kernel *k = &m->kernels[i];
+        free(k->path);
+        free(k->source);
+        free(k->entry);
+        for (size_t d = 0; d < k->n_defines; d++)
+            free(k->define_text[d]);
+        free(k->define_text);
+        free(k->defines);
+        for (size_t o = 0; o < k->n_options; o++)
+            free(k->options[o]);
+        free(k->options);
+    }
+    free(m->kernels);
+    memset(m, 0, sizeof *m);
+}
+
+static int item_matches(const tk__manifest *m, const tk__mf_job *j, const char *item)
+{
+    if (j->kernel >= 0)
+        return strcmp(m->kernels[j->kernel].entry, item) == 0;
+    return strcmp(tk_op_name(j->op), item) == 0;
+}
+
+int tk__manifest_filter(tk__manifest *m, const char *list, char *err, size_t err_size)
+{
+    char *copy = strdup(list);
+    if (!copy) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    char *items[64];
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t && n < 64; t = strtok_r(NULL, ", ", &save))
+        items[n++] = t;
+    if (n == 0) {
+        snprintf(err, err_size, "--ops: empty list");
+        free(copy);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        tk_op op;
+        int known = tk_op_from_name(items[i], &op) == TK_OK;
+        for (size_t k = 0; k < m->n_kernels && !known; k++)
+            known = strcmp(m->kernels[k].entry, items[i]) == 0;
+        if (!known) {
+            snprintf(err, err_size, "--ops: unknown operator '%s'", items[i]);
+            free(copy);
+            return -1;
+        }
+    }
+    size_t out = 0;
+    for (size_t j = 0; j < m->n_jobs; j++) {
+        int keep = 0;
+        for (int i = 0; i < n && !keep; i++)
+            keep = item_matches(m, &m->jobs[j], items[i]);
+        if (keep)
+            m->jobs[out++] = m->jobs[j];
+    }
+    m->n_jobs = out;
+    free(copy);
+    if (out == 0) {
+        snprintf(err, err_size, "--ops %s: the manifest has no job for %s", list,
+                 n == 1 ? "it" : "them");
+        return -1;
+    }
+    return 0;
+}
+
+void tk__mf_job_describe(const tk__manifest *m, const tk__mf_job *job, char *buf, size_t size)
+{
+    if (job->kernel >= 0) {
+        const tk__mf_kernel *k = &m->kernels[job->kernel];
+        snprintf(buf, size, "kernel %s (%s)", k->entry, k->path);
+        return;
+    }
+    char names[TK__MF_MAX_DIMS][16];
+    int n = op_dim_names(job->op, names);
+    size_t len = (size_t)snprintf(buf, size, "%s", tk_op_name(job->op));
+    for (int i = 0; i < n && i < job->n_dims && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, " %s=%lld", names[i],
+                                (long long)job->dims[i]);
+}

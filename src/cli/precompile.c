@@ -1,0 +1,873 @@
+/*
+ * --precompile: compile every specialisation a manifest names, for every
+ * target, into the cache.
+ *
+ * The parent process never loads a vendor runtime: a vendor runtime that has
+ * started threads does not survive fork(), and hipRTC serialises compiles of
+ * threads within one process anyway. Targets are checked in a short-lived
+ * probe process, then N worker processes take jobs one at a time from the
+ * parent over pipes and report back (counts, time, the compiler log of a
+ * failure).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "manifest.h"
+
+/* Offline targets used when neither --arch, the manifest nor a device says. */
+static const char *const default_targets[] = {"sm_80", "sm_90", "gfx90a", "gfx1030"};
+
+typedef struct target {
+    char *name;  /* as requested */
+    char *canon; /* full target id from the library */
+    tk_backend_kind backend;
+    int line;    /* manifest line, 0 if not from the manifest */
+    int usable;
+} target;
+
+/* One unit of work: a manifest job for one target under one policy. */
+typedef struct item {
+    uint32_t job;
+    uint16_t target;
+    uint8_t policy;
+} item;
+
+typedef struct result_hdr {
+    uint32_t item;
+    int32_t status;
+    uint32_t compiled;
+    uint32_t cached;
+    double seconds;
+    uint32_t log_len;
+} result_hdr;
+
+typedef struct run_state {
+    const tk__cli_opts *opts;
+    tk__manifest m;
+    target *targets;
+    size_t n_targets;
+    unsigned policies;
+    item *items;
+    size_t n_items;
+} run_state;
+
+/* ----------------------------------------------------------- low-level io */
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* 1: read len bytes, 0: end of file before any byte, -1: error or short. */
+static int read_all(int fd, void *data, size_t len)
+{
+    char *p = data;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, p + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return got == 0 ? 0 : -1;
+        got += (size_t)r;
+    }
+    return 1;
+}
+
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if (*s == '\n' || *s == '\t' || *s == '\r')
+            *s = ' ';
+}
+
+static tk_backend_kind backend_from_name(const char *name)
+{
+    if (strcmp(name, "cuda") == 0)
+        return TK_BACKEND_CUDA;
+    if (strcmp(name, "hip") == 0)
+        return TK_BACKEND_HIP;
+    if (strcmp(name, "stub") == 0)
+        return TK_BACKEND_STUB;
+    return TK_BACKEND_AUTO;
+}
+
+static const char *policy_name(int policy)
+{
+    return policy == TK_POLICY_GENERIC ? "generic" : "exact";
+}
+
+/* A config for an offline-target context (target NULL: the device). */
+static tk_config *target_config(const tk__cli_opts *opts, const target *t, int policy)
+{
+    tk_config *cfg = tk__cli_config(opts);
+    if (!cfg)
+        return NULL;
+    if (t) {
+        if (tk_config_set_backend(cfg, t->backend) != TK_OK ||
+            tk_config_set_target(cfg, t->canon ? t->canon : t->name) != TK_OK) {
+            tk_config_destroy(cfg);
+            return NULL;
+        }
+    }
+    if (tk_config_set_policy(cfg, (tk_policy)policy) != TK_OK) {
+        tk_config_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+/* ------------------------------------------------------------------ probe */
+
+/* Child: one line per target, "OK <i> <canon>" or "ERR <i> <status> <why>";
+ * with no target, "DEV <target> <backend>" or "NODEV <status> <why>". */
+static void probe_child(const run_state *s, int fd)
+{
+    char line[4096];
+    if (s->n_targets == 0) {
+        tk_config *cfg = target_config(s->opts, NULL, TK_POLICY_EXACT);
+        tk_context *ctx = NULL;
+        char why[1024] = "";
+        tk_status st = cfg ? tk_context_create(cfg, &ctx, why, sizeof why) : TK_OUT_OF_MEMORY;
+        if (st == TK_OK) {
+            char tgt[512];
+            snprintf(tgt, sizeof tgt, "%s", tk_context_target(ctx));
+            sanitize(tgt);
+            snprintf(line, sizeof line, "DEV\t%s\t%s\n", tgt, tk_context_backend_name(ctx));
+        } else {
+            sanitize(why);
+            snprintf(line, sizeof line, "NODEV\t%d\t%s\n", (int)st, why);
+        }
+        tk_context_destroy(ctx);
+        tk_config_destroy(cfg);
+        write_all(fd, line, strlen(line));
+        return;
+    }
+    for (size_t i = 0; i < s->n_targets; i++) {
+        const target *t = &s->targets[i];
+        tk_config *cfg = target_config(s->opts, t, TK_POLICY_EXACT);
+        tk_context *ctx = NULL;
+        char why[1024] = "";
+        tk_status st = cfg ? tk_context_create(cfg, &ctx, why, sizeof why) : TK_OUT_OF_MEMORY;
+        if (st == TK_OK) {
+            char canon[512];
+            snprintf(canon, sizeof canon, "%s", tk_context_target(ctx));
+            sanitize(canon);
+            snprintf(line, sizeof line, "OK\t%zu\t%s\n", i, canon);
+        } else {
+            if (!why[0])
+                snprintf(why, sizeof why, "%s", tk_status_str(st));
+            sanitize(why);
+            snprintf(line, sizeof line, "ERR\t%zu\t%d\t%s\n", i, (int)st, why);
+        }
+        tk_context_destroy(ctx);
+        tk_config_destroy(cfg);
+        write_all(fd, line, strlen(line));
+    }
+}
+
+/* Runs probe_child in a child process; returns its output (malloc'd) or NULL. */
+static char *probe(const run_state *s)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        probe_child(s, fds[1]);
+        close(fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (len + 1 == cap) {
+            char *g = realloc(buf, cap * 2);
+            if (!g) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = g, cap *= 2;
+        }
+        ssize_t r = read(fds[0], buf + len, cap - len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (buf)
+        buf[len] = 0;
+    if (buf && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        tk__cli_error("the target probe process died (%s %d)",
+                      WIFSIGNALED(status) ? "signal" : "status",
+                      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int add_target(run_state *s, const char *name, int line)
+{
+    for (size_t i = 0; i < s->n_targets; i++)
+        if (strcmp(s->targets[i].name, name) == 0)
+            return 0;
+    target *t = realloc(s->targets, (s->n_targets + 1) * sizeof *t);
+    if (!t)
+        return -1;
+    s->targets = t;
+    t = &s->targets[s->n_targets];
+    memset(t, 0, sizeof *t);
+    if (!(t->name = strdup(name)))
+        return -1;
+    t->backend = tk__target_backend(name);
+    t->line = line;
+    s->n_targets++;
+    return 0;
+}
+
+static const char *target_where(const run_state *s, const target *t, char *buf, size_t size)
+{
+    if (t->line)
+        snprintf(buf, size, " (%s:%d)", s->m.name, t->line);
+    else
+        buf[0] = 0;
+    return buf;
+}
+
+/* Decides the targets and checks each with the installed compilers.
+ * Returns an exit code (TK__EXIT_OK to go on). */
+static int resolve_targets(run_state *s)
+{
+    const tk__cli_opts *o = s->opts;
+    int defaults = 0;
+    if (o->arch_list) {
+        char *copy = strdup(o->arch_list);
+        if (!copy)
+            return TK__EXIT_FAIL;
+        char *save = NULL;
+        for (char *a = strtok_r(copy, ", ", &save); a; a = strtok_r(NULL, ", ", &save)) {
+            if (!tk__target_name_valid(a)) {
+                tk__cli_error("--arch: unknown target architecture '%s' (examples: sm_80, sm_90, "
+                              "gfx90a, gfx1030)",
+                              a);
+                free(copy);
+                return TK__EXIT_USAGE;
+            }
+            if (add_target(s, a, 0)) {
+                free(copy);
+                return TK__EXIT_FAIL;
+            }
+        }
+        free(copy);
+        if (s->n_targets == 0) {
+            tk__cli_error("--arch: empty list");
+            return TK__EXIT_USAGE;
+        }
+    } else if (s->m.n_archs) {
+        for (size_t i = 0; i < s->m.n_archs; i++)
+            if (add_target(s, s->m.archs[i], s->m.arch_lines[i]))
+                return TK__EXIT_FAIL;
+    } else {
+        /* No target named: the device if there is one. */
+        char *out = probe(s);
+        if (!out)
+            return TK__EXIT_FAIL;
+        if (strncmp(out, "DEV\t", 4) == 0) {
+            char *tgt = out + 4;
+            char *tab = strchr(tgt, '\t');
+            char *nl = tab ? strchr(tab + 1, '\n') : NULL;
+            if (!tab || !nl) {
+                free(out);
+                tk__cli_error("the target probe said something unexpected");
+                return TK__EXIT_FAIL;
+            }
+            *tab = 0, *nl = 0;
+            if (add_target(s, tgt, 0)) {
+                free(out);
+                return TK__EXIT_FAIL;
+            }
+            s->targets[0].backend = backend_from_name(tab + 1);
+            printf("targeting the device present: %s (%s)\n", tgt, tab + 1);
+        } else {
+            defaults = 1;
+            for (size_t i = 0; i < sizeof default_targets / sizeof default_targets[0]; i++)
+                if (add_target(s, default_targets[i], 0)) {
+                    free(out);
+                    return TK__EXIT_FAIL;
+                }
+        }
+        free(out);
+    }
+
+    char *out = probe(s);
+    if (!out)
+        return TK__EXIT_FAIL;
+    int rc = TK__EXIT_OK;
+    size_t usable = 0;
+    for (char *line = out; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        /* Up to 4 tab-separated fields; the last one keeps any tabs. */
+        char *f[4] = {line, NULL, NULL, NULL};
+        for (int i = 1; i < 4; i++) {
+            char *tab = f[i - 1] ? strchr(f[i - 1], '\t') : NULL;
+            if (!tab)
+                break;
+            *tab = 0;
+            f[i] = tab + 1;
+        }
+        size_t idx = f[1] ? strtoul(f[1], NULL, 10) : s->n_targets;
+        if (idx < s->n_targets) {
+            target *t = &s->targets[idx];
+            char where[256];
+            if (strcmp(f[0], "OK") == 0 && f[2]) {
+                t->canon = strdup(f[2]);
+                t->usable = t->canon != NULL;
+                usable += t->usable;
+            } else if (strcmp(f[0], "ERR") == 0) {
+                tk_status st = f[2] ? (tk_status)atoi(f[2]) : TK_INTERNAL;
+                const char *why = f[3] ? f[3] : tk_status_str(st);
+                if (defaults) {
+                    printf("skipping %s: %s\n", t->name, why);
+                } else {
+                    tk__cli_error("target %s%s: %s", t->name, target_where(s, t, where, sizeof where),
+                                  why);
+                    if (rc == TK__EXIT_OK)
+                        rc = st == TK_INVALID_ARGUMENT ? TK__EXIT_USAGE : TK__EXIT_UNAVAILABLE;
+                }
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(out);
+    if (rc != TK__EXIT_OK)
+        return rc;
+    if (usable == 0) {
+        tk__cli_error("no target can be compiled for here (no GPU, and no compiler for %s)",
+                      defaults ? "sm_80, sm_90, gfx90a or gfx1030" : "the targets named");
+        return TK__EXIT_UNAVAILABLE;
+    }
+    /* Keep the usable ones. */
+    size_t k = 0;
+    for (size_t i = 0; i < s->n_targets; i++) {
+        if (s->targets[i].usable) {
+            s->targets[k++] = s->targets[i];
+        } else {
+            free(s->targets[i].name);
+            free(s->targets[i].canon);
+        }
+    }
+    s->n_targets = k;
+    return TK__EXIT_OK;
+}
+
+/* ----------------------------------------------------------------- worker */
+
+static void worker_main(const run_state *s, int cmd_fd, int res_fd)
+{
+    size_t n_ctx = s->n_targets * 2;
+    tk_context **ctxs = calloc(n_ctx, sizeof *ctxs);
+    if (!ctxs)
+        _exit(1);
+    for (;;) {
+        uint32_t idx;
+        if (read_all(cmd_fd, &idx, sizeof idx) != 1 || idx >= s->n_items)
+            break;
+        const item *it = &s->items[idx];
+        const tk__mf_job *job = &s->m.jobs[it->job];
+        const target *t = &s->targets[it->target];
+        result_hdr r;
+        memset(&r, 0, sizeof r);
+        r.item = idx;
+        char *log = NULL;
+        char why[1024] = "";
+        double t0 = tk__now();
+        tk_context **slot = &ctxs[(size_t)it->target * 2 + it->policy];
+        tk_status st = TK_OK;
+        if (!*slot) {
+            tk_config *cfg = target_config(s->opts, t, it->policy);
+            st = cfg ? tk_context_create(cfg, slot, why, sizeof why) : TK_OUT_OF_MEMORY;
+            tk_config_destroy(cfg);
+            if (st != TK_OK) {
+                *slot = NULL;
+                log = strdup(why[0] ? why : tk_status_str(st));
+            }
+        }
+        if (st == TK_OK) {
+            if (job->kernel < 0) {
+                unsigned nc = 0, nh = 0;
+                st = tk_op_precompile(*slot, job->op, job->dims, job->n_dims, &nc, &nh);
+                r.compiled = nc, r.cached = nh;
+            } else {
+                const tk__mf_kernel *k = &s->m.kernels[job->kernel];
+                tk_kernel_desc d;
+                memset(&d, 0, sizeof d);
+                d.source = k->source;
+                d.entry = k->entry;
+                d.defines = k->defines;
+                d.n_defines = k->n_defines;
+                d.options = (const char *const *)k->options;
+                d.n_options = k->n_options;
+                tk_origin origin = TK_ORIGIN_COMPILED;
+                st = tk_kernel_precompile(*slot, &d, &origin);
+                if (st == TK_OK) {
+                    r.compiled = origin == TK_ORIGIN_COMPILED;
+                    r.cached = origin != TK_ORIGIN_COMPILED;
+                }
+            }
+            if (st != TK_OK)
+                log = strdup(tk_context_last_error(*slot));
+        }
+        r.status = (int32_t)st;
+        r.seconds = tk__now() - t0;
+        r.log_len = log ? (uint32_t)strlen(log) : 0;
+        if (write_all(res_fd, &r, sizeof r) != 0 || (r.log_len && write_all(res_fd, log, r.log_len)))
+            break;
+        free(log);
+    }
+    for (size_t i = 0; i < n_ctx; i++)
+        tk_context_destroy(ctxs[i]);
+    free(ctxs);
+}
+
+/* ----------------------------------------------------------------- parent */
+
+typedef struct worker {
+    pid_t pid;
+    int cmd_fd; /* parent writes item indices */
+    int res_fd; /* parent reads results */
+    int64_t busy; /* item index, -1 when idle */
+    int alive;
+} worker;
+
+typedef struct failure {
+    size_t item;
+    tk_status status;
+    char *log;
+} failure;
+
+typedef struct progress {
+    int tty;
+    int verbose;
+    size_t done, total;
+    uint64_t compiled, cached, failed;
+} progress;
+
+static void describe_item(const run_state *s, const item *it, char *buf, size_t size)
+{
+    char job[256];
+    tk__mf_job_describe(&s->m, &s->m.jobs[it->job], job, sizeof job);
+    const target *t = &s->targets[it->target];
+    if (s->policies == (1u << TK_POLICY_EXACT) || s->policies == (1u << TK_POLICY_GENERIC))
+        snprintf(buf, size, "%s %s", t->canon, job);
+    else
+        snprintf(buf, size, "%s %s [%s]", t->canon, job, policy_name(it->policy));
+}
+
+static void show_progress(const run_state *s, progress *p, const item *it, const result_hdr *r)
+{
+    char what[512];
+    describe_item(s, it, what, sizeof what);
+    if (p->tty && !p->verbose) {
+        struct winsize ws;
+        int cols = 80;
+        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
+            cols = ws.ws_col;
+        const int bar = 24;
+        int filled = p->total ? (int)((double)bar * (double)p->done / (double)p->total) : bar;
+        char line[1024];
+        int n = snprintf(line, sizeof line, "[%.*s%.*s] %zu/%zu  new %llu  cached %llu  failed %llu  %s",
+                         filled, "########################", bar - filled,
+                         "........................", p->done, p->total,
+                         (unsigned long long)p->compiled, (unsigned long long)p->cached,
+                         (unsigned long long)p->failed, what);
+        if (n >= cols)
+            line[cols - 1] = 0;
+        printf("\r\033[K%s", line);
+        fflush(stdout);
+        return;
+    }
+    int width = snprintf(NULL, 0, "%zu", p->total);
+    if (r->status != TK_OK)
+        printf("[%*zu/%zu] %s: FAILED (%s)\n", width, p->done, p->total, what,
+               tk_status_str((tk_status)r->status));
+    else if (r->compiled)
+        printf("[%*zu/%zu] %s: compiled %u, cached %u (%.2f s)\n", width, p->done, p->total, what,
+               r->compiled, r->cached, r->seconds);
+    else
+        printf("[%*zu/%zu] %s: already cached\n", width, p->done, p->total, what);
+    fflush(stdout);
+}
+
+static int spawn_worker(const run_state *s, worker *ws, size_t k)
+{
+    int cmd[2], res[2];
+    if (pipe(cmd) != 0)
+        return -1;
+    if (pipe(res) != 0) {
+        close(cmd[0]), close(cmd[1]);
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(cmd[0]), close(cmd[1]), close(res[0]), close(res[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* Drop the parent's ends of the other workers' pipes, so that each
+         * worker sees end-of-file when the parent closes its command pipe. */
+        for (size_t i = 0; i < k; i++) {
+            if (ws[i].cmd_fd >= 0)
+                close(ws[i].cmd_fd);
+            if (ws[i].res_fd >= 0)
+                close(ws[i].res_fd);
+        }
+        close(cmd[1]), close(res[0]);
+        signal(SIGPIPE, SIG_DFL);
+        worker_main(s, cmd[0], res[1]);
+        _exit(0);
+    }
+    close(cmd[0]), close(res[1]);
+    ws[k].pid = pid;
+    ws[k].cmd_fd = cmd[1];
+    ws[k].res_fd = res[0];
+    ws[k].busy = -1;
+    ws[k].alive = 1;
+    return 0;
+}
+
+static void retire_worker(worker *w)
+{
+    if (w->cmd_fd >= 0)
+        close(w->cmd_fd);
+    if (w->res_fd >= 0)
+        close(w->res_fd);
+    w->cmd_fd = w->res_fd = -1;
+    if (w->pid > 0) {
+        int status;
+        while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+    }
+    w->pid = 0;
+    w->alive = 0;
+}
+
+static int record_failure(failure **fails, size_t *n_fails, size_t item_idx, tk_status st, char *log)
+{
+    failure *f = realloc(*fails, (*n_fails + 1) * sizeof *f);
+    if (!f) {
+        free(log);
+        return -1;
+    }
+    *fails = f;
+    f[*n_fails].item = item_idx;
+    f[*n_fails].status = st;
+    f[*n_fails].log = log;
+    (*n_fails)++;
+    return 0;
+}
+
+static int execute(run_state *s, int n_workers, double t_start, const char *root)
+{
+    worker *ws = calloc((size_t)n_workers, sizeof *ws);
+    failure *fails = NULL;
+    size_t n_fails = 0;
+    progress p = {isatty(STDOUT_FILENO), s->opts->verbose, 0, s->n_items, 0, 0, 0};
+    size_t next = 0;
+    int alive = 0;
+    if (!ws) {
+        tk__cli_error("out of memory");
+        return TK__EXIT_FAIL;
+    }
+    for (int k = 0; k < n_workers; k++)
+        ws[k].cmd_fd = ws[k].res_fd = -1;
+    signal(SIGPIPE, SIG_IGN);
+    for (int k = 0; k < n_workers; k++) {
+        if (spawn_worker(s, ws, (size_t)k) != 0) {
+            if (k == 0) {
+                tk__cli_error("cannot start a worker process: %s", strerror(errno));
+                free(ws);
+                return TK__EXIT_FAIL;
+            }
+            break; /* fewer workers is fine */
+        }
+        alive++;
+    }
+    struct pollfd *pfd = calloc((size_t)n_workers, sizeof *pfd);
+    if (!pfd) {
+        tk__cli_error("out of memory");
+        alive = 0;
+    }
+    while (alive > 0 && p.done < p.total) {
+        /* Hand a job to every idle worker. */
+        for (int k = 0; k < n_workers; k++) {
+            worker *w = &ws[k];
+            if (!w->alive || w->busy >= 0 || next >= s->n_items)
+                continue;
+            uint32_t idx = (uint32_t)next;
+            if (write_all(w->cmd_fd, &idx, sizeof idx) != 0) {
+                retire_worker(w);
+                alive--;
+                continue;
+            }
+            w->busy = (int64_t)next++;
+        }
+        int np = 0;
+        int map[1024];
+        for (int k = 0; k < n_workers && np < 1024; k++) {
+            if (ws[k].alive && ws[k].busy >= 0) {
+                pfd[np].fd = ws[k].res_fd;
+                pfd[np].events = POLLIN;
+                pfd[np].revents = 0;
+                map[np++] = k;
+            }
+        }
+        if (np == 0)
+            break;
+        if (poll(pfd, (nfds_t)np, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < np; i++) {
+            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            worker *w = &ws[map[i]];
+            result_hdr r;
+            int got = read_all(w->res_fd, &r, sizeof r);
+            char *log = NULL;
+            if (got == 1 && r.item == (uint32_t)w->busy && r.log_len) {
+                log = malloc((size_t)r.log_len + 1);
+                if (!log || read_all(w->res_fd, log, r.log_len) != 1)
+                    got = -1;
+                else
+                    log[r.log_len] = 0;
+            }
+            if (got != 1 || r.item != (uint32_t)w->busy) {
+                /* The worker died mid-job (a crash in a compiler, a kill). */
+                free(log);
+                size_t lost = (size_t)w->busy;
+                int status = 0;
+                pid_t pid = w->pid;
+                close(w->cmd_fd), close(w->res_fd);
+                w->cmd_fd = w->res_fd = -1;
+                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                    ;
+                w->pid = 0, w->alive = 0;
+                alive--;
+                char msg[128];
+                if (WIFSIGNALED(status))
+                    snprintf(msg, sizeof msg, "worker process %d died (signal %d)", (int)pid,
+                             WTERMSIG(status));
+                else
+                    snprintf(msg, sizeof msg, "worker process %d exited (status %d)", (int)pid,
+                             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+                memset(&r, 0, sizeof r);
+                r.item = (uint32_t)lost;
+                r.status = TK_INTERNAL;
+                log = strdup(msg);
+                w->busy = -1;
+            } else {
+                w->busy = -1;
+            }
+            p.done++;
+            p.compiled += r.compiled;
+            p.cached += r.cached;
+            if (r.status != TK_OK) {
+                p.failed++;
+                record_failure(&fails, &n_fails, r.item, (tk_status)r.status, log);
+                log = NULL;
+            }
+            free(log);
+            show_progress(s, &p, &s->items[r.item], &r);
+        }
+    }
+    free(pfd);
+    for (int k = 0; k < n_workers; k++)
+        if (ws[k].alive || ws[k].pid > 0)
+            retire_worker(&ws[k]);
+    free(ws);
+    if (p.tty && !p.verbose)
+        printf("\r\033[K");
+    /* Jobs never handed out (every worker died). */
+    for (size_t i = next; i < s->n_items; i++) {
+        p.failed++;
+        record_failure(&fails, &n_fails, i, TK_INTERNAL, strdup("not run: no worker process left"));
+    }
+
+    double secs = tk__now() - t_start;
+    char targets[1024];
+    size_t len = 0;
+    targets[0] = 0;
+    for (size_t i = 0; i < s->n_targets && len < sizeof targets; i++)
+        len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", i ? ", " : "",
+                                s->targets[i].canon);
+    if (p.compiled == 0 && p.failed == 0)
+        printf("nothing to compile: all %llu kernels already cached (%zu jobs for %s) in %s, "
+               "%.1f s\n",
+               (unsigned long long)p.cached, s->n_items, targets, root, secs);
+    else
+        printf("precompiled %zu jobs for %s into %s: %llu compiled, %llu already cached, "
+               "%llu failed, %.1f s\n",
+               s->n_items, targets, root, (unsigned long long)p.compiled,
+               (unsigned long long)p.cached, (unsigned long long)p.failed, secs);
+    fflush(stdout);
+    for (size_t i = 0; i < n_fails; i++) {
+        char what[512];
+        describe_item(s, &s->items[fails[i].item], what, sizeof what);
+        fprintf(stderr, "failed: %s (manifest line %d): %s\n%s\n", what,
+                s->m.jobs[s->items[fails[i].item].job].line, tk_status_str(fails[i].status),
+                fails[i].log ? fails[i].log : "(no log)");
+        free(fails[i].log);
+    }
+    free(fails);
+    return p.failed ? TK__EXIT_FAIL : TK__EXIT_OK;
+}
+
+static int default_workers(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
+}
+
+int tk__cmd_precompile(const tk__cli_opts *opts)
+{
+    run_state s;
+    memset(&s, 0, sizeof s);
+    s.opts = opts;
+    char err[2048];
+    int rc = TK__EXIT_FAIL;
+    double t_start = tk__now();
+    tk_cache *cache = NULL;
+    char *root = NULL;
+
+    int prc = opts->manifest
+                  ? tk__manifest_load(opts->manifest, &s.m, err, sizeof err)
+                  : tk__manifest_parse(tk__default_manifest, "<built-in manifest>", NULL, &s.m,
+                                       err, sizeof err);
+    if (prc != 0) {
+        tk__cli_error("%s", err);
+        return TK__EXIT_USAGE;
+    }
+    if (opts->ops_list && tk__manifest_filter(&s.m, opts->ops_list, err, sizeof err) != 0) {
+        tk__cli_error("%s", err);
+        rc = TK__EXIT_USAGE;
+        goto done;
+    }
+    if (opts->have_policy)
+        s.policies = 1u << opts->policy;
+    else
+        s.policies = s.m.policies ? s.m.policies : 1u << TK_POLICY_EXACT;
+
+    rc = resolve_targets(&s);
+    if (rc != TK__EXIT_OK)
+        goto done;
+    rc = TK__EXIT_FAIL;
+
+    /* Items: target-major, then policy, then the manifest's order. */
+    size_t n_pol = (s.policies & 1u) + ((s.policies >> 1) & 1u);
+    s.n_items = s.n_targets * n_pol * s.m.n_jobs;
+    s.items = calloc(s.n_items ? s.n_items : 1, sizeof *s.items);
+    if (!s.items) {
+        tk__cli_error("out of memory");
+        goto done;
+    }
+    size_t k = 0;
+    for (size_t t = 0; t < s.n_targets; t++)
+        for (int pol = 0; pol < 2; pol++) {
+            if (!(s.policies & (1u << pol)))
+                continue;
+            for (size_t j = 0; j < s.m.n_jobs; j++) {
+                s.items[k].job = (uint32_t)j;
+                s.items[k].target = (uint16_t)t;
+                s.items[k].policy = (uint8_t)pol;
+                k++;
+            }
+        }
+
+    if (opts->dry_run) {
+        for (size_t i = 0; i < s.n_items; i++) {
+            char what[512];
+            describe_item(&s, &s.items[i], what, sizeof what);
+            printf("%s\n", what);
+        }
+        printf("%zu jobs (%zu shapes x %zu targets x %zu policies); nothing compiled (--dry-run)\n",
+               s.n_items, s.m.n_jobs, s.n_targets, n_pol);
+        rc = TK__EXIT_OK;
+        goto done;
+    }
+
+    tk_config *cfg = tk__cli_config(opts);
+    if (!cfg)
+        goto done;
+    tk_status st = tk_cache_open(cfg, &cache);
+    tk_config_destroy(cfg);
+    if (st != TK_OK) {
+        tk__cli_error("cannot open the cache: %s", tk_status_str(st));
+        goto done;
+    }
+    root = strdup(tk_cache_root(cache));
+    tk_cache_close(cache);
+    if (!root) {
+        tk__cli_error("out of memory");
+        goto done;
+    }
+
+    int n_workers = opts->jobs ? opts->jobs : default_workers();
+    if ((size_t)n_workers > s.n_items)
+        n_workers = (int)s.n_items;
+    if (n_workers > 1024)
+        n_workers = 1024;
+    printf("precompiling %zu jobs (%zu shapes x %zu targets) with %d worker process%s into %s\n",
+           s.n_items, s.m.n_jobs, s.n_targets, n_workers, n_workers == 1 ? "" : "es", root);
+    fflush(stdout);
+    rc = execute(&s, n_workers, t_start, root);
+
+done:
+    free(root);
+    for (size_t i = 0; i < s.n_targets; i++) {
+        free(s.targets[i].name);
+        free(s.targets[i].canon);
+    }
+    free(s.targets);
+    free(s.items);
+    tk__manifest_free(&s.m);
+    return rc;
+}

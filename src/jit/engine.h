@@ -23,4 +23,9 @@ int tk__ctx_has_device(const tk_context *ctx);
 /* Embedded kernel source by name, or NULL. Static storage. */
 const char *tk__embedded_source(const char *name, size_t *len);
 
+/* Implemented by the operator layer (src/ops/embedding.c): frees the device
+ * workspaces the operators keep for ctx. tk_context_destroy must call it
+ * first, while the context can still free memory. Safe for any context. */
+void tk__ops_context_release(tk_context *ctx);
+
 #endif

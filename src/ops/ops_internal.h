@@ -33,8 +33,32 @@ tk_status tk__embedding_precompile(tk_context *ctx, tk_op op, const int64_t *dim
                                    unsigned *n_compiled, unsigned *n_cached);
 
 /* Gets (or, on an offline context, precompiles) a kernel and counts where it
- * came from. With launch == NULL only precompiles. */
+ * came from (n_compiled / n_cached may be NULL). With kernel == NULL it only
+ * precompiles (tk_kernel_precompile, on any context). */
 tk_status tk__op_kernel(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel,
                         unsigned *n_compiled, unsigned *n_cached);
+
+/* Trace of the kernels one operator call obtained, per thread, for the
+ * checked run: tk__op_trace_begin() clears it; tk__op_kernel records the
+ * first kernel obtained afterwards (and its embedded source name). */
+typedef struct tk__op_trace {
+    const tk_kernel *first;
+    char source_name[64];
+    unsigned n_kernels;
+} tk__op_trace;
+void tk__op_trace_begin(void);
+const tk__op_trace *tk__op_trace_get(void);
+
+/* Largest vector width in halves (8, 4, 2 or 1) such that n % width == 0 and
+ * every non-NULL pointer in ptrs is aligned to width * 2 bytes. */
+unsigned tk__op_vec_width(int64_t n, const void *const *ptrs, int n_ptrs);
+
+/* Launch-size guard shared by the ops: grid.x * block within what both
+ * vendors accept (TK_UNSUPPORTED otherwise). */
+tk_status tk__op_check_grid(tk_context *ctx, const char *op, int64_t blocks, unsigned block,
+                            int64_t grid_y);
+
+/* Short text of the context's policy: "exact" / "generic". */
+const char *tk__op_policy_name(tk_policy policy);
 
 #endif

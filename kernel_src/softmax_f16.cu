@@ -1,0 +1,257 @@
+/*
+ * Row softmax, fp16 in and out, fp32 arithmetic (tk_softmax_f16_fwd).
+ *
+ * Register kernel (default): a group of TK_G threads owns one row and keeps
+ * it in registers as packed halves (TK_ITERS vectors of TK_VEC halves per
+ * thread), so the row is read once and written once: max, sum of exp and the
+ * normalised output are all computed from registers. TK_G <= 32: several rows
+ * per block, reduced with shuffles inside the group; TK_G > 32: one row per
+ * block of TK_G threads, reduced through shared memory.
+ * TK_LONG: rows too long for registers; one block of TK_G threads per row,
+ * an online (max, sum) pass and an output pass (two reads, one write).
+ *
+ * Defines: TK_VEC (1, 2, 4, 8: halves per load, the host checks alignment),
+ * TK_G, TK_ITERS, TK_BLOCK (threads per block), optional TK_COLS (exact
+ * policy: row length baked in; otherwise the cols argument).
+ */
+#ifndef TK_VEC
+#define TK_VEC 1
+#endif
+#ifndef TK_G
+#define TK_G 32
+#endif
+#ifndef TK_ITERS
+#define TK_ITERS 1
+#endif
+#ifndef TK_BLOCK
+#define TK_BLOCK 128
+#endif
+
+#if defined(__HIPCC_RTC__) || defined(__HIP__)
+#define TK_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#ifdef __AMDGCN_WAVEFRONT_SIZE
+#define TK_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define TK_WARP 64
+#endif
+#else
+#define TK_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#define TK_WARP 32
+#endif
+
+struct alignas(TK_VEC * 2) tk_vec {
+    unsigned short h[TK_VEC];
+};
+
+static __device__ __forceinline__ float tk_h2f(unsigned short h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+
+static __device__ __forceinline__ unsigned short tk_f2h(float f)
+{
+    return __half_as_ushort(__float2half_rn(f));
+}
+
+static __device__ __forceinline__ float tk_neg_inf(void)
+{
+    return __int_as_float(0xff800000);
+}
+
+#ifndef TK_LONG
+
+#if TK_G <= 32
+/* Reduction inside an aligned group of TK_G lanes of one warp. Every lane of
+ * the warp takes part (rows past the end included). */
+static __device__ __forceinline__ float tk_max_all(float v, float *red)
+{
+    (void)red;
+#pragma unroll
+    for (int o = TK_G / 2; o > 0; o >>= 1)
+        v = fmaxf(v, TK_SHFL_XOR(v, o));
+    return v;
+}
+static __device__ __forceinline__ float tk_sum_all(float v, float *red)
+{
+    (void)red;
+#pragma unroll
+    for (int o = TK_G / 2; o > 0; o >>= 1)
+        v += TK_SHFL_XOR(v, o);
+    return v;
+}
+#else
+/* Whole-block reduction: warps reduce with shuffles, then every thread
+ * combines the per-warp values in the same fixed order. */
+static __device__ __forceinline__ float tk_max_all(float v, float *red)
+{
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1)
+        v = fmaxf(v, TK_SHFL_XOR(v, o));
+    if (threadIdx.x % TK_WARP == 0)
+        red[threadIdx.x / TK_WARP] = v;
+    __syncthreads();
+    v = red[0];
+    for (int w = 1; w < TK_G / TK_WARP; ++w)
+        v = fmaxf(v, red[w]);
+    __syncthreads();
+    return v;
+}
+static __device__ __forceinline__ float tk_sum_all(float v, float *red)
+{
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1)
+        v += TK_SHFL_XOR(v, o);
+    if (threadIdx.x % TK_WARP == 0)
+        red[threadIdx.x / TK_WARP] = v;
+    __syncthreads();
+    v = red[0];
+    for (int w = 1; w < TK_G / TK_WARP; ++w)
+        v += red[w];
+    __syncthreads();
+    return v;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(TK_BLOCK)
+tk_softmax_f16_fwd(const unsigned short *__restrict__ in, long long ld_in,
+                   unsigned short *__restrict__ out, long long ld_out, long long rows,
+                   long long cols_arg)
+{
+#ifdef TK_COLS
+    const long long cols = TK_COLS;
+    (void)cols_arg;
+#else
+    const long long cols = cols_arg;
+#endif
+    __shared__ float red[32];
+    const int nvec = (int)(cols / TK_VEC);
+#if TK_G <= 32
+    const int lane = (int)(threadIdx.x % TK_G);
+    const long long row = (long long)blockIdx.x * (TK_BLOCK / TK_G) + threadIdx.x / TK_G;
+#else
+    const int lane = (int)threadIdx.x;
+    const long long row = (long long)blockIdx.x;
+#endif
+    const bool row_ok = row < rows;
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + (row_ok ? row : 0) * ld_in);
+    tk_vec v[TK_ITERS];
+
+    float mx = tk_neg_inf();
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (row_ok && c < nvec) {
+            v[i] = src[c];
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                mx = fmaxf(mx, tk_h2f(v[i].h[k]));
+        }
+    }
+    mx = tk_max_all(mx, red);
+
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (row_ok && c < nvec) {
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                sum += __expf(tk_h2f(v[i].h[k]) - mx);
+        }
+    }
+    sum = tk_sum_all(sum, red);
+    const float inv = 1.0f / sum;
+
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + (row_ok ? row : 0) * ld_out);
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (row_ok && c < nvec) {
+            tk_vec o;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(__expf(tk_h2f(v[i].h[k]) - mx) * inv);
+            dst[c] = o;
+        }
+    }
+}
+
+#else /* TK_LONG */
+
+/* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
+ * (m = -inf, s = 0) without forming inf - inf. */
+static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m2, float s2)
+{
+    if (m2 == tk_neg_inf())
+        return;
+    if (m == tk_neg_inf()) {
+        m = m2;
+        s = s2;
+        return;
+    }
+    const float nm = fmaxf(m, m2);
+    s = s * __expf(m - nm) + s2 * __expf(m2 - nm);
+    m = nm;
+}
+
+extern "C" __global__ void __launch_bounds__(TK_G)
+tk_softmax_f16_fwd_long(const unsigned short *__restrict__ in, long long ld_in,
+                        unsigned short *__restrict__ out, long long ld_out, long long rows,
+                        long long cols_arg)
+{
+#ifdef TK_COLS
+    const long long cols = TK_COLS;
+    (void)cols_arg;
+#else
+    const long long cols = cols_arg;
+#endif
+    __shared__ float red_m[32];
+    __shared__ float red_s[32];
+    const long long row = (long long)blockIdx.x;
+    (void)rows;
+    const long long nvec = cols / TK_VEC;
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out);
+
+    float m = tk_neg_inf(), s = 0.0f;
+    for (long long c = threadIdx.x; c < nvec; c += TK_G) {
+        const tk_vec x = src[c];
+#pragma unroll
+        for (int k = 0; k < TK_VEC; ++k) {
+            const float f = tk_h2f(x.h[k]);
+            if (f > m) {
+                s = (m == tk_neg_inf() ? 0.0f : s * __expf(m - f)) + 1.0f;
+                m = f;
+            } else {
+                s += __expf(f - m);
+            }
+        }
+    }
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1) {
+        const float m2 = TK_SHFL_XOR(m, o);
+        const float s2 = TK_SHFL_XOR(s, o);
+        tk_ms_combine(m, s, m2, s2);
+    }
+    if (threadIdx.x % TK_WARP == 0) {
+        red_m[threadIdx.x / TK_WARP] = m;
+        red_s[threadIdx.x / TK_WARP] = s;
+    }
+    __syncthreads();
+    m = red_m[0];
+    s = red_s[0];
+    for (int w = 1; w < TK_G / TK_WARP; ++w)
+        tk_ms_combine(m, s, red_m[w], red_s[w]);
+    const float inv = 1.0f / s;
+
+    for (long long c = threadIdx.x; c < nvec; c += TK_G) {
+        const tk_vec x = src[c];
+        tk_vec o;
+#pragma unroll
+        for (int k = 0; k < TK_VEC; ++k)
+            o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - m) * inv);
+        dst[c] = o;
+    }
+}
+
+#endif /* TK_LONG */

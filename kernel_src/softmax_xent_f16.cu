@@ -1,0 +1,196 @@
+/*
+ * Softmax + cross-entropy backward, fp16, fp32 arithmetic
+ * (tk_softmax_xent_f16_bwd): grad_in = s * (g - sum_j g_j * s_j) per row.
+ *
+ * Register kernel (default): a group of TK_G threads owns one row and keeps
+ * s and g in registers as packed halves, so each input is read once and the
+ * output written once. TK_G <= 32: several rows per block, shuffle
+ * reductions; TK_G > 32: one row per block, shared-memory reduction.
+ * TK_LONG: rows too long for registers; one block per row, a dot pass and an
+ * output pass (inputs read twice).
+ *
+ * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, as in
+ * softmax_f16.cu.
+ */
+#ifndef TK_VEC
+#define TK_VEC 1
+#endif
+#ifndef TK_G
+#define TK_G 32
+#endif
+#ifndef TK_ITERS
+#define TK_ITERS 1
+#endif
+#ifndef TK_BLOCK
+#define TK_BLOCK 128
+#endif
+
+#if defined(__HIPCC_RTC__) || defined(__HIP__)
+#define TK_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#ifdef __AMDGCN_WAVEFRONT_SIZE
+#define TK_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define TK_WARP 64
+#endif
+#else
+#define TK_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#define TK_WARP 32
+#endif
+
+struct alignas(TK_VEC * 2) tk_vec {
+    unsigned short h[TK_VEC];
+};
+
+static __device__ __forceinline__ float tk_h2f(unsigned short h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+
+static __device__ __forceinline__ unsigned short tk_f2h(float f)
+{
+    return __half_as_ushort(__float2half_rn(f));
+}
+
+#ifndef TK_LONG
+
+#if TK_G <= 32
+/* Reduction inside an aligned group of TK_G lanes of one warp. Every lane of
+ * the warp takes part (rows past the end included). */
+static __device__ __forceinline__ float tk_sum_all(float v, float *red)
+{
+    (void)red;
+#pragma unroll
+    for (int o = TK_G / 2; o > 0; o >>= 1)
+        v += TK_SHFL_XOR(v, o);
+    return v;
+}
+#else
+/* Whole-block reduction: warps reduce with shuffles, then every thread
+ * combines the per-warp values in the same fixed order. */
+static __device__ __forceinline__ float tk_sum_all(float v, float *red)
+{
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1)
+        v += TK_SHFL_XOR(v, o);
+    if (threadIdx.x % TK_WARP == 0)
+        red[threadIdx.x / TK_WARP] = v;
+    __syncthreads();
+    v = red[0];
+    for (int w = 1; w < TK_G / TK_WARP; ++w)
+        v += red[w];
+    __syncthreads();
+    return v;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(TK_BLOCK)
+tk_softmax_xent_f16_bwd(const unsigned short *__restrict__ s_in, long long ld_s,
+                        const unsigned short *__restrict__ g_in, long long ld_g,
+                        unsigned short *__restrict__ out, long long ld_out, long long rows,
+                        long long cols_arg)
+{
+#ifdef TK_COLS
+    const long long cols = TK_COLS;
+    (void)cols_arg;
+#else
+    const long long cols = cols_arg;
+#endif
+    __shared__ float red[32];
+    const int nvec = (int)(cols / TK_VEC);
+#if TK_G <= 32
+    const int lane = (int)(threadIdx.x % TK_G);
+    const long long row = (long long)blockIdx.x * (TK_BLOCK / TK_G) + threadIdx.x / TK_G;
+#else
+    const int lane = (int)threadIdx.x;
+    const long long row = (long long)blockIdx.x;
+#endif
+    const bool row_ok = row < rows;
+    const long long r = row_ok ? row : 0;
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + r * ld_s);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + r * ld_g);
+    tk_vec sv[TK_ITERS], gv[TK_ITERS];
+
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (row_ok && c < nvec) {
+            sv[i] = sp[c];
+            gv[i] = gp[c];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (row_ok && c < nvec) {
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                dot += tk_h2f(sv[i].h[k]) * tk_h2f(gv[i].h[k]);
+        }
+    }
+    dot = tk_sum_all(dot, red);
+
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + r * ld_out);
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (row_ok && c < nvec) {
+            tk_vec o;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(tk_h2f(sv[i].h[k]) * (tk_h2f(gv[i].h[k]) - dot));
+            dst[c] = o;
+        }
+    }
+}
+
+#else /* TK_LONG */
+
+extern "C" __global__ void __launch_bounds__(TK_G)
+tk_softmax_xent_f16_bwd_long(const unsigned short *__restrict__ s_in, long long ld_s,
+                             const unsigned short *__restrict__ g_in, long long ld_g,
+                             unsigned short *__restrict__ out, long long ld_out, long long rows,
+                             long long cols_arg)
+{
+#ifdef TK_COLS
+    const long long cols = TK_COLS;
+    (void)cols_arg;
+#else
+    const long long cols = cols_arg;
+#endif
+    __shared__ float red[32];
+    const long long row = (long long)blockIdx.x;
+    (void)rows;
+    const long long nvec = cols / TK_VEC;
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out);
+
+    float dot = 0.0f;
+    for (long long c = threadIdx.x; c < nvec; c += TK_G) {
+        const tk_vec a = sp[c], b = gp[c];
+#pragma unroll
+        for (int k = 0; k < TK_VEC; ++k)
+            dot += tk_h2f(a.h[k]) * tk_h2f(b.h[k]);
+    }
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1)
+        dot += TK_SHFL_XOR(dot, o);
+    if (threadIdx.x % TK_WARP == 0)
+        red[threadIdx.x / TK_WARP] = dot;
+    __syncthreads();
+    dot = red[0];
+    for (int w = 1; w < TK_G / TK_WARP; ++w)
+        dot += red[w];
+
+    for (long long c = threadIdx.x; c < nvec; c += TK_G) {
+        const tk_vec a = sp[c], b = gp[c];
+        tk_vec o;
+#pragma unroll
+        for (int k = 0; k < TK_VEC; ++k)
+            o.h[k] = tk_f2h(tk_h2f(a.h[k]) * (tk_h2f(b.h[k]) - dot));
+        dst[c] = o;
+    }
+}
+
+#endif /* TK_LONG */

@@ -1,0 +1,248 @@
+/*
+ * Shared pieces of the operator layer: argument validation with messages
+ * naming the op and the argument, operator identities, the precompile
+ * dispatch and the kernel getter that counts where kernels came from.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops_internal.h"
+
+tk_status tk__op_need_device(tk_context *ctx, const char *op)
+{
+    if (ctx == NULL)
+        return TK_INVALID_ARGUMENT; /* no context to write a message on */
+    if (!tk__ctx_has_device(ctx))
+        return tk__fail(ctx, TK_NO_DEVICE,
+                        "%s: the context has no device (offline target %s): it can compile, "
+                        "not run",
+                        op, tk_context_target(ctx));
+    return TK_OK;
+}
+
+tk_status tk__op_check_size(tk_context *ctx, const char *op, const char *name, int64_t value)
+{
+    if (value <= 0)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: %s must be > 0 (got %lld)", op, name,
+                        (long long)value);
+    return TK_OK;
+}
+
+tk_status tk__op_check_ptr(tk_context *ctx, const char *op, const char *name, const void *ptr,
+                           unsigned align)
+{
+    if (ptr == NULL)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: %s must not be NULL", op, name);
+    if (align > 1 && ((uintptr_t)ptr % align) != 0)
+        return tk__fail(ctx, TK_MISALIGNED, "%s: %s (%p) must be aligned to %u bytes", op, name,
+                        ptr, align);
+    return TK_OK;
+}
+
+tk_status tk__op_resolve_ld(tk_context *ctx, const char *op, const char *name, int64_t *ld,
+                            int64_t row)
+{
+    if (*ld == 0) {
+        *ld = row;
+        return TK_OK;
+    }
+    if (*ld < row)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: %s must be 0 (packed) or >= %lld (got %lld)",
+                        op, name, (long long)row, (long long)*ld);
+    return TK_OK;
+}
+
+tk_status tk__op_check_product(tk_context *ctx, const char *op, const char *what, int64_t a,
+                               int64_t b, int64_t elem)
+{
+    /* Sizes were checked > 0 before; the bound keeps every byte offset a
+     * kernel computes (and size_t on the host) representable. */
+    if (a > 0 && b > 0 && elem > 0 && a <= INT64_MAX / b && a * b <= INT64_MAX / elem &&
+        (uint64_t)(a * b * elem) <= (uint64_t)SIZE_MAX)
+        return TK_OK;
+    return tk__fail(ctx, TK_OVERFLOW, "%s: %s = %lld x %lld elements of %lld bytes overflows", op,
+                    what, (long long)a, (long long)b, (long long)elem);
+}
+
+unsigned tk__op_vec_width(int64_t n, const void *const *ptrs, int n_ptrs)
+{
+    static const unsigned widths[] = {8, 4, 2};
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        unsigned v = widths[w];
+        int ok = (n % v) == 0;
+        for (int i = 0; ok && i < n_ptrs; i++)
+            if (ptrs[i] != NULL && ((uintptr_t)ptrs[i] % (v * 2u)) != 0)
+                ok = 0;
+        if (ok)
+            return v;
+    }
+    return 1;
+}
+
+tk_status tk__op_check_grid(tk_context *ctx, const char *op, int64_t blocks, unsigned block,
+                            int64_t grid_y)
+{
+    /* CUDA: grid.x < 2^31, grid.y < 2^16; HIP: grid.x * block.x < 2^32. */
+    if (blocks < 1 || blocks > INT32_MAX || (uint64_t)blocks * block > UINT32_MAX ||
+        grid_y < 1 || grid_y > 65535)
+        return tk__fail(ctx, TK_UNSUPPORTED,
+                        "%s: shape needs a launch of %lld x %lld blocks of %u threads, beyond "
+                        "what the device accepts",
+                        op, (long long)blocks, (long long)grid_y, block);
+    return TK_OK;
+}
+
+const char *tk__op_policy_name(tk_policy policy)
+{
+    return policy == TK_POLICY_GENERIC ? "generic" : "exact";
+}
+
+/* ------------------------------------------------------------ identities */
+
+static const char *const op_names[TK_OP_COUNT] = {
+    "gemm_f16_fwd",    "gemm_f16_grad_a",   "gemm_f16_grad_b",  "softmax_f16_fwd",
+    "softmax_xent_f16_bwd", "embedding_f16_fwd", "embedding_f16_bwd",
+};
+
+const char *tk_op_name(tk_op op)
+{
+    if ((int)op < 0 || op >= TK_OP_COUNT)
+        return NULL;
+    return op_names[op];
+}
+
+tk_status tk_op_from_name(const char *name, tk_op *out)
+{
+    if (name == NULL || out == NULL)
+        return TK_INVALID_ARGUMENT;
+    for (int i = 0; i < TK_OP_COUNT; i++) {
+        if (strcmp(name, op_names[i]) == 0) {
+            *out = (tk_op)i;
+            return TK_OK;
+        }
+    }
+    return TK_NOT_FOUND;
+}
+
+const char *tk_op_dims(tk_op op, int *n_dims)
+{
+    const char *dims;
+    int n;
+    switch (op) {
+    case TK_OP_GEMM_F16_FWD:
+    case TK_OP_GEMM_F16_GRAD_A:
+    case TK_OP_GEMM_F16_GRAD_B:
+        dims = "M,N,K";
+        n = 3;
+        break;
+    case TK_OP_SOFTMAX_F16_FWD:
+    case TK_OP_SOFTMAX_XENT_F16_BWD:
+        dims = "rows,cols";
+        n = 2;
+        break;
+    case TK_OP_EMBEDDING_F16_FWD:
+    case TK_OP_EMBEDDING_F16_BWD:
+        dims = "V,D,Q";
+        n = 3;
+        break;
+    default:
+        return NULL;
+    }
+    if (n_dims != NULL)
+        *n_dims = n;
+    return dims;
+}
+
+tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
+                           unsigned *n_compiled, unsigned *n_cached)
+{
+    unsigned compiled = 0, cached = 0;
+    int want = 0;
+    tk_status st;
+
+    if (ctx == NULL)
+        return TK_INVALID_ARGUMENT;
+    if (tk_op_dims(op, &want) == NULL)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_precompile: unknown op %d", (int)op);
+    if (dims == NULL || n_dims != want)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_precompile: %s takes %d dims (%s), got %d",
+                        tk_op_name(op), want, tk_op_dims(op, NULL), dims == NULL ? 0 : n_dims);
+    for (int i = 0; i < n_dims; i++) {
+        st = tk__op_check_size(ctx, tk_op_name(op), "dims[i]", dims[i]);
+        if (st != TK_OK)
+            return st;
+    }
+    switch (op) {
+    case TK_OP_GEMM_F16_FWD:
+    case TK_OP_GEMM_F16_GRAD_A:
+    case TK_OP_GEMM_F16_GRAD_B:
+        st = tk__gemm_precompile(ctx, op, dims, &compiled, &cached);
+        break;
+    case TK_OP_SOFTMAX_F16_FWD:
+    case TK_OP_SOFTMAX_XENT_F16_BWD:
+        st = tk__softmax_precompile(ctx, op, dims, &compiled, &cached);
+        break;
+    default:
+        st = tk__embedding_precompile(ctx, op, dims, &compiled, &cached);
+        break;
+    }
+    if (st != TK_OK)
+        return st;
+    if (n_compiled != NULL)
+        *n_compiled = compiled;
+    if (n_cached != NULL)
+        *n_cached = cached;
+    return TK_OK;
+}
+
+/* --------------------------------------------------------------- kernels */
+
+static _Thread_local tk__op_trace op_trace;
+
+void tk__op_trace_begin(void)
+{
+    memset(&op_trace, 0, sizeof op_trace);
+}
+
+const tk__op_trace *tk__op_trace_get(void)
+{
+    return &op_trace;
+}
+
+tk_status tk__op_kernel(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel,
+                        unsigned *n_compiled, unsigned *n_cached)
+{
+    tk_origin origin = TK_ORIGIN_MEMORY;
+    tk_status st;
+
+    if (kernel == NULL || !tk__ctx_has_device(ctx)) {
+        /* Precompile path: compile into the cache, load nothing. */
+        st = tk_kernel_precompile(ctx, desc, &origin);
+        if (st != TK_OK)
+            return st;
+        if (kernel != NULL)
+            return tk__fail(ctx, TK_NO_DEVICE, "%s: the context has no device to load %s on",
+                            desc->entry, desc->entry);
+    } else {
+        tk_kernel *k = NULL;
+        tk_kernel_info info;
+        st = tk_kernel_get(ctx, desc, &k);
+        if (st != TK_OK)
+            return st;
+        if (tk_kernel_get_info(k, &info) == TK_OK)
+            origin = info.origin;
+        if (op_trace.n_kernels++ == 0) {
+            op_trace.first = k;
+            snprintf(op_trace.source_name, sizeof op_trace.source_name, "%s",
+                     desc->source_name != NULL ? desc->source_name : "user");
+        }
+        *kernel = k;
+    }
+    if (origin == TK_ORIGIN_COMPILED) {
+        if (n_compiled != NULL)
+            (*n_compiled)++;
+    } else if (n_cached != NULL) {
+        (*n_cached)++;
+    }
+    return TK_OK;
+}

@@ -1,0 +1,239 @@
+/*
+ * Softmax forward and softmax + cross-entropy backward: validation, variant
+ * choice and launch. Kernels: kernel_src/softmax_f16.cu, softmax_xent_f16.cu.
+ *
+ * Variant choice (same for both ops):
+ *  - TK_VEC: the widest of 8/4/2/1 halves dividing cols and every leading
+ *    dimension, with every pointer aligned to it (fp16 pointers only need
+ *    2-byte alignment; a less aligned one gets a narrower variant, not an
+ *    error).
+ *  - Rows that fit in registers (ITERS * max(VEC/2,1) <= 32 registers per
+ *    input, groups of at most 512 threads) are read once: up to 256 vectors
+ *    per row a group of <= 32 threads per row (4..128 rows per block of 128),
+ *    beyond that one block of 64..512 threads per row. Longer rows use the
+ *    block-per-row two-pass kernel (TK_LONG, 1024 threads).
+ *  - Exact policy bakes cols (TK_COLS) and the exact ITERS; generic policy
+ *    rounds ITERS up to a power of two and passes cols at run time, so one
+ *    compile serves every row length of a bucket.
+ */
+#include <stdio.h>
+
+#include "ops/ops_internal.h"
+
+typedef struct softmax_plan {
+    unsigned vec, g, iters, block;
+    int is_long;
+    int64_t blocks;
+    char d_vec[8], d_g[8], d_iters[8], d_block[8], d_cols[24];
+    tk_define defs[6];
+    size_t n_defs;
+    const char *source;
+    const char *entry;
+} softmax_plan;
+
+static unsigned next_pow2(uint64_t v)
+{
+    unsigned p = 1;
+    while (p < v && p < (1u << 30))
+        p <<= 1;
+    return p;
+}
+
+static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, unsigned vec,
+                      softmax_plan *p)
+{
+    const int64_t nvec = cols / vec;
+    const unsigned itmax = 32u / (vec >= 2 ? vec / 2u : 1u);
+    const int fwd = op == TK_OP_SOFTMAX_F16_FWD;
+
+    p->vec = vec;
+    p->is_long = 0;
+    if (nvec <= 256) {
+        p->g = next_pow2((uint64_t)(nvec + 3) / 4);
+        if (p->g > 32)
+            p->g = 32;
+        p->iters = (unsigned)((nvec + p->g - 1) / p->g);
+        p->block = 128;
+    } else {
+        p->g = next_pow2((uint64_t)(nvec + 7) / 8);
+        if (p->g < 64)
+            p->g = 64;
+        if (p->g > 512)
+            p->g = 512;
+        p->iters = (unsigned)((nvec + p->g - 1) / p->g);
+        p->block = p->g;
+        if (nvec > (int64_t)p->g * itmax)
+            p->is_long = 1;
+    }
+    if (p->is_long) {
+        p->g = 1024;
+        p->block = 1024;
+        p->iters = 1;
+        p->blocks = rows;
+    } else {
+        if (policy == TK_POLICY_GENERIC)
+            p->iters = next_pow2(p->iters);
+        p->blocks = p->g <= 32 ? (rows + (p->block / p->g) - 1) / (p->block / p->g) : rows;
+    }
+
+    snprintf(p->d_vec, sizeof p->d_vec, "%u", p->vec);
+    snprintf(p->d_g, sizeof p->d_g, "%u", p->g);
+    snprintf(p->d_iters, sizeof p->d_iters, "%u", p->iters);
+    snprintf(p->d_block, sizeof p->d_block, "%u", p->block);
+    snprintf(p->d_cols, sizeof p->d_cols, "%lld", (long long)cols);
+    p->n_defs = 0;
+    p->defs[p->n_defs++] = (tk_define){"TK_VEC", p->d_vec};
+    p->defs[p->n_defs++] = (tk_define){"TK_G", p->d_g};
+    p->defs[p->n_defs++] = (tk_define){"TK_BLOCK", p->d_block};
+    if (p->is_long)
+        p->defs[p->n_defs++] = (tk_define){"TK_LONG", NULL};
+    else
+        p->defs[p->n_defs++] = (tk_define){"TK_ITERS", p->d_iters};
+    if (policy == TK_POLICY_EXACT)
+        p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
+    p->source = fwd ? "softmax_f16" : "softmax_xent_f16";
+    if (fwd)
+        p->entry = p->is_long ? "tk_softmax_f16_fwd_long" : "tk_softmax_f16_fwd";
+    else
+        p->entry = p->is_long ? "tk_softmax_xent_f16_bwd_long" : "tk_softmax_xent_f16_bwd";
+}
+
+static tk_kernel_desc plan_desc(const softmax_plan *p)
+{
+    tk_kernel_desc d = {0};
+    d.source_name = p->source;
+    d.entry = p->entry;
+    d.defines = p->defs;
+    d.n_defines = p->n_defs;
+    return d;
+}
+
+/* Shared validation of the shape; pointers are checked by the callers. */
+static tk_status check_shape(tk_context *ctx, const char *op, int64_t rows, int64_t cols)
+{
+    tk_status st = tk__op_check_size(ctx, op, "rows", rows);
+    if (st == TK_OK)
+        st = tk__op_check_size(ctx, op, "cols", cols);
+    if (st == TK_OK && cols > INT32_MAX)
+        st = tk__fail(ctx, TK_UNSUPPORTED, "%s: cols must be <= %d (got %lld)", op, INT32_MAX,
+                      (long long)cols);
+    return st;
+}
+
+/* rows x ld elements addressable (the last row only needs cols). */
+static tk_status check_extent(tk_context *ctx, const char *op, const char *name, int64_t rows,
+                              int64_t ld)
+{
+    return tk__op_check_product(ctx, op, name, rows, ld, 2);
+}
+
+static tk_status launch(tk_context *ctx, const char *op, const softmax_plan *p, void *stream,
+                        void **args)
+{
+    tk_kernel *k = NULL;
+    tk_kernel_desc d = plan_desc(p);
+    unsigned grid[3] = {(unsigned)p->blocks, 1, 1};
+    unsigned block[3] = {p->block, 1, 1};
+    tk_status st = tk__op_check_grid(ctx, op, p->blocks, p->block, 1);
+    if (st != TK_OK)
+        return st;
+    st = tk__op_kernel(ctx, &d, &k, NULL, NULL);
+    if (st != TK_OK)
+        return st;
+    return tk_kernel_launch(ctx, k, grid, block, 0, stream, args);
+}
+
+tk_status tk_softmax_f16_fwd(tk_context *ctx, int64_t rows, int64_t cols, const void *d_in,
+                             int64_t ld_in, void *d_out, int64_t ld_out, void *stream)
+{
+    static const char op[] = "tk_softmax_f16_fwd";
+    softmax_plan p;
+    tk_status st = tk__op_need_device(ctx, op);
+    if (st == TK_OK)
+        st = check_shape(ctx, op, rows, cols);
+    if (st == TK_OK)
+        st = tk__op_check_ptr(ctx, op, "d_in", d_in, 2);
+    if (st == TK_OK)
+        st = tk__op_check_ptr(ctx, op, "d_out", d_out, 2);
+    if (st == TK_OK)
+        st = tk__op_resolve_ld(ctx, op, "ld_in", &ld_in, cols);
+    if (st == TK_OK)
+        st = tk__op_resolve_ld(ctx, op, "ld_out", &ld_out, cols);
+    if (st == TK_OK)
+        st = check_extent(ctx, op, "rows x ld_in", rows, ld_in);
+    if (st == TK_OK)
+        st = check_extent(ctx, op, "rows x ld_out", rows, ld_out);
+    if (st != TK_OK)
+        return st;
+    {
+        const void *ptrs[2] = {d_in, d_out};
+        /* The width must divide cols and both leading dimensions. */
+        unsigned vec = tk__op_vec_width(cols, ptrs, 2);
+        while (vec > 1 && ((ld_in % vec) != 0 || (ld_out % vec) != 0))
+            vec /= 2;
+        plan_make(tk_context_policy(ctx), TK_OP_SOFTMAX_F16_FWD, rows, cols, vec, &p);
+    }
+    {
+        void *args[] = {&d_in, &ld_in, &d_out, &ld_out, &rows, &cols};
+        return launch(ctx, op, &p, stream, args);
+    }
+}
+
+tk_status tk_softmax_xent_f16_bwd(tk_context *ctx, int64_t rows, int64_t cols, const void *d_s,
+                                  int64_t ld_s, const void *d_g, int64_t ld_g, void *d_grad_in,
+                                  int64_t ld_grad_in, void *stream)
+{
+    static const char op[] = "tk_softmax_xent_f16_bwd";
+    softmax_plan p;
+    tk_status st = tk__op_need_device(ctx, op);
+    if (st == TK_OK)
+        st = check_shape(ctx, op, rows, cols);
+    if (st == TK_OK)
+        st = tk__op_check_ptr(ctx, op, "d_s", d_s, 2);
+    if (st == TK_OK)
+        st = tk__op_check_ptr(ctx, op, "d_g", d_g, 2);
+    if (st == TK_OK)
+        st = tk__op_check_ptr(ctx, op, "d_grad_in", d_grad_in, 2);
+    if (st == TK_OK)
+        st = tk__op_resolve_ld(ctx, op, "ld_s", &ld_s, cols);
+    if (st == TK_OK)
+        st = tk__op_resolve_ld(ctx, op, "ld_g", &ld_g, cols);
+    if (st == TK_OK)
+        st = tk__op_resolve_ld(ctx, op, "ld_grad_in", &ld_grad_in, cols);
+    if (st == TK_OK)
+        st = check_extent(ctx, op, "rows x ld_s", rows, ld_s);
+    if (st == TK_OK)
+        st = check_extent(ctx, op, "rows x ld_g", rows, ld_g);
+    if (st == TK_OK)
+        st = check_extent(ctx, op, "rows x ld_grad_in", rows, ld_grad_in);
+    if (st != TK_OK)
+        return st;
+    {
+        const void *ptrs[3] = {d_s, d_g, d_grad_in};
+        unsigned vec = tk__op_vec_width(cols, ptrs, 3);
+        while (vec > 1 && ((ld_s % vec) != 0 || (ld_g % vec) != 0 || (ld_grad_in % vec) != 0))
+            vec /= 2;
+        plan_make(tk_context_policy(ctx), TK_OP_SOFTMAX_XENT_F16_BWD, rows, cols, vec, &p);
+    }
+    {
+        void *args[] = {&d_s, &ld_s, &d_g, &ld_g, &d_grad_in, &ld_grad_in, &rows, &cols};
+        return launch(ctx, op, &p, stream, args);
+    }
+}
+
+tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
+                                 unsigned *n_compiled, unsigned *n_cached)
+{
+    /* Packed rows and cudaMalloc-aligned buffers: the variant a plain call
+     * on this shape uses. */
+    const char *name = tk_op_name(op);
+    softmax_plan p;
+    tk_kernel_desc d;
+    tk_status st = check_shape(ctx, name, dims[0], dims[1]);
+    if (st != TK_OK)
+        return st;
+    plan_make(tk_context_policy(ctx), op, dims[0], dims[1], tk__op_vec_width(dims[1], NULL, 0),
+              &p);
+    d = plan_desc(&p);
+    return tk__op_kernel(ctx, &d, NULL, n_compiled, n_cached);
+}

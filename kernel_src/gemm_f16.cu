@@ -1,0 +1,498 @@
+// fp16 GEMM with fp32 accumulation: the three layouts of the origin's GEMM
+// kernels (forward, grad_a, grad_b) behind one entry point, tk_gemm_f16.
+//
+// The host (src/ops/gemm.c) maps every op onto one formulation,
+//     C[m,n] = sum_k A(m,k) * B(k,n),   m < M, n < N, k < K,
+// with each operand stored in one of two ways:
+//     A: TK_A_KMAJOR=1  A(m,k) = A[m*lda + k]   (row-major [M,K])
+//        TK_A_KMAJOR=0  A(m,k) = A[k*lda + m]   (stored transposed, [K,M])
+//     B: TK_B_KMAJOR=1  B(k,n) = B[n*ldb + k]   (stored transposed, [N,K])
+//        TK_B_KMAJOR=0  B(k,n) = B[k*ldb + n]   (row-major [K,N])
+//   forward  (NN): A=A, B=B, C fp32                    A_KMAJOR=1 B_KMAJOR=0
+//   grad_a   (NT): A=grad_C, B=B (read as B^T), fp16   A_KMAJOR=1 B_KMAJOR=1
+//   grad_b   (TN): A=A (read as A^T), B=grad_C, fp16   A_KMAJOR=0 B_KMAJOR=0
+//
+// Defines (baked by the specialiser):
+//   TK_A_KMAJOR, TK_B_KMAJOR, TK_OUT_F16   layout and output type (0/1)
+//   TK_BM, TK_BN, TK_BK                    block tile
+//   TK_WM, TK_WN                           warps along M and N (NVIDIA)
+//   TK_STAGES                              cp.async pipeline depth (NVIDIA)
+//   TK_ALIGNED                             1: operands 16-byte aligned with
+//                                          ld % 8 == 0 (cp.async path);
+//                                          0: scalar loads, any alignment
+//   TK_VEC_OUT                             1: C pointer and ldc allow paired stores
+//   TK_M, TK_N, TK_K (optional)            exact policy: shape baked in; the
+//                                          run-time arguments are then ignored
+//
+// Every size is handled: loads are predicated with zero fill, stores guarded.
+// Offsets are 64-bit.
+
+#ifndef TK_A_KMAJOR
+#define TK_A_KMAJOR 1
+#endif
+#ifndef TK_B_KMAJOR
+#define TK_B_KMAJOR 0
+#endif
+#ifndef TK_OUT_F16
+#define TK_OUT_F16 0
+#endif
+#ifndef TK_ALIGNED
+#define TK_ALIGNED 0
+#endif
+#ifndef TK_VEC_OUT
+#define TK_VEC_OUT 0
+#endif
+#ifndef TK_GROUP_M
+#define TK_GROUP_M 8
+#endif
+
+typedef long long tk_i64;
+
+#if defined(__HIP__) || defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__)
+#define TK_GEMM_AMD 1
+#else
+#define TK_GEMM_AMD 0
+#endif
+
+// Block-to-tile mapping: groups of TK_GROUP_M tile rows walk N together so
+// that the A and B panels they share stay in L2.
+__device__ __forceinline__ void tk_gemm_tile_of(tk_i64 pid, tk_i64 tiles_m, tk_i64 tiles_n,
+                                                tk_i64 *tm, tk_i64 *tn) {
+    const tk_i64 width = (tk_i64)TK_GROUP_M * tiles_n;
+    const tk_i64 group = pid / width;
+    const tk_i64 first_m = group * TK_GROUP_M;
+    tk_i64 gsz = tiles_m - first_m;
+    if (gsz > TK_GROUP_M) gsz = TK_GROUP_M;
+    const tk_i64 in_group = pid - group * width;
+    *tm = first_m + in_group % gsz;
+    *tn = in_group / gsz;
+}
+
+#if !TK_GEMM_AMD && !defined(TK_GEMM_SIMPLE)
+/* ======================================================================
+ * NVIDIA: mma.sync m16n8k16 (fp16 in, fp32 accumulate), ldmatrix,
+ * cp.async multi-stage pipeline, XOR-swizzled shared memory.
+ * ==================================================================== */
+
+#ifndef TK_BM
+#define TK_BM 128
+#endif
+#ifndef TK_BN
+#define TK_BN 128
+#endif
+#ifndef TK_BK
+#define TK_BK 32
+#endif
+#ifndef TK_WM
+#define TK_WM 2
+#endif
+#ifndef TK_WN
+#define TK_WN 4
+#endif
+#ifndef TK_STAGES
+#define TK_STAGES 3
+#endif
+
+namespace tkg {
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                        unsigned &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                          unsigned &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, const unsigned *b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile whose rows hold
+// W chunks. The XOR keeps the 8 rows an ldmatrix reads (same logical chunk)
+// in 8 different bank groups, and cp.async writes conflict-free as well.
+template <int W> __device__ __forceinline__ unsigned swz(int row, int chunk) {
+    int x;
+    if (W >= 8) x = row & 7;
+    else if (W == 4) x = (row >> 1) & 3;
+    else if (W == 2) x = (row >> 2) & 1;
+    else x = 0;
+    return (unsigned)((row * W + (chunk ^ x)) * 16);
+}
+
+__device__ __forceinline__ unsigned short ld_h(const unsigned short *p) { return __ldg(p); }
+
+// Copies a ROWS x (8*W) tile of 16-bit elements, row r at src + (r0+r)*ld +
+// c0, into swizzled shared memory. Elements outside [0,rlim) x [0,clim) are
+// zero.
+template <int ROWS, int W, int NT, bool ALIGNED>
+__device__ __forceinline__ void load_tile(unsigned sdst, const unsigned short *src, tk_i64 ld,
+                                          tk_i64 r0, tk_i64 c0, tk_i64 rlim, tk_i64 clim,
+                                          int tid) {
+    constexpr int CHUNKS = ROWS * W;
+#pragma unroll
+    for (int i = 0; i < (CHUNKS + NT - 1) / NT; ++i) {
+        const int c = tid + i * NT;
+        if (CHUNKS % NT != 0 && c >= CHUNKS) break;
+        const int row = c / W;
+        const int ch = c % W;
+        const tk_i64 gr = r0 + row;
+        const tk_i64 gc = c0 + (tk_i64)ch * 8;
+        const unsigned dst = sdst + swz<W>(row, ch);
+        if (ALIGNED) {
+            tk_i64 rem = clim - gc;
+            int bytes = (gr < rlim && rem > 0) ? (rem >= 8 ? 16 : (int)rem * 2) : 0;
+            const unsigned short *g = bytes ? src + gr * ld + gc : src;
+            cp_async16(dst, g, bytes);
+        } else {
+            unsigned short v[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = 0;
+            if (gr < rlim) {
+                const unsigned short *g = src + gr * ld + gc;
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (gc + e < clim) v[e] = ld_h(g + e);
+            }
+            const unsigned w0 = v[0] | ((unsigned)v[1] << 16), w1 = v[2] | ((unsigned)v[3] << 16);
+            const unsigned w2 = v[4] | ((unsigned)v[5] << 16), w3 = v[6] | ((unsigned)v[7] << 16);
+            asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(dst), "r"(w0), "r"(w1),
+                         "r"(w2), "r"(w3));
+        }
+    }
+}
+
+__device__ __forceinline__ unsigned pack_h2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ unsigned short to_h(float f) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
+    return r;
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool AK, bool BKM, bool OUT16,
+          bool ALIGNED, bool VEC>
+__device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
+                                          const unsigned short *__restrict__ B, void *C,
+                                          tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb,
+                                          tk_i64 ldc, unsigned char *smem) {
+    constexpr int NT = WM * WN * 32;
+    constexpr int WTM = BM / WM, WTN = BN / WN;
+    constexpr int MI = WTM / 16, NI = WTN / 8;
+    static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "tile shape");
+    // A tile: [BM][BK] when K-major, [BK][BM] otherwise; B tile: [BN][BK]
+    // when K-major, [BK][BN] otherwise. W = 16-byte chunks per stored row.
+    constexpr int AW = AK ? BK / 8 : BM / 8;
+    constexpr int BW = BKM ? BK / 8 : BN / 8;
+    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+    constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN;
+
+    const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    tk_i64 tm, tn;
+    tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
+    if (tm >= tiles_m) return;
+    const tk_i64 m0 = tm * BM, n0 = tn * BN;
+
+    const unsigned sbase = smem_u32(smem);
+    const int KT = (int)((K + BK - 1) / BK);
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+    auto load_stage = [&](int slot, int kt) {
+        const tk_i64 k0 = (tk_i64)kt * BK;
+        const unsigned sa = sbase + slot * STAGE_BYTES;
+        const unsigned sb = sa + A_BYTES;
+        if (AK) load_tile<BM, AW, NT, ALIGNED>(sa, A, lda, m0, k0, M, K, tid);
+        else load_tile<BK, AW, NT, ALIGNED>(sa, A, lda, k0, m0, K, M, tid);
+        if (BKM) load_tile<BN, BW, NT, ALIGNED>(sb, B, ldb, n0, k0, N, K, tid);
+        else load_tile<BK, BW, NT, ALIGNED>(sb, B, ldb, k0, n0, K, N, tid);
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) load_stage(nk % STAGES, nk);
+            cp_async_commit();
+        }
+        const unsigned sa = sbase + (kt % STAGES) * STAGE_BYTES;
+        const unsigned sb = sa + A_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            unsigned af[MI][4];
+            unsigned bf[NI][2];
+#pragma unroll
+            for (int i = 0; i < MI; ++i) {
+                const int mrow = wm * WTM + i * 16;
+                if (AK) {
+                    const int r = mrow + (lane & 15);
+                    const int ch = kk * 2 + (lane >> 4);
+                    ldsm_x4(sa + swz<AW>(r, ch), af[i][0], af[i][1], af[i][2], af[i][3]);
+                } else {
+                    const int r = kk * 16 + (lane & 7) + ((lane >> 4) << 3);
+                    const int ch = (mrow >> 3) + ((lane >> 3) & 1);
+                    ldsm_x4_t(sa + swz<AW>(r, ch), af[i][0], af[i][1], af[i][2], af[i][3]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {
+                const int ncol = wn * WTN + j * 8;
+                if (BKM) {
+                    const int r = ncol + (lane & 7) + ((lane >> 4) << 3);
+                    const int ch = kk * 2 + ((lane >> 3) & 1);
+                    ldsm_x4(sb + swz<BW>(r, ch), bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1]);
+                } else {
+                    const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                    const int ch = (ncol >> 3) + (lane >> 4);
+                    ldsm_x4_t(sb + swz<BW>(r, ch), bf[j][0], bf[j][1], bf[j + 1][0],
+                              bf[j + 1][1]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MI; ++i)
+#pragma unroll
+                for (int j = 0; j < NI; ++j) mma16816(acc[i][j], af[i], bf[j]);
+        }
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: each lane owns pairs of adjacent columns in rows r and r+8.
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const tk_i64 r = m0 + wm * WTM + i * 16 + (lane >> 2) + h * 8;
+            if (r >= M) continue;
+#pragma unroll
+            for (int j = 0; j < NI; ++j) {
+                const tk_i64 c = n0 + wn * WTN + j * 8 + (lane & 3) * 2;
+                const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+                if (OUT16) {
+                    unsigned short *out = (unsigned short *)C + r * ldc + c;
+                    if (VEC && c + 1 < N) {
+                        *(unsigned *)out = pack_h2(v0, v1);
+                    } else {
+                        if (c < N) out[0] = to_h(v0);
+                        if (c + 1 < N) out[1] = to_h(v1);
+                    }
+                } else {
+                    float *out = (float *)C + r * ldc + c;
+                    if (VEC && c + 1 < N) {
+                        *(float2 *)out = make_float2(v0, v1);
+                    } else {
+                        if (c < N) out[0] = v0;
+                        if (c + 1 < N) out[1] = v1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+} // namespace tkg
+
+#ifndef TK_GEMM_NO_ENTRY
+extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
+    tk_gemm_f16(const void *A, const void *B, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
+                tk_i64 ldb, tk_i64 ldc) {
+    extern __shared__ __align__(128) unsigned char tk_gemm_smem[];
+#ifdef TK_M
+    M = TK_M;
+    N = TK_N;
+    K = TK_K;
+#endif
+    tkg::gemm_body<TK_BM, TK_BN, TK_BK, TK_WM, TK_WN, TK_STAGES, TK_A_KMAJOR != 0,
+                   TK_B_KMAJOR != 0, TK_OUT_F16 != 0, TK_ALIGNED != 0, TK_VEC_OUT != 0>(
+        (const unsigned short *)A, (const unsigned short *)B, C, M, N, K, lda, ldb, ldc,
+        tk_gemm_smem);
+}
+#endif
+
+#else /* TK_GEMM_AMD || TK_GEMM_SIMPLE */
+/* ======================================================================
+ * AMD, and NVIDIA targets below sm_80 (TK_GEMM_SIMPLE). gfx90a (MI200): MFMA v_mfma_f32_32x32x8f16, one 32x32 output tile
+ * per wavefront, 2x2 wavefronts per 64x64 block. Other targets: a portable
+ * shared-memory tiled kernel, fp32 accumulation. Both stage tiles through
+ * LDS with scalar, bounds-checked loads (any alignment, any size).
+ * Launch: 256 threads, grid = ceil(M/64) * ceil(N/64) blocks, no dynamic LDS.
+ * ==================================================================== */
+
+#define TK_AMD_BM 64
+#define TK_AMD_BN 64
+#define TK_AMD_BK 32
+
+#if TK_GEMM_AMD
+__device__ __forceinline__ float tk_h2f(unsigned short u) {
+    return (float)__builtin_bit_cast(_Float16, u);
+}
+__device__ __forceinline__ unsigned short tk_f2h(float f) {
+    return __builtin_bit_cast(unsigned short, (_Float16)f);
+}
+#else
+__device__ __forceinline__ float tk_h2f(unsigned short u) {
+    return __half2float(__ushort_as_half(u));
+}
+__device__ __forceinline__ unsigned short tk_f2h(float f) {
+    return __half_as_ushort(__float2half_rn(f));
+}
+#endif
+
+__device__ __forceinline__ unsigned short tk_load_a(const unsigned short *A, tk_i64 lda, tk_i64 m,
+                                                    tk_i64 k, tk_i64 M, tk_i64 K) {
+    if (m >= M || k >= K) return 0;
+#if TK_A_KMAJOR
+    return A[m * lda + k];
+#else
+    return A[k * lda + m];
+#endif
+}
+__device__ __forceinline__ unsigned short tk_load_b(const unsigned short *B, tk_i64 ldb, tk_i64 k,
+                                                    tk_i64 n, tk_i64 K, tk_i64 N) {
+    if (n >= N || k >= K) return 0;
+#if TK_B_KMAJOR
+    return B[n * ldb + k];
+#else
+    return B[k * ldb + n];
+#endif
+}
+
+__device__ __forceinline__ void tk_store(void *C, tk_i64 ldc, tk_i64 r, tk_i64 c, tk_i64 M,
+                                         tk_i64 N, float v) {
+    if (r >= M || c >= N) return;
+#if TK_OUT_F16
+    ((unsigned short *)C)[r * ldc + c] = tk_f2h(v);
+#else
+    ((float *)C)[r * ldc + c] = v;
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    tk_gemm_f16(const void *Av, const void *Bv, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
+                tk_i64 ldb, tk_i64 ldc) {
+#ifdef TK_M
+    M = TK_M;
+    N = TK_N;
+    K = TK_K;
+#endif
+    const unsigned short *A = (const unsigned short *)Av;
+    const unsigned short *B = (const unsigned short *)Bv;
+    // +4 halves of padding per row breaks the power-of-two LDS strides.
+    __shared__ unsigned short As[TK_AMD_BM][TK_AMD_BK + 4];
+    __shared__ unsigned short Bs[TK_AMD_BK][TK_AMD_BN + 4];
+
+    const int tid = threadIdx.x;
+    const tk_i64 tiles_m = (M + TK_AMD_BM - 1) / TK_AMD_BM;
+    const tk_i64 tiles_n = (N + TK_AMD_BN - 1) / TK_AMD_BN;
+    tk_i64 tm, tn;
+    tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
+    if (tm >= tiles_m) return;
+    const tk_i64 m0 = tm * TK_AMD_BM, n0 = tn * TK_AMD_BN;
+
+#if TK_GEMM_AMD && defined(__gfx90a__)
+    typedef _Float16 half4_t __attribute__((ext_vector_type(4)));
+    typedef float float16_t __attribute__((ext_vector_type(16)));
+    const int lane = tid & 63, wave = tid >> 6;
+    const int wr = (wave >> 1) * 32, wc = (wave & 1) * 32;
+    float16_t acc;
+    for (int e = 0; e < 16; ++e) acc[e] = 0.f;
+    for (tk_i64 k0 = 0; k0 < K; k0 += TK_AMD_BK) {
+        for (int e = tid; e < TK_AMD_BM * TK_AMD_BK; e += 256) {
+            const int r = e / TK_AMD_BK, c = e % TK_AMD_BK;
+            As[r][c] = tk_load_a(A, lda, m0 + r, k0 + c, M, K);
+        }
+        for (int e = tid; e < TK_AMD_BK * TK_AMD_BN; e += 256) {
+            const int r = e / TK_AMD_BN, c = e % TK_AMD_BN;
+            Bs[r][c] = tk_load_b(B, ldb, k0 + r, n0 + c, K, N);
+        }
+        __syncthreads();
+        for (int kk = 0; kk < TK_AMD_BK; kk += 8) {
+            // 32x32x8: lane holds A[row = lane%32][k = 4*(lane/32) + 0..3] and
+            // B[k = 4*(lane/32) + 0..3][col = lane%32].
+            half4_t a, b;
+            const int kb = kk + 4 * (lane >> 5);
+            for (int e = 0; e < 4; ++e) {
+                a[e] = __builtin_bit_cast(_Float16, As[wr + (lane & 31)][kb + e]);
+                b[e] = __builtin_bit_cast(_Float16, Bs[kb + e][wc + (lane & 31)]);
+            }
+            acc = __builtin_amdgcn_mfma_f32_32x32x8f16(a, b, acc, 0, 0, 0);
+        }
+        __syncthreads();
+    }
+    // D layout: element e of lane l is row 8*(e/4) + 4*(l/32) + e%4, col l%32.
+    for (int e = 0; e < 16; ++e) {
+        const tk_i64 r = m0 + wr + 8 * (e >> 2) + 4 * (lane >> 5) + (e & 3);
+        const tk_i64 c = n0 + wc + (lane & 31);
+        tk_store(C, ldc, r, c, M, N, acc[e]);
+    }
+#else
+    // Portable: 16x16 threads, each a 4x4 block of outputs.
+    const int tx = tid & 15, ty = tid >> 4;
+    float acc[4][4];
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+    for (tk_i64 k0 = 0; k0 < K; k0 += TK_AMD_BK) {
+        for (int e = tid; e < TK_AMD_BM * TK_AMD_BK; e += 256) {
+            const int r = e / TK_AMD_BK, c = e % TK_AMD_BK;
+            As[r][c] = tk_load_a(A, lda, m0 + r, k0 + c, M, K);
+        }
+        for (int e = tid; e < TK_AMD_BK * TK_AMD_BN; e += 256) {
+            const int r = e / TK_AMD_BN, c = e % TK_AMD_BN;
+            Bs[r][c] = tk_load_b(B, ldb, k0 + r, n0 + c, K, N);
+        }
+        __syncthreads();
+        for (int kk = 0; kk < TK_AMD_BK; ++kk) {
+            float a[4], b[4];
+            for (int i = 0; i < 4; ++i) a[i] = tk_h2f(As[ty + 16 * i][kk]);
+            for (int j = 0; j < 4; ++j) b[j] = tk_h2f(Bs[kk][tx + 16 * j]);
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+            tk_store(C, ldc, m0 + ty + 16 * i, n0 + tx + 16 * j, M, N, acc[i][j]);
+#endif
+}
+
+#endif /* TK_GEMM_AMD || TK_GEMM_SIMPLE */

@@ -1,0 +1,409 @@
+/*
+ * fp16 GEMM operators (forward, grad_a, grad_b) and their CPU references.
+ *
+ * Every op is mapped onto one formulation, C[m,n] = sum_k A(m,k) B(k,n), of
+ * the kernel in kernel_src/gemm_f16.cu, which reads each operand either
+ * K-contiguous or transposed (see that file). The specialiser picks a block
+ * tile from the shape (tile table below, measured on an H100: bench notes in
+ * bench/README-gemm.md) and bakes it, the layout, the alignment facts and,
+ * under the exact policy, the shape itself as defines.
+ *
+ * Policies: exact bakes M, N, K (one compile per shape, the compiler folds
+ * the bounds); generic passes them at run time, so the set of kernels is
+ * fixed (3 layouts x 4 tiles x 2 alignment variants x 2 store variants at
+ * most) and a new shape never compiles. The tile choice is the same in both.
+ *
+ * Alignment: fp16 operands need 2-byte aligned pointers and the fp32 output
+ * 4-byte ones (TK_MISALIGNED otherwise). The fast variant's 16-byte cp.async
+ * loads need both inputs 16-byte aligned with leading dimensions multiple of
+ * 8; anything else gets the scalar-load variant of the same kernel (slower,
+ * never an error).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_internal.h"
+
+/* NVIDIA tile configurations; index 0 is the large one. */
+typedef struct gemm_tile {
+    int bm, bn, bk, wm, wn, stages;
+} gemm_tile;
+
+static const gemm_tile nv_tiles[] = {
+    {128, 128, 32, 2, 2, 4}, /* enough 128x128 tiles to fill the chip */
+    {64, 64, 32, 2, 2, 4},   /* mid sizes (1024^2-class outputs, K <= 2048) */
+    {32, 64, 64, 1, 2, 4},   /* few output tiles, long K */
+    {16, 128, 64, 1, 4, 4},  /* one 16-row strip of tokens */
+};
+
+/* The AMD kernel has one fixed 64x64 tile, 256 threads, static LDS. */
+#define AMD_TILE 64
+#define AMD_THREADS 256u
+/* Multiprocessors assumed when sizing tiles (H100/H200: 132). Only steers
+ * the tile choice, never correctness. */
+#define NV_SMS 132
+
+/* One op expressed in the kernel's terms. */
+typedef struct gemm_plan {
+    const char *op;
+    int64_t M, N, K;       /* kernel's M, N, K */
+    int64_t lda, ldb, ldc; /* resolved */
+    int a_kmajor, b_kmajor, out_f16;
+    int aligned, vec_out;
+    int amd;         /* HIP backend: MFMA / portable kernel */
+    int simple;      /* NVIDIA target below sm_80: portable kernel */
+    gemm_tile tile;
+} gemm_plan;
+
+static int ceil_div_gt(int64_t a, int64_t b, int64_t n)
+{
+    /* ceil(a / b) >= n, without overflow */
+    return (a + b - 1) / b >= n;
+}
+
+static const gemm_tile *pick_tile(int64_t M, int64_t N, int64_t K)
+{
+    const int64_t tm = (M + 127) / 128;
+    if (tm >= NV_SMS || ceil_div_gt(N, 128, (NV_SMS + tm - 1) / tm))
+        return &nv_tiles[0];
+    if (M <= 16)
+        return &nv_tiles[3];
+    if (M * N >= (int64_t)1024 * 1024 && K <= 2048)
+        return &nv_tiles[1];
+    return &nv_tiles[2];
+}
+
+/* sm_XX number of an NVIDIA target ("sm_90", "sm_90a"); 0 when unknown. */
+static int sm_number(const char *target)
+{
+    if (target == NULL || strncmp(target, "sm_", 3) != 0)
+        return 0;
+    return atoi(target + 3);
+}
+
+static void plan_target(tk_context *ctx, gemm_plan *p)
+{
+    const char *backend = tk_context_backend_name(ctx);
+    p->amd = backend != NULL && strcmp(backend, "hip") == 0;
+    p->simple = 0;
+    if (!p->amd) {
+        int sm = sm_number(tk_context_target(ctx));
+        /* mma.m16n8k16 + cp.async need sm_80; an unknown target (stub)
+         * takes the tensor-core kernel. */
+        p->simple = sm > 0 && sm < 80;
+    }
+    p->tile = *pick_tile(p->M, p->N, p->K);
+}
+
+/* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
+static void plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    switch (op) {
+    case TK_OP_GEMM_F16_FWD: /* C[M,N] = A[M,K] B[K,N] */
+        p->op = "tk_gemm_f16_fwd";
+        p->M = M, p->N = N, p->K = K;
+        p->a_kmajor = 1, p->b_kmajor = 0, p->out_f16 = 0;
+        break;
+    case TK_OP_GEMM_F16_GRAD_A: /* grad_A[M,K] = grad_C[M,N] B[K,N]^T */
+        p->op = "tk_gemm_f16_grad_a";
+        p->M = M, p->N = K, p->K = N;
+        p->a_kmajor = 1, p->b_kmajor = 1, p->out_f16 = 1;
+        break;
+    default: /* grad_B[K,N] = A[M,K]^T grad_C[M,N] */
+        p->op = "tk_gemm_f16_grad_b";
+        p->M = K, p->N = N, p->K = M;
+        p->a_kmajor = 0, p->b_kmajor = 0, p->out_f16 = 1;
+        break;
+    }
+}
+
+static void plan_alignment(gemm_plan *p, const void *a, const void *b, const void *c)
+{
+    const size_t out_elem = p->out_f16 ? 2 : 4;
+    p->aligned = ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0 && p->lda % 8 == 0 &&
+                 p->ldb % 8 == 0;
+    p->vec_out = ((uintptr_t)c % (2 * out_elem)) == 0 && p->ldc % 2 == 0;
+}
+
+/* Kernel description of a plan; defines point into `text`. */
+typedef struct gemm_desc {
+    tk_kernel_desc desc;
+    tk_define defs[16];
+    char text[16][24];
+} gemm_desc;
+
+static void add_def(gemm_desc *d, const char *name, int64_t value)
+{
+    size_t i = d->desc.n_defines++;
+    snprintf(d->text[i], sizeof d->text[i], "%lld", (long long)value);
+    d->defs[i].name = name;
+    d->defs[i].value = d->text[i];
+}
+
+static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->desc.source_name = "gemm_f16";
+    d->desc.entry = "tk_gemm_f16";
+    d->desc.defines = d->defs;
+    add_def(d, "TK_A_KMAJOR", p->a_kmajor);
+    add_def(d, "TK_B_KMAJOR", p->b_kmajor);
+    add_def(d, "TK_OUT_F16", p->out_f16);
+    if (p->amd) {
+        /* One kernel shape on AMD; only layout and shape specialise it. */
+    } else if (p->simple) {
+        add_def(d, "TK_GEMM_SIMPLE", 1);
+    } else {
+        add_def(d, "TK_BM", p->tile.bm);
+        add_def(d, "TK_BN", p->tile.bn);
+        add_def(d, "TK_BK", p->tile.bk);
+        add_def(d, "TK_WM", p->tile.wm);
+        add_def(d, "TK_WN", p->tile.wn);
+        add_def(d, "TK_STAGES", p->tile.stages);
+        add_def(d, "TK_ALIGNED", p->aligned);
+        add_def(d, "TK_VEC_OUT", p->vec_out);
+    }
+    if (policy == TK_POLICY_EXACT) {
+        add_def(d, "TK_M", p->M);
+        add_def(d, "TK_N", p->N);
+        add_def(d, "TK_K", p->K);
+    }
+}
+
+static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, unsigned *smem)
+{
+    if (p->amd || p->simple) {
+        *blocks = ((p->M + AMD_TILE - 1) / AMD_TILE) * ((p->N + AMD_TILE - 1) / AMD_TILE);
+        *threads = AMD_THREADS;
+        *smem = 0;
+        return;
+    }
+    *blocks = ((p->M + p->tile.bm - 1) / p->tile.bm) * ((p->N + p->tile.bn - 1) / p->tile.bn);
+    *threads = (unsigned)(p->tile.wm * p->tile.wn * 32);
+    *smem = (unsigned)(p->tile.stages * (p->tile.bm + p->tile.bn) * p->tile.bk * 2);
+}
+
+/* Validates, plans and launches. The operand names are the op's own. */
+static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
+                          const void *d_a, int64_t lda, const char *a_name, const char *lda_name,
+                          const void *d_b, int64_t ldb, const char *b_name, const char *ldb_name,
+                          void *d_c, int64_t ldc, const char *c_name, const char *ldc_name,
+                          void *stream)
+{
+    gemm_plan p;
+    gemm_desc d;
+    tk_kernel *kernel = NULL;
+    int64_t blocks;
+    unsigned threads, smem;
+    tk_status st;
+
+    plan_op(op, M, N, K, &p);
+    st = tk__op_need_device(ctx, p.op);
+    if (st != TK_OK)
+        return st;
+    if ((st = tk__op_check_size(ctx, p.op, "M", M)) != TK_OK ||
+        (st = tk__op_check_size(ctx, p.op, "N", N)) != TK_OK ||
+        (st = tk__op_check_size(ctx, p.op, "K", K)) != TK_OK)
+        return st;
+    if ((st = tk__op_check_ptr(ctx, p.op, a_name, d_a, 2)) != TK_OK ||
+        (st = tk__op_check_ptr(ctx, p.op, b_name, d_b, 2)) != TK_OK ||
+        (st = tk__op_check_ptr(ctx, p.op, c_name, d_c, p.out_f16 ? 2 : 4)) != TK_OK)
+        return st;
+
+    /* Kernel operand A is [M,K] (K-major) or [K,M]; B is [N,K] or [K,N];
+     * C is [M,N]. Each stored row count x ld must be addressable. */
+    p.lda = lda, p.ldb = ldb, p.ldc = ldc;
+    {
+        const int64_t a_rows = p.a_kmajor ? p.M : p.K, a_cols = p.a_kmajor ? p.K : p.M;
+        const int64_t b_rows = p.b_kmajor ? p.N : p.K, b_cols = p.b_kmajor ? p.K : p.N;
+        if ((st = tk__op_check_product(ctx, p.op, a_name, a_rows, a_cols, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, b_name, b_rows, b_cols, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, c_name, p.M, p.N, p.out_f16 ? 2 : 4)) != TK_OK)
+            return st;
+        if ((st = tk__op_resolve_ld(ctx, p.op, lda_name, &p.lda, a_cols)) != TK_OK ||
+            (st = tk__op_resolve_ld(ctx, p.op, ldb_name, &p.ldb, b_cols)) != TK_OK ||
+            (st = tk__op_resolve_ld(ctx, p.op, ldc_name, &p.ldc, p.N)) != TK_OK)
+            return st;
+        if ((st = tk__op_check_product(ctx, p.op, lda_name, a_rows, p.lda, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, ldb_name, b_rows, p.ldb, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, ldc_name, p.M, p.ldc, p.out_f16 ? 2 : 4)) !=
+                TK_OK)
+            return st;
+    }
+    plan_target(ctx, &p);
+    plan_alignment(&p, d_a, d_b, d_c);
+    launch_dims(&p, &blocks, &threads, &smem);
+    if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
+        return st;
+
+    build_desc(&p, tk_context_policy(ctx), &d);
+    st = tk__op_kernel(ctx, &d.desc, &kernel, NULL, NULL);
+    if (st != TK_OK)
+        return st;
+    {
+        const unsigned grid[3] = {(unsigned)blocks, 1, 1};
+        const unsigned block[3] = {threads, 1, 1};
+        long long m = p.M, n = p.N, k = p.K, la = p.lda, lb = p.ldb, lc = p.ldc;
+        void *args[] = {(void *)&d_a, (void *)&d_b, (void *)&d_c, &m, &n, &k, &la, &lb, &lc};
+        return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, args);
+    }
+}
+
+tk_status tk_gemm_f16_fwd(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_A,
+                          int64_t lda, const void *d_B, int64_t ldb, float *d_C, int64_t ldc,
+                          void *stream)
+{
+    return gemm_run(ctx, TK_OP_GEMM_F16_FWD, M, N, K, d_A, lda, "d_A", "lda", d_B, ldb, "d_B",
+                    "ldb", d_C, ldc, "d_C", "ldc", stream);
+}
+
+tk_status tk_gemm_f16_grad_a(tk_context *ctx, int64_t M, int64_t N, int64_t K,
+                             const void *d_grad_C, int64_t ldgc, const void *d_B, int64_t ldb,
+                             void *d_grad_A, int64_t ldga, void *stream)
+{
+    return gemm_run(ctx, TK_OP_GEMM_F16_GRAD_A, M, N, K, d_grad_C, ldgc, "d_grad_C", "ldgc", d_B,
+                    ldb, "d_B", "ldb", d_grad_A, ldga, "d_grad_A", "ldga", stream);
+}
+
+tk_status tk_gemm_f16_grad_b(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_A,
+                             int64_t lda, const void *d_grad_C, int64_t ldgc, void *d_grad_B,
+                             int64_t ldgb, void *stream)
+{
+    return gemm_run(ctx, TK_OP_GEMM_F16_GRAD_B, M, N, K, d_A, lda, "d_A", "lda", d_grad_C, ldgc,
+                    "d_grad_C", "ldgc", d_grad_B, ldgb, "d_grad_B", "ldgb", stream);
+}
+
+tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, unsigned *n_compiled,
+                              unsigned *n_cached)
+{
+    gemm_plan p;
+    gemm_desc d;
+
+    plan_op(op, dims[0], dims[1], dims[2], &p);
+    if (tk__op_check_product(ctx, p.op, "M x K", dims[0], dims[2], 4) != TK_OK ||
+        tk__op_check_product(ctx, p.op, "K x N", dims[2], dims[1], 4) != TK_OK ||
+        tk__op_check_product(ctx, p.op, "M x N", dims[0], dims[1], 4) != TK_OK)
+        return TK_OVERFLOW;
+    /* Packed operands from an allocator (256-byte aligned pointers). */
+    p.lda = p.a_kmajor ? p.K : p.M;
+    p.ldb = p.b_kmajor ? p.K : p.N;
+    p.ldc = p.N;
+    plan_target(ctx, &p);
+    plan_alignment(&p, NULL, NULL, NULL);
+    build_desc(&p, tk_context_policy(ctx), &d);
+    return tk__op_kernel(ctx, &d.desc, NULL, n_compiled, n_cached);
+}
+
+/* ------------------------------------------------------------ references */
+
+/* Sizes > 0 and every product of two of them representable in bytes. */
+static tk_status ref_check(int64_t M, int64_t N, int64_t K, const void *x, const void *y,
+                           const void *out)
+{
+    if (M <= 0 || N <= 0 || K <= 0 || x == NULL || y == NULL || out == NULL)
+        return TK_INVALID_ARGUMENT;
+    if (M > INT64_MAX / 8 / K || K > INT64_MAX / 8 / N || M > INT64_MAX / 8 / N ||
+        (uint64_t)M * (uint64_t)K > SIZE_MAX / 8 || (uint64_t)K * (uint64_t)N > SIZE_MAX / 8 ||
+        (uint64_t)M * (uint64_t)N > SIZE_MAX / 8)
+        return TK_OVERFLOW;
+    return TK_OK;
+}
+
+static float *to_f32(const uint16_t *h, size_t n)
+{
+    float *f = malloc(n * sizeof *f);
+    if (f != NULL)
+        for (size_t i = 0; i < n; i++)
+            f[i] = tk_f16_to_f32(h[i]);
+    return f;
+}
+
+/* out[m,n] = sum_k x(m,k) * y[k,n] in double, x read through the strides
+ * (xs_m, xs_k), y packed [K,N]. A row of out is accumulated a k at a time so
+ * the inner loop runs along contiguous n. One rounding at the end (to fp32,
+ * then to fp16 for the gradient outputs). */
+static tk_status ref_core(int64_t M, int64_t N, int64_t K, const float *x, int64_t xs_m,
+                          int64_t xs_k, const float *y, float *out_f32, uint16_t *out_f16)
+{
+    double *row = malloc((size_t)N * sizeof *row);
+    if (row == NULL)
+        return TK_OUT_OF_MEMORY;
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++)
+            row[n] = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            const double a = x[m * xs_m + k * xs_k];
+            const float *yk = y + k * N;
+            for (int64_t n = 0; n < N; n++)
+                row[n] += a * (double)yk[n];
+        }
+        for (int64_t n = 0; n < N; n++) {
+            if (out_f32 != NULL)
+                out_f32[m * N + n] = (float)row[n];
+            else
+                out_f16[m * N + n] = tk_f32_to_f16((float)row[n]);
+        }
+    }
+    free(row);
+    return TK_OK;
+}
+
+/* which 0: x=A[M,K], y=B[K,N] -> C[M,N] fp32;
+ * which 1: x=grad_C[M,N], y=B[K,N] -> grad_A[M,K] = x . y^T;
+ * which 2: x=A[M,K], y=grad_C[M,N] -> grad_B[K,N] = x^T . y. */
+static tk_status ref_gemm(int which, int64_t M, int64_t N, int64_t K, const uint16_t *x,
+                          const uint16_t *y, float *out_f32, uint16_t *out_f16)
+{
+    tk_status st;
+    float *xf = NULL, *yf = NULL;
+    const size_t mk = (size_t)M * (size_t)K, kn = (size_t)K * (size_t)N, mn = (size_t)M * (size_t)N;
+
+    xf = to_f32(x, which == 1 ? mn : mk);
+    if (which == 1) {
+        /* y^T as a packed [N,K] array so the core reads it along rows. */
+        yf = malloc(kn * sizeof *yf);
+        if (yf != NULL)
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t n = 0; n < N; n++)
+                    yf[n * K + k] = tk_f16_to_f32(y[k * N + n]);
+    } else {
+        yf = to_f32(y, which == 0 ? kn : mn);
+    }
+    if (xf == NULL || yf == NULL) {
+        st = TK_OUT_OF_MEMORY;
+        goto fail;
+    }
+    if (which == 0)
+        st = ref_core(M, N, K, xf, K, 1, yf, out_f32, NULL);
+    else if (which == 1)
+        st = ref_core(M, K, N, xf, N, 1, yf, NULL, out_f16);
+    else
+        st = ref_core(K, N, M, xf, 1, K, yf, NULL, out_f16);
+fail:
+    free(xf);
+    free(yf);
+    return st;
+}
+
+tk_status tk_ref_gemm_f16_fwd(int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                              const uint16_t *B, float *C)
+{
+    tk_status st = ref_check(M, N, K, A, B, C);
+    return st != TK_OK ? st : ref_gemm(0, M, N, K, A, B, C, NULL);
+}
+
+tk_status tk_ref_gemm_f16_grad_a(int64_t M, int64_t N, int64_t K, const uint16_t *grad_C,
+                                 const uint16_t *B, uint16_t *grad_A)
+{
+    tk_status st = ref_check(M, N, K, grad_C, B, grad_A);
+    return st != TK_OK ? st : ref_gemm(1, M, N, K, grad_C, B, NULL, grad_A);
+}
+
+tk_status tk_ref_gemm_f16_grad_b(int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                                 const uint16_t *grad_C, uint16_t *grad_B)
+{
+    tk_status st = ref_check(M, N, K, A, grad_C, grad_B);
+    return st != TK_OK ? st : ref_gemm(2, M, N, K, A, grad_C, NULL, grad_B);
+}

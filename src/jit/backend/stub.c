@@ -1,0 +1,313 @@
+/*
+ * The stub backend, for tests of the engine without a GPU: "compiling"
+ * packages the source into a code object (magic, target, source); loading
+ * accepts only such objects; launching counts and does nothing. Memory lives
+ * in host memory so operator tests can poison and inspect buffers. Every call
+ * is counted in tk__stub_counters (atomic increments).
+ *
+ * Test knobs: a source containing "#error" fails to compile with a log that
+ * quotes the line; counters.compile_delay_ms slows each compile down (to
+ * widen races); counters.fail_next_loads makes that many loads fail.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jit/backend/backend.h"
+
+#define STUB_MAGIC "TKSTUB01"
+#define STUB_MAGIC_LEN 8
+
+static tk__stub_counters g_counters;
+
+tk__stub_counters *tk__stub_counters_get(void)
+{
+    return &g_counters;
+}
+
+typedef struct stub_module {
+    char *code; /* copy of the code object, NUL-terminated */
+    size_t size;
+} stub_module;
+
+static tk_status stub_load(tk__err *err)
+{
+    return TK_OK;
+}
+
+static tk_status stub_describe(char *buf, size_t size)
+{
+    snprintf(buf, size, "stub: built in (testing backend, no libraries)\n  device 0: stub\n");
+    return TK_OK;
+}
+
+static tk_status stub_compiler_identity(char *buf, size_t size, tk__err *err)
+{
+    snprintf(buf, size, "stub-1");
+    return TK_OK;
+}
+
+static tk_status stub_check_target(const char *target, char *canon, size_t size, tk__err *err)
+{
+    if (!target || strcmp(target, "stub") != 0) {
+        return tk__err_set(err, TK_UNSUPPORTED,
+                           "the stub compiler does not know target '%s' (it knows only 'stub')",
+                           target ? target : "(null)");
+    }
+    snprintf(canon, size, "%s", target);
+    return TK_OK;
+}
+
+static tk_status stub_device_count(int *count, tk__err *err)
+{
+    *count = 1;
+    return TK_OK;
+}
+
+static int g_device_token;
+
+static tk_status stub_device_open(int ordinal, void **dev_handle, char *target, size_t size,
+                                  tk__err *err)
+{
+    if (ordinal != 0)
+        return tk__err_set(err, TK_NO_DEVICE, "stub: no device %d (only device 0)", ordinal);
+    *dev_handle = &g_device_token;
+    snprintf(target, size, "stub");
+    return TK_OK;
+}
+
+static void stub_device_close(void *dev_handle)
+{
+}
+
+static tk_status stub_device_bind(void *dev_handle, tk__err *err)
+{
+    return TK_OK;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static tk_status stub_compile(const char *target, const char *name, const char *source,
+                              const char *const *options, size_t n_options, tk__code *out,
+                              tk__err *err)
+{
+    __atomic_fetch_add(&g_counters.compiles, 1, __ATOMIC_SEQ_CST);
+    int delay = __atomic_load_n(&g_counters.compile_delay_ms, __ATOMIC_SEQ_CST);
+    if (delay > 0)
+        sleep_ms(delay);
+    if (strcmp(target, "stub") != 0)
+        return tk__err_set(err, TK_UNSUPPORTED, "the stub compiler does not know target '%s'",
+                           target);
+
+    const char *bad = strstr(source, "#error");
+    if (bad) {
+        const char *eol = strchr(bad, '\n');
+        int len = eol ? (int)(eol - bad) : (int)strlen(bad);
+        char *log = malloc((size_t)len + 64 + strlen(name));
+        if (log)
+            sprintf(log, "%s: error: %.*s\n1 error detected.\n", name, len, bad);
+        out->log = log;
+        return tk__err_set(err, TK_COMPILE_FAILED, "stub: compiling %s failed", name);
+    }
+
+    size_t tlen = strlen(target), slen = strlen(source);
+    size_t size = STUB_MAGIC_LEN + tlen + 1 + slen;
+    char *code = malloc(size);
+    if (!code)
+        return tk__err_set(err, TK_OUT_OF_MEMORY, "stub: out of memory");
+    memcpy(code, STUB_MAGIC, STUB_MAGIC_LEN);
+    memcpy(code + STUB_MAGIC_LEN, target, tlen + 1);
+    memcpy(code + STUB_MAGIC_LEN + tlen + 1, source, slen);
+    out->data = code;
+    out->size = size;
+    out->log = NULL;
+    return TK_OK;
+}
+
+static const char *const *stub_default_options(void)
+{
+    static const char *const opts[] = {"-stub-default", NULL};
+    return opts;
+}
+
+static const char *stub_prelude(void)
+{
+    return "/* stub prelude */\n";
+}
+
+static tk_status stub_inspect(const void *code, size_t size, const char *entry,
+                              tk_resource_usage *out, tk__err *err)
+{
+    if (size < STUB_MAGIC_LEN || memcmp(code, STUB_MAGIC, STUB_MAGIC_LEN) != 0)
+        return tk__err_set(err, TK_CORRUPT, "stub: not a stub code object");
+    tk_resource_usage r = {.registers = 16,
+                           .sgprs = -1,
+                           .agprs = -1,
+                           .shared_bytes = 0,
+                           .local_bytes = 0,
+                           .spill_count = 0,
+                           .wavefront_size = 32,
+                           .kernarg_bytes = -1,
+                           .max_threads = 1024};
+    *out = r;
+    return TK_OK;
+}
+
+static tk_status stub_module_load(void *dev_handle, const void *code, size_t size, void **module,
+                                  tk__err *err)
+{
+    __atomic_fetch_add(&g_counters.loads, 1, __ATOMIC_SEQ_CST);
+    int left = __atomic_load_n(&g_counters.fail_next_loads, __ATOMIC_SEQ_CST);
+    while (left > 0 && !__atomic_compare_exchange_n(&g_counters.fail_next_loads, &left, left - 1,
+                                                    0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    if (left > 0)
+        return tk__err_set(err, TK_LOAD_FAILED, "stub: load refused (forced by the test)");
+    if (size < STUB_MAGIC_LEN || memcmp(code, STUB_MAGIC, STUB_MAGIC_LEN) != 0)
+        return tk__err_set(err, TK_LOAD_FAILED, "stub: not a stub code object");
+    stub_module *m = malloc(sizeof *m);
+    char *copy = malloc(size + 1);
+    if (!m || !copy) {
+        free(m);
+        free(copy);
+        return tk__err_set(err, TK_OUT_OF_MEMORY, "stub: out of memory");
+    }
+    memcpy(copy, code, size);
+    copy[size] = '\0';
+    m->code = copy;
+    m->size = size;
+    *module = m;
+    return TK_OK;
+}
+
+static void stub_module_unload(void *dev_handle, void *module)
+{
+    stub_module *m = module;
+    if (m) {
+        free(m->code);
+        free(m);
+    }
+}
+
+static tk_status stub_module_function(void *module, const char *entry, void **fn, tk__err *err)
+{
+    const stub_module *m = module;
+    /* The "function" exists when its name appears in the packaged source. */
+    if (!strstr(m->code + STUB_MAGIC_LEN, entry))
+        return tk__err_set(err, TK_NOT_FOUND, "stub: no entry point '%s' in the code object",
+                           entry);
+    *fn = module;
+    return TK_OK;
+}
+
+static tk_status stub_launch(void *fn, const unsigned grid[3], const unsigned block[3],
+                             unsigned shared_bytes, void *stream, void **args, tk__err *err)
+{
+    if (!fn)
+        return tk__err_set(err, TK_LAUNCH_FAILED, "stub: no function");
+    __atomic_fetch_add(&g_counters.launches, 1, __ATOMIC_RELAXED);
+    return TK_OK;
+}
+
+static tk_status stub_mem_alloc(size_t bytes, void **out, tk__err *err)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        return tk__err_set(err, TK_OUT_OF_MEMORY, "stub: cannot allocate %zu bytes", bytes);
+    *out = p;
+    return TK_OK;
+}
+
+static tk_status stub_mem_free(void *ptr, tk__err *err)
+{
+    free(ptr);
+    return TK_OK;
+}
+
+static tk_status stub_mem_copy(void *dst, const void *src, size_t bytes, tk__err *err)
+{
+    if (bytes)
+        memmove(dst, src, bytes);
+    return TK_OK;
+}
+
+static tk_status stub_mem_set(void *dst, unsigned char byte, size_t bytes, tk__err *err)
+{
+    if (bytes)
+        memset(dst, byte, bytes);
+    return TK_OK;
+}
+
+static tk_status stub_stream_sync(void *stream, tk__err *err)
+{
+    return TK_OK;
+}
+
+static tk_status stub_event_create(void **ev, tk__err *err)
+{
+    struct timespec *t = calloc(1, sizeof *t);
+    if (!t)
+        return tk__err_set(err, TK_OUT_OF_MEMORY, "stub: out of memory");
+    *ev = t;
+    return TK_OK;
+}
+
+static void stub_event_destroy(void *ev)
+{
+    free(ev);
+}
+
+static tk_status stub_event_record(void *ev, void *stream, tk__err *err)
+{
+    clock_gettime(CLOCK_MONOTONIC, (struct timespec *)ev);
+    return TK_OK;
+}
+
+static tk_status stub_event_elapsed(void *start, void *stop, float *ms, tk__err *err)
+{
+    const struct timespec *a = start, *b = stop;
+    *ms = (float)((double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6);
+    return TK_OK;
+}
+
+static const tk__backend g_stub = {
+    .name = "stub",
+    .kind = TK_BACKEND_STUB,
+    .load = stub_load,
+    .describe = stub_describe,
+    .compiler_identity = stub_compiler_identity,
+    .check_target = stub_check_target,
+    .device_count = stub_device_count,
+    .device_open = stub_device_open,
+    .device_close = stub_device_close,
+    .device_bind = stub_device_bind,
+    .compile = stub_compile,
+    .default_options = stub_default_options,
+    .prelude = stub_prelude,
+    .inspect = stub_inspect,
+    .module_load = stub_module_load,
+    .module_unload = stub_module_unload,
+    .module_function = stub_module_function,
+    .launch = stub_launch,
+    .mem_alloc = stub_mem_alloc,
+    .mem_free = stub_mem_free,
+    .mem_upload = stub_mem_copy,
+    .mem_download = stub_mem_copy,
+    .mem_set = stub_mem_set,
+    .stream_sync = stub_stream_sync,
+    .event_create = stub_event_create,
+    .event_destroy = stub_event_destroy,
+    .event_record = stub_event_record,
+    .event_elapsed = stub_event_elapsed,
+};
+
+const tk__backend *tk__backend_stub(void)
+{
+    return &g_stub;
+}

@@ -1,0 +1,130 @@
+/* tk_config: options for a context or a cache, copied on use. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/jit_internal.h"
+
+tk_status tk_config_create(tk_config **out)
+{
+    if (!out)
+        return TK_INVALID_ARGUMENT;
+    tk_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg)
+        return TK_OUT_OF_MEMORY;
+    cfg->backend = TK_BACKEND_AUTO;
+    cfg->policy = TK_POLICY_EXACT;
+    cfg->log_level = TK_LOG_WARN;
+    *out = cfg;
+    return TK_OK;
+}
+
+void tk_config_destroy(tk_config *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->cache_dir);
+    free(cfg->cache_lower);
+    free(cfg->target);
+    free(cfg);
+}
+
+/* Replaces *slot by a copy of value (NULL clears it). */
+static tk_status set_string(char **slot, const char *value)
+{
+    char *copy = NULL;
+    if (value) {
+        copy = strdup(value);
+        if (!copy)
+            return TK_OUT_OF_MEMORY;
+    }
+    free(*slot);
+    *slot = copy;
+    return TK_OK;
+}
+
+tk_status tk_config_set_cache_dir(tk_config *cfg, const char *dir)
+{
+    if (!cfg || (dir && !dir[0]))
+        return TK_INVALID_ARGUMENT;
+    return set_string(&cfg->cache_dir, dir);
+}
+
+tk_status tk_config_set_cache_lower(tk_config *cfg, const char *paths)
+{
+    if (!cfg)
+        return TK_INVALID_ARGUMENT;
+    return set_string(&cfg->cache_lower, paths);
+}
+
+tk_status tk_config_set_cache_max_size(tk_config *cfg, uint64_t bytes)
+{
+    if (!cfg)
+        return TK_INVALID_ARGUMENT;
+    cfg->cache_max_size = bytes;
+    return TK_OK;
+}
+
+tk_status tk_config_set_cache_read_only(tk_config *cfg, int read_only)
+{
+    if (!cfg)
+        return TK_INVALID_ARGUMENT;
+    cfg->cache_read_only = read_only != 0;
+    return TK_OK;
+}
+
+tk_status tk_config_set_cache_disabled(tk_config *cfg, int disabled)
+{
+    if (!cfg)
+        return TK_INVALID_ARGUMENT;
+    cfg->cache_disabled = disabled != 0;
+    return TK_OK;
+}
+
+tk_status tk_config_set_backend(tk_config *cfg, tk_backend_kind kind)
+{
+    if (!cfg || (kind != TK_BACKEND_AUTO && kind != TK_BACKEND_CUDA && kind != TK_BACKEND_HIP &&
+                 kind != TK_BACKEND_STUB))
+        return TK_INVALID_ARGUMENT;
+    cfg->backend = kind;
+    return TK_OK;
+}
+
+tk_status tk_config_set_device(tk_config *cfg, int ordinal)
+{
+    if (!cfg || ordinal < 0)
+        return TK_INVALID_ARGUMENT;
+    cfg->device = ordinal;
+    return TK_OK;
+}
+
+tk_status tk_config_set_target(tk_config *cfg, const char *target)
+{
+    if (!cfg || (target && (!target[0] || strlen(target) >= 200)))
+        return TK_INVALID_ARGUMENT;
+    return set_string(&cfg->target, target);
+}
+
+tk_status tk_config_set_policy(tk_config *cfg, tk_policy policy)
+{
+    if (!cfg || (policy != TK_POLICY_EXACT && policy != TK_POLICY_GENERIC))
+        return TK_INVALID_ARGUMENT;
+    cfg->policy = policy;
+    return TK_OK;
+}
+
+tk_status tk_config_set_log(tk_config *cfg, tk_log_fn fn, void *user)
+{
+    if (!cfg)
+        return TK_INVALID_ARGUMENT;
+    cfg->log = fn;
+    cfg->log_user = user;
+    return TK_OK;
+}
+
+tk_status tk_config_set_log_level(tk_config *cfg, tk_log_level level)
+{
+    if (!cfg || level < TK_LOG_DEBUG || level > TK_LOG_ERROR)
+        return TK_INVALID_ARGUMENT;
+    cfg->log_level = level;
+    return TK_OK;
+}

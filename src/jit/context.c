@@ -1,0 +1,718 @@
+/*
+ * Contexts: backend choice, device or offline target, logging, last error,
+ * counters, memory API; plus tk_cache_open (config -> cache options),
+ * tk_backend_describe and the embedded source table.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/backend/dl.h"
+#include "jit/jit_internal.h"
+
+/* ---------------------------------------------------------------- logging */
+
+static int env_log_level(void)
+{
+    const char *v = getenv("TOKITAI_JIT_LOG");
+    if (!v || !v[0] || strcmp(v, "0") == 0)
+        return -1;
+    if (strcmp(v, "debug") == 0)
+        return TK_LOG_DEBUG;
+    if (strcmp(v, "warn") == 0)
+        return TK_LOG_WARN;
+    if (strcmp(v, "error") == 0)
+        return TK_LOG_ERROR;
+    return TK_LOG_INFO; /* "1", "info" and anything else that turns it on */
+}
+
+static const char *level_name(tk_log_level level)
+{
+    switch (level) {
+    case TK_LOG_DEBUG:
+        return "debug";
+    case TK_LOG_INFO:
+        return "info";
+    case TK_LOG_WARN:
+        return "warn";
+    case TK_LOG_ERROR:
+        return "error";
+    }
+    return "?";
+}
+
+static void log_emit(const tk_context *ctx, tk_log_level level, const char *msg)
+{
+    if (ctx->log) {
+        if (level >= ctx->log_level)
+            ctx->log(ctx->log_user, level, msg);
+    } else if (ctx->env_log_level >= 0 && (int)level >= ctx->env_log_level) {
+        /* The one place the library writes to stderr: opted in by TOKITAI_JIT_LOG. */
+        fprintf(stderr, "tokitai-jit: %s: %s\n", level_name(level), msg);
+    }
+}
+
+static int log_wanted(const tk_context *ctx, tk_log_level level)
+{
+    if (ctx->log)
+        return level >= ctx->log_level;
+    return ctx->env_log_level >= 0 && (int)level >= ctx->env_log_level;
+}
+
+void tk__log(tk_context *ctx, tk_log_level level, const char *fmt, ...)
+{
+    if (!ctx || !log_wanted(ctx, level))
+        return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_emit(ctx, level, msg);
+}
+
+static void cache_log_adapter(void *user, tk_log_level level, const char *msg)
+{
+    const tk_context *ctx = user;
+    if (log_wanted(ctx, level))
+        log_emit(ctx, level, msg);
+}
+
+/* ------------------------------------------------------------ last error */
+
+static void set_last_error(tk_context *ctx, char *msg)
+{
+    pthread_mutex_lock(&ctx->err_mu);
+    char *old = ctx->last_error;
+    ctx->last_error = msg;
+    pthread_mutex_unlock(&ctx->err_mu);
+    free(old);
+}
+
+static tk_status fail_v(tk_context *ctx, tk_status status, const char *log, const char *fmt,
+                        va_list ap)
+{
+    if (!ctx)
+        return status;
+    char head[2048];
+    vsnprintf(head, sizeof head, fmt, ap);
+    size_t hl = strlen(head), ll = log ? strlen(log) : 0;
+    char *msg = malloc(hl + ll + 2);
+    if (msg) {
+        memcpy(msg, head, hl);
+        if (log) {
+            msg[hl] = '\n';
+            memcpy(msg + hl + 1, log, ll + 1);
+        } else {
+            msg[hl] = '\0';
+        }
+        set_last_error(ctx, msg);
+    }
+    tk__log(ctx, TK_LOG_DEBUG, "%s: %s", tk_status_str(status), head);
+    return status;
+}
+
+tk_status tk__fail(tk_context *ctx, tk_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tk_status st = fail_v(ctx, status, NULL, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+tk_status tk__fail_with_log(tk_context *ctx, tk_status status, const char *log, const char *fmt,
+                            ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tk_status st = fail_v(ctx, status, log, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *tk_context_last_error(const tk_context *ctx)
+{
+    if (!ctx)
+        return "no context";
+    tk_context *c = (tk_context *)ctx; /* the mutex is not part of the value */
+    pthread_mutex_lock(&c->err_mu);
+    const char *msg = c->last_error;
+    pthread_mutex_unlock(&c->err_mu);
+    return msg ? msg : "";
+}
+
+/* -------------------------------------------------------------- backends */
+
+const tk__backend *tk__backend_for(tk_backend_kind kind)
+{
+    switch (kind) {
+    case TK_BACKEND_CUDA:
+        return tk__backend_cuda();
+    case TK_BACKEND_HIP:
+        return tk__backend_hip();
+    case TK_BACKEND_STUB:
+        return tk__backend_stub();
+    case TK_BACKEND_AUTO:
+        break;
+    }
+    return NULL;
+}
+
+static tk_status env_backend(tk_backend_kind *kind, char *why, size_t why_size)
+{
+    const char *v = getenv("TOKITAI_JIT_BACKEND");
+    if (!v || !v[0] || strcmp(v, "auto") == 0)
+        return TK_OK;
+    if (strcmp(v, "cuda") == 0)
+        *kind = TK_BACKEND_CUDA;
+    else if (strcmp(v, "hip") == 0)
+        *kind = TK_BACKEND_HIP;
+    else if (strcmp(v, "stub") == 0)
+        *kind = TK_BACKEND_STUB;
+    else {
+        snprintf(why, why_size, "TOKITAI_JIT_BACKEND=%s: expected cuda, hip or stub", v);
+        return TK_INVALID_ARGUMENT;
+    }
+    return TK_OK;
+}
+
+/* Opens be for cfg on ctx: device (or offline target) and compiler identity. */
+static tk_status open_backend(tk_context *ctx, const tk__backend *be, const tk_config *cfg,
+                              tk__err *err)
+{
+    tk_status st = be->load(err);
+    if (st != TK_OK)
+        return st;
+    if (cfg->target) {
+        st = be->check_target(cfg->target, ctx->target, sizeof ctx->target, err);
+        if (st != TK_OK)
+            return st;
+        ctx->has_device = 0;
+    } else {
+        int count = 0;
+        st = be->device_count(&count, err);
+        if (st != TK_OK)
+            return st;
+        if (count <= 0)
+            return tk__err_set(err, TK_NO_DEVICE, "%s: no device found", be->name);
+        if (cfg->device >= count)
+            return tk__err_set(err, TK_NO_DEVICE, "%s: no device %d (%d found)", be->name,
+                               cfg->device, count);
+        st = be->device_open(cfg->device, &ctx->dev, ctx->target, sizeof ctx->target, err);
+        if (st != TK_OK)
+            return st;
+        ctx->has_device = 1;
+    }
+    st = be->compiler_identity(ctx->compiler, sizeof ctx->compiler, err);
+    if (st != TK_OK) {
+        if (ctx->has_device)
+            be->device_close(ctx->dev);
+        ctx->dev = NULL;
+        ctx->has_device = 0;
+        return st;
+    }
+    ctx->be = be;
+    return TK_OK;
+}
+
+static void fill_cache_opts(const tk_config *cfg, tk__cache_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->root = cfg->cache_dir;
+    o->lower = cfg->cache_lower;
+    o->max_size = cfg->cache_max_size;
+    o->read_only = cfg->cache_read_only;
+    o->disabled = cfg->cache_disabled;
+}
+
+static tk_status context_init(tk_context *ctx, const tk_config *cfg)
+{
+    if (pthread_mutex_init(&ctx->err_mu, NULL) != 0)
+        return TK_INTERNAL;
+    if (pthread_rwlock_init(&ctx->table_lock, NULL) != 0) {
+        pthread_mutex_destroy(&ctx->err_mu);
+        return TK_INTERNAL;
+    }
+    if (pthread_mutex_init(&ctx->flight_mu, NULL) != 0) {
+        pthread_rwlock_destroy(&ctx->table_lock);
+        pthread_mutex_destroy(&ctx->err_mu);
+        return TK_INTERNAL;
+    }
+    if (pthread_cond_init(&ctx->flight_cv, NULL) != 0) {
+        pthread_mutex_destroy(&ctx->flight_mu);
+        pthread_rwlock_destroy(&ctx->table_lock);
+        pthread_mutex_destroy(&ctx->err_mu);
+        return TK_INTERNAL;
+    }
+    ctx->policy = cfg->policy;
+    ctx->log = cfg->log;
+    ctx->log_user = cfg->log_user;
+    ctx->log_level = cfg->log_level;
+    ctx->env_log_level = env_log_level();
+    return TK_OK;
+}
+
+tk_status tk_context_create(const tk_config *cfg, tk_context **out, char *err, size_t err_size)
+{
+    tk_config defaults;
+    char why[2048] = "";
+    tk__err e = {.msg = "", .log = NULL};
+    tk_status st;
+
+    if (err && err_size)
+        err[0] = '\0';
+    if (!out) {
+        snprintf(why, sizeof why, "out is NULL");
+        st = TK_INVALID_ARGUMENT;
+        goto report;
+    }
+    if (!cfg) {
+        memset(&defaults, 0, sizeof defaults);
+        defaults.backend = TK_BACKEND_AUTO;
+        defaults.policy = TK_POLICY_EXACT;
+        defaults.log_level = TK_LOG_WARN;
+        cfg = &defaults;
+    }
+
+    tk_backend_kind kind = cfg->backend;
+    if (kind == TK_BACKEND_AUTO) {
+        st = env_backend(&kind, why, sizeof why);
+        if (st != TK_OK)
+            goto report;
+    }
+    if (kind == TK_BACKEND_AUTO && cfg->target) {
+        /* An offline target names its vendor. */
+        if (strncmp(cfg->target, "sm_", 3) == 0)
+            kind = TK_BACKEND_CUDA;
+        else if (strncmp(cfg->target, "gfx", 3) == 0)
+            kind = TK_BACKEND_HIP;
+        else if (strncmp(cfg->target, "stub", 4) == 0)
+            kind = TK_BACKEND_STUB;
+    }
+
+    tk_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        snprintf(why, sizeof why, "out of memory");
+        st = TK_OUT_OF_MEMORY;
+        goto report;
+    }
+    st = context_init(ctx, cfg);
+    if (st != TK_OK) {
+        free(ctx);
+        snprintf(why, sizeof why, "cannot initialise locks");
+        goto report;
+    }
+
+    const tk__backend *order[2];
+    size_t n_order = 0;
+    if (kind == TK_BACKEND_AUTO) {
+        order[n_order++] = tk__backend_cuda();
+        order[n_order++] = tk__backend_hip();
+    } else {
+        order[n_order++] = tk__backend_for(kind);
+    }
+    st = TK_BACKEND_UNAVAILABLE;
+    int saw_no_device = 0;
+    for (size_t i = 0; i < n_order; i++) {
+        e.msg[0] = '\0';
+        tk_status s = open_backend(ctx, order[i], cfg, &e);
+        if (s == TK_OK) {
+            st = TK_OK;
+            break;
+        }
+        if (s == TK_NO_DEVICE)
+            saw_no_device = 1;
+        st = s;
+        tk__strcat_fmt(why, sizeof why, "%s%s: %s", why[0] ? "; " : "", order[i]->name, e.msg);
+    }
+    if (st != TK_OK) {
+        if (n_order > 1 && (saw_no_device || st == TK_BACKEND_UNAVAILABLE))
+            st = saw_no_device ? TK_NO_DEVICE : TK_BACKEND_UNAVAILABLE;
+        tk_context_destroy(ctx);
+        goto report;
+    }
+
+    tk__cache_opts co;
+    fill_cache_opts(cfg, &co);
+    co.log = cache_log_adapter;
+    co.log_user = ctx;
+    st = tk__cache_open(&co, &ctx->cache);
+    if (st != TK_OK) {
+        snprintf(why, sizeof why, "cannot open the cache: %s", tk_status_str(st));
+        tk_context_destroy(ctx);
+        goto report;
+    }
+    ctx->cache_writable = !cfg->cache_read_only && !cfg->cache_disabled;
+    tk__log(ctx, TK_LOG_INFO, "context: backend %s, target %s%s, compiler %s", ctx->be->name,
+            ctx->target, ctx->has_device ? "" : " (offline)", ctx->compiler);
+    *out = ctx;
+    return TK_OK;
+
+report:
+    if (err && err_size)
+        snprintf(err, err_size, "%s", why[0] ? why : tk_status_str(st));
+    free(e.log);
+    return st;
+}
+
+void tk_context_destroy(tk_context *ctx)
+{
+    if (!ctx)
+        return;
+    tk__kernels_destroy(ctx);
+    if (ctx->be && ctx->has_device)
+        ctx->be->device_close(ctx->dev);
+    tk_cache_close(ctx->cache);
+    free(ctx->last_error);
+    free(ctx->slots);
+    pthread_cond_destroy(&ctx->flight_cv);
+    pthread_mutex_destroy(&ctx->flight_mu);
+    pthread_rwlock_destroy(&ctx->table_lock);
+    pthread_mutex_destroy(&ctx->err_mu);
+    free(ctx);
+}
+
+const char *tk_context_backend_name(const tk_context *ctx)
+{
+    return ctx && ctx->be ? ctx->be->name : "";
+}
+
+const char *tk_context_target(const tk_context *ctx)
+{
+    return ctx ? ctx->target : "";
+}
+
+const char *tk_context_compiler(const tk_context *ctx)
+{
+    return ctx ? ctx->compiler : "";
+}
+
+tk_policy tk_context_policy(const tk_context *ctx)
+{
+    return ctx ? ctx->policy : TK_POLICY_EXACT;
+}
+
+int tk__ctx_has_device(const tk_context *ctx)
+{
+    return ctx && ctx->has_device;
+}
+
+#define LOAD(field) __atomic_load_n(&ctx->field, __ATOMIC_RELAXED)
+tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
+{
+    if (!ctx || !out)
+        return TK_INVALID_ARGUMENT;
+    tk_context_stats s = {
+        .memory_hits = LOAD(n_memory_hits),
+        .disk_hits = LOAD(n_disk_hits),
+        .compiles = LOAD(n_compiles),
+        .compile_failures = LOAD(n_compile_failures),
+        .loads = LOAD(n_loads),
+        .load_failures = LOAD(n_load_failures),
+        .cache_errors = LOAD(n_cache_errors),
+        .compile_seconds = (double)LOAD(compile_ns) / 1e9,
+    };
+    *out = s;
+    return TK_OK;
+}
+#undef LOAD
+
+void tk_context_reset_stats(tk_context *ctx)
+{
+    if (!ctx)
+        return;
+    uint64_t *fields[] = {&ctx->n_memory_hits, &ctx->n_disk_hits,     &ctx->n_compiles,
+                          &ctx->n_compile_failures, &ctx->n_loads, &ctx->n_load_failures,
+                          &ctx->n_cache_errors, &ctx->compile_ns};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        __atomic_store_n(fields[i], 0, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------- embedded sources */
+
+const char *tk__embedded_source(const char *name, size_t *len)
+{
+    if (!name)
+        return NULL;
+    for (const tk__embedded *e = tk__embedded_table; e->name; e++) {
+        if (strcmp(e->name, name) == 0) {
+            if (len)
+                *len = e->len;
+            return e->text;
+        }
+    }
+    return NULL;
+}
+
+#define TK__MAX_EMBEDDED 511
+static const char *g_embedded_names[TK__MAX_EMBEDDED + 1];
+
+static void embedded_names_fill(void)
+{
+    size_t n = 0;
+    for (const tk__embedded *e = tk__embedded_table; e->name && n < TK__MAX_EMBEDDED; e++)
+        g_embedded_names[n++] = e->name;
+    g_embedded_names[n] = NULL;
+}
+
+const char *const *tk_embedded_sources(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, embedded_names_fill);
+    return g_embedded_names;
+}
+
+/* ------------------------------------------------------------ tk_cache_open */
+
+tk_status tk_cache_open(const tk_config *cfg, tk_cache **out)
+{
+    if (!out)
+        return TK_INVALID_ARGUMENT;
+    tk__cache_opts o;
+    if (cfg) {
+        fill_cache_opts(cfg, &o);
+        o.log = cfg->log;
+        o.log_user = cfg->log_user;
+    } else {
+        memset(&o, 0, sizeof o);
+    }
+    return tk__cache_open(&o, out);
+}
+
+/* ---------------------------------------------------------- tk_backend_describe */
+
+tk_status tk_backend_describe(tk_backend_kind kind, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return TK_INVALID_ARGUMENT;
+    buf[0] = '\0';
+    const tk__backend *be = tk__backend_for(kind);
+    if (!be) {
+        snprintf(buf, size, "no such backend (AUTO is not a backend)\n");
+        return TK_INVALID_ARGUMENT;
+    }
+    tk__err e = {.msg = "", .log = NULL};
+    tk_status st = be->describe(buf, size);
+    tk_status ls = be->load(&e);
+    if (ls != TK_OK) {
+        tk__strcat_fmt(buf, size, "  unavailable: %s\n", e.msg);
+        free(e.log);
+        return ls;
+    }
+    char ident[256] = "";
+    if (be->compiler_identity(ident, sizeof ident, &e) == TK_OK)
+        tk__strcat_fmt(buf, size, "  compiler identity: %s\n", ident);
+    else
+        tk__strcat_fmt(buf, size, "  compiler: unavailable: %s\n", e.msg);
+    int count = 0;
+    st = be->device_count(&count, &e);
+    if (st != TK_OK) {
+        tk__strcat_fmt(buf, size, "  devices: unavailable: %s\n", e.msg);
+        free(e.log);
+        return st;
+    }
+    if (count == 0) {
+        tk__strcat_fmt(buf, size, "  devices: none\n");
+        free(e.log);
+        return TK_NO_DEVICE;
+    }
+    for (int i = 0; i < count; i++) {
+        void *dev = NULL;
+        char target[256] = "";
+        if (be->device_open(i, &dev, target, sizeof target, &e) == TK_OK) {
+            tk__strcat_fmt(buf, size, "  device %d: %s\n", i, target);
+            be->device_close(dev);
+        } else {
+            tk__strcat_fmt(buf, size, "  device %d: cannot open: %s\n", i, e.msg);
+        }
+    }
+    free(e.log);
+    return TK_OK;
+}
+
+/* ----------------------------------------------------------------- memory */
+
+static tk_status need_device(tk_context *ctx, const char *what)
+{
+    if (!ctx)
+        return TK_INVALID_ARGUMENT;
+    if (!ctx->has_device)
+        return tk__fail(ctx, TK_NO_DEVICE, "%s: the context has an offline target (%s), no device",
+                        what, ctx->target);
+    return TK_OK;
+}
+
+/* Binds the device on this thread; on failure records and returns the status. */
+static tk_status bind(tk_context *ctx, tk__err *e)
+{
+    tk_status st = ctx->be->device_bind(ctx->dev, e);
+    if (st != TK_OK)
+        return tk__fail(ctx, st, "%s", e->msg);
+    return TK_OK;
+}
+
+tk_status tk_mem_alloc(tk_context *ctx, size_t bytes, void **out)
+{
+    tk__err e;
+    tk_status st = need_device(ctx, "tk_mem_alloc");
+    if (st != TK_OK)
+        return st;
+    if (!out)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_mem_alloc: out is NULL");
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    void *p = NULL;
+    st = ctx->be->mem_alloc(bytes, &p, &e);
+    if (st != TK_OK)
+        return tk__fail(ctx, st, "tk_mem_alloc(%zu): %s", bytes, e.msg);
+    *out = p;
+    return TK_OK;
+}
+
+tk_status tk_mem_free(tk_context *ctx, void *ptr)
+{
+    tk__err e;
+    tk_status st = need_device(ctx, "tk_mem_free");
+    if (st != TK_OK)
+        return st;
+    if (!ptr)
+        return TK_OK;
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    st = ctx->be->mem_free(ptr, &e);
+    return st == TK_OK ? TK_OK : tk__fail(ctx, st, "tk_mem_free: %s", e.msg);
+}
+
+tk_status tk_mem_upload(tk_context *ctx, void *dst, const void *src, size_t bytes)
+{
+    tk__err e;
+    tk_status st = need_device(ctx, "tk_mem_upload");
+    if (st != TK_OK)
+        return st;
+    if (bytes == 0)
+        return TK_OK;
+    if (!dst || !src)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_mem_upload: NULL pointer");
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    st = ctx->be->mem_upload(dst, src, bytes, &e);
+    return st == TK_OK ? TK_OK : tk__fail(ctx, st, "tk_mem_upload(%zu): %s", bytes, e.msg);
+}
+
+tk_status tk_mem_download(tk_context *ctx, void *dst, const void *src, size_t bytes)
+{
+    tk__err e;
+    tk_status st = need_device(ctx, "tk_mem_download");
+    if (st != TK_OK)
+        return st;
+    if (bytes == 0)
+        return TK_OK;
+    if (!dst || !src)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_mem_download: NULL pointer");
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    st = ctx->be->mem_download(dst, src, bytes, &e);
+    return st == TK_OK ? TK_OK : tk__fail(ctx, st, "tk_mem_download(%zu): %s", bytes, e.msg);
+}
+
+tk_status tk_mem_set(tk_context *ctx, void *dst, unsigned char byte, size_t bytes)
+{
+    tk__err e;
+    tk_status st = need_device(ctx, "tk_mem_set");
+    if (st != TK_OK)
+        return st;
+    if (bytes == 0)
+        return TK_OK;
+    if (!dst)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_mem_set: NULL pointer");
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    st = ctx->be->mem_set(dst, byte, bytes, &e);
+    return st == TK_OK ? TK_OK : tk__fail(ctx, st, "tk_mem_set(%zu): %s", bytes, e.msg);
+}
+
+tk_status tk_stream_sync(tk_context *ctx, void *stream)
+{
+    tk__err e;
+    tk_status st = need_device(ctx, "tk_stream_sync");
+    if (st != TK_OK)
+        return st;
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    st = ctx->be->stream_sync(stream, &e);
+    return st == TK_OK ? TK_OK : tk__fail(ctx, st, "tk_stream_sync: %s", e.msg);
+}
+
+tk_status tk_time_on_stream(tk_context *ctx, void *stream, tk_timed_fn run, void *user,
+                            float *out_ms)
+{
+    tk__err e;
+    void *start = NULL, *stop = NULL;
+    float ms = 0.0f;
+    tk_status st = need_device(ctx, "tk_time_on_stream");
+    if (st != TK_OK)
+        return st;
+    if (!run || !out_ms)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_time_on_stream: NULL run or out_ms");
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    if ((st = ctx->be->event_create(&start, &e)) != TK_OK ||
+        (st = ctx->be->event_create(&stop, &e)) != TK_OK ||
+        (st = ctx->be->event_record(start, stream, &e)) != TK_OK) {
+        st = tk__fail(ctx, st, "tk_time_on_stream: %s", e.msg);
+        goto done;
+    }
+    st = run(user);
+    if (st != TK_OK)
+        goto done; /* run recorded its own failure */
+    if ((st = ctx->be->event_record(stop, stream, &e)) != TK_OK ||
+        (st = ctx->be->event_elapsed(start, stop, &ms, &e)) != TK_OK) {
+        st = tk__fail(ctx, st, "tk_time_on_stream: %s", e.msg);
+        goto done;
+    }
+    *out_ms = ms;
+done:
+    if (start)
+        ctx->be->event_destroy(start);
+    if (stop)
+        ctx->be->event_destroy(stop);
+    return st;
+}
+
+/* ------------------------------------------------------------ test hooks */
+
+tk_status tk__ctx_stream_create(tk_context *ctx, void **stream)
+{
+    tk__err e;
+    tk_status st = need_device(ctx, "stream_create");
+    if (st != TK_OK)
+        return st;
+    if ((st = bind(ctx, &e)) != TK_OK)
+        return st;
+    switch (ctx->be->kind) {
+    case TK_BACKEND_CUDA:
+        st = tk__cuda_stream_create(stream, &e);
+        break;
+    case TK_BACKEND_HIP:
+        st = tk__hip_stream_create(stream, &e);
+        break;
+    default:
+        *stream = (void *)(uintptr_t)0x5157;
+        st = TK_OK;
+        break;
+    }
+    return st == TK_OK ? TK_OK : tk__fail(ctx, st, "stream_create: %s", e.msg);
+}
+
+void tk__ctx_stream_destroy(tk_context *ctx, void *stream)
+{
+    tk__err e;
+    if (!ctx || !ctx->has_device || !stream || bind(ctx, &e) != TK_OK)
+        return;
+    if (ctx->be->kind == TK_BACKEND_CUDA)
+        tk__cuda_stream_destroy(stream);
+    else if (ctx->be->kind == TK_BACKEND_HIP)
+        tk__hip_stream_destroy(stream);
+}

@@ -1,0 +1,863 @@
+/*
+ * Kernels: the in-memory table, the path memory -> disk -> compile -> store
+ * -> load, single flight for concurrent first use, launch, precompile.
+ *
+ * Memory table. Keyed by a 64-bit hash of the descriptor: for an embedded
+ * source, (source name, entry, defines, options) - no source text is hashed
+ * on a hit; for a user source the source text is hashed too (XXH3-64, about
+ * 0.1 us per KiB), because a user's buffer may change between calls and a
+ * pointer proves nothing. A hit compares the stored descriptor in full, so a
+ * hash collision can only cost a miss. Open addressing under a rwlock; a hit
+ * takes the read lock, allocates nothing and touches no file.
+ *
+ * Disk key (XXH3-128 by the cache layer) over, in this order: cache format,
+ * library version, backend, compiler identity, full target id, entry point,
+ * the whole source (prelude + embedded includes expanded), every option
+ * (backend default options first, then the caller's, in the caller's order),
+ * then every define as -DNAME[=VALUE] sorted by name.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "jit/jit_internal.h"
+
+/* ------------------------------------------------------------- hashing */
+
+static int desc_pointers_ok(const tk_kernel_desc *d)
+{
+    if (!d || !d->entry || !d->entry[0] || (!d->source_name == !d->source))
+        return 0;
+    if (d->n_defines && !d->defines)
+        return 0;
+    if (d->n_options && !d->options)
+        return 0;
+    for (size_t i = 0; i < d->n_defines; i++)
+        if (!d->defines[i].name)
+            return 0;
+    for (size_t i = 0; i < d->n_options; i++)
+        if (!d->options[i])
+            return 0;
+    return 1;
+}
+
+static uint64_t desc_hash(const tk_kernel_desc *d)
+{
+    uint64_t h = d->source_name ? XXH3_64bits_withSeed(d->source_name, strlen(d->source_name), 1)
+                                : XXH3_64bits_withSeed(d->source, strlen(d->source), 2);
+    h = XXH3_64bits_withSeed(d->entry, strlen(d->entry), h);
+    /* Defines: order does not matter (the disk key sorts them), so combine
+     * their hashes with a commutative sum. */
+    uint64_t acc = 0;
+    for (size_t i = 0; i < d->n_defines; i++) {
+        uint64_t x = XXH3_64bits_withSeed(d->defines[i].name, strlen(d->defines[i].name), 3);
+        const char *v = d->defines[i].value;
+        acc += v ? XXH3_64bits_withSeed(v, strlen(v), x) : x ^ 0x9e3779b97f4a7c15ULL;
+    }
+    uint64_t mix[2] = {acc, (uint64_t)d->n_defines};
+    h = XXH3_64bits_withSeed(mix, sizeof mix, h);
+    for (size_t i = 0; i < d->n_options; i++)
+        h = XXH3_64bits_withSeed(d->options[i], strlen(d->options[i]), h + 1);
+    return h;
+}
+
+static int str_eq(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+static int define_in(const tk_define *set, size_t n, const tk_define *d)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(set[i].name, d->name) == 0 && str_eq(set[i].value, d->value))
+            return 1;
+    return 0;
+}
+
+static int kernel_matches(const tk_kernel *k, const tk_kernel_desc *d)
+{
+    if (d->source_name) {
+        if (!k->source_name || strcmp(k->source_name, d->source_name) != 0)
+            return 0;
+    } else if (!k->source || strcmp(k->source, d->source) != 0) {
+        return 0;
+    }
+    if (strcmp(k->entry, d->entry) != 0 || k->n_defines != d->n_defines ||
+        k->n_options != d->n_options)
+        return 0;
+    for (size_t i = 0; i < d->n_options; i++)
+        if (strcmp(k->options[i], d->options[i]) != 0)
+            return 0;
+    /* Both directions: the stored set has no duplicates, the caller's may. */
+    for (size_t i = 0; i < d->n_defines; i++)
+        if (!define_in(k->defines, k->n_defines, &d->defines[i]) ||
+            !define_in(d->defines, d->n_defines, &k->defines[i]))
+            return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------- the memory table */
+
+static tk_kernel *table_find(tk_context *ctx, uint64_t h, const tk_kernel_desc *d)
+{
+    tk_kernel *found = NULL;
+    pthread_rwlock_rdlock(&ctx->table_lock);
+    if (ctx->n_slots) {
+        size_t mask = ctx->n_slots - 1;
+        for (size_t i = (size_t)h & mask; ctx->slots[i]; i = (i + 1) & mask) {
+            tk_kernel *k = ctx->slots[i];
+            if (k->mhash == h && kernel_matches(k, d)) {
+                found = k;
+                break;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&ctx->table_lock);
+    return found;
+}
+
+static void slots_put(tk_kernel **slots, size_t n_slots, tk_kernel *k)
+{
+    size_t mask = n_slots - 1;
+    size_t i = (size_t)k->mhash & mask;
+    while (slots[i])
+        i = (i + 1) & mask;
+    slots[i] = k;
+}
+
+/* Adds k to the table and to the owned list; TK_OUT_OF_MEMORY leaves both unchanged. */
+static tk_status table_insert(tk_context *ctx, tk_kernel *k)
+{
+    tk_status st = TK_OK;
+    pthread_rwlock_wrlock(&ctx->table_lock);
+    if ((ctx->n_used + 1) * 2 > ctx->n_slots) {
+        size_t n = ctx->n_slots ? ctx->n_slots * 2 : 64;
+        tk_kernel **slots = calloc(n, sizeof *slots);
+        if (!slots) {
+            st = TK_OUT_OF_MEMORY;
+            goto out;
+        }
+        for (size_t i = 0; i < ctx->n_slots; i++)
+            if (ctx->slots[i])
+                slots_put(slots, n, ctx->slots[i]);
+        free(ctx->slots);
+        ctx->slots = slots;
+        ctx->n_slots = n;
+    }
+    slots_put(ctx->slots, ctx->n_slots, k);
+    ctx->n_used++;
+    k->next_owned = ctx->owned;
+    ctx->owned = k;
+out:
+    pthread_rwlock_unlock(&ctx->table_lock);
+    return st;
+}
+
+static void kernel_free(tk_context *ctx, tk_kernel *k)
+{
+    if (!k)
+        return;
+    if (k->module && ctx->be && ctx->has_device)
+        ctx->be->module_unload(ctx->dev, k->module);
+    free(k->source_name);
+    free(k->source);
+    free(k->entry);
+    for (size_t i = 0; i < k->n_defines; i++) {
+        free((char *)k->defines[i].name);
+        free((char *)k->defines[i].value);
+    }
+    free(k->defines);
+    for (size_t i = 0; i < k->n_options; i++)
+        free(k->options[i]);
+    free(k->options);
+    free(k->code);
+    free(k);
+}
+
+void tk__kernels_destroy(tk_context *ctx)
+{
+    if (ctx->has_device && ctx->be) {
+        tk__err e;
+        ctx->be->device_bind(ctx->dev, &e);
+    }
+    tk_kernel *k = ctx->owned;
+    while (k) {
+        tk_kernel *next = k->next_owned;
+        kernel_free(ctx, k);
+        k = next;
+    }
+    ctx->owned = NULL;
+}
+
+/* ---------------------------------------------------------- single flight */
+
+/* Waits until no other thread of this context is obtaining a kernel with
+ * hash h, then registers node for it. When check is set and the kernel
+ * appeared in the table meanwhile, returns it instead (nothing registered). */
+static tk_kernel *flight_enter(tk_context *ctx, uint64_t h, const tk_kernel_desc *d, int check,
+                               tk__flight *node)
+{
+    pthread_mutex_lock(&ctx->flight_mu);
+    for (;;) {
+        if (check) {
+            tk_kernel *k = table_find(ctx, h, d);
+            if (k) {
+                pthread_mutex_unlock(&ctx->flight_mu);
+                return k;
+            }
+        }
+        const tk__flight *f = ctx->flights;
+        while (f && f->mhash != h)
+            f = f->next;
+        if (!f)
+            break;
+        pthread_cond_wait(&ctx->flight_cv, &ctx->flight_mu);
+    }
+    node->mhash = h;
+    node->next = ctx->flights;
+    ctx->flights = node;
+    pthread_mutex_unlock(&ctx->flight_mu);
+    return NULL;
+}
+
+static void flight_leave(tk_context *ctx, tk__flight *node)
+{
+    pthread_mutex_lock(&ctx->flight_mu);
+    tk__flight **p = &ctx->flights;
+    while (*p && *p != node)
+        p = &(*p)->next;
+    if (*p)
+        *p = node->next;
+    pthread_cond_broadcast(&ctx->flight_cv);
+    pthread_mutex_unlock(&ctx->flight_mu);
+}
+
+/* ------------------------------------------------------------ preparation */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
+static void sb_line_directive(sbuf *b, unsigned line, const char *file)
+{
+    char tmp[320];
+    int n = snprintf(tmp, sizeof tmp, "#line %u \"%s\"\n", line, file);
+    sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+#define MAX_INCLUDES 64
+
+typedef struct include_state {
+    const char *seen[MAX_INCLUDES];
+    size_t n_seen;
+} include_state;
+
+/* If line is `#include "name"` naming an embedded source, returns it. */
+static const tk__embedded *embedded_include(const char *s, const char *e)
+{
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    if (s >= e || *s != '#')
+        return NULL;
+    s++;
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    if ((size_t)(e - s) < 8 || strncmp(s, "include", 7) != 0)
+        return NULL;
+    s += 7;
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    if (s >= e || *s != '"')
+        return NULL;
+    const char *name = ++s;
+    while (s < e && *s != '"')
+        s++;
+    if (s >= e)
+        return NULL;
+    size_t n = (size_t)(s - name);
+    for (const tk__embedded *t = tk__embedded_table; t->name; t++)
+        if (strlen(t->name) == n && strncmp(t->name, name, n) == 0)
+            return t;
+    return NULL;
+}
+
+/* Copies text into out, replacing includes of embedded headers by their
+ * text (each once, as if guarded), so that the key covers every byte the
+ * compiler sees and the compilers need no header callbacks. */
+static void expand_source(sbuf *out, const char *text, size_t len, const char *file,
+                          include_state *inc, int depth)
+{
+    const char *p = text, *end = text + len;
+    unsigned line = 1;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *next = eol ? eol + 1 : end;
+        const tk__embedded *t = depth < 16 ? embedded_include(p, eol ? eol : end) : NULL;
+        if (t) {
+            size_t i = 0;
+            while (i < inc->n_seen && strcmp(inc->seen[i], t->name) != 0)
+                i++;
+            if (i == inc->n_seen && inc->n_seen < MAX_INCLUDES) {
+                inc->seen[inc->n_seen++] = t->name;
+                sb_line_directive(out, 1, t->name);
+                expand_source(out, t->text, t->len, t->name, inc, depth + 1);
+                sb_str(out, "\n");
+            }
+            sb_line_directive(out, line + 1, file);
+        } else {
+            sb_add(out, p, (size_t)(next - p));
+        }
+        line++;
+        p = next;
+    }
+    if (len && text[len - 1] != '\n')
+        sb_str(out, "\n");
+}
+
+typedef struct prep {
+    const char *text;       /* caller's source text (embedded or user) */
+    char label[64];         /* "gemm_f16" or "user:<16 hex>" for the cache metadata */
+    char file[80];          /* name given to the compiler */
+    sbuf full;              /* prelude + expanded source */
+    tk_define *sorted;      /* shallow copy of the defines, sorted by name */
+    char **define_opts;     /* "-DNAME=VALUE" */
+    const char **opts;      /* default + caller's + define options */
+    size_t n_opts;
+    sbuf opt_text;          /* the same, space-separated, for the metadata */
+    tk__key key;
+    int key_ready;
+} prep;
+
+static void prep_free(prep *p)
+{
+    free(p->full.p);
+    free(p->sorted);
+    if (p->define_opts)
+        for (size_t i = 0; p->define_opts[i]; i++)
+            free(p->define_opts[i]);
+    free(p->define_opts);
+    free(p->opts);
+    free(p->opt_text.p);
+    if (p->key_ready)
+        tk__key_free(&p->key);
+}
+
+static int define_cmp(const void *a, const void *b)
+{
+    return strcmp(((const tk_define *)a)->name, ((const tk_define *)b)->name);
+}
+
+static int is_identifier(const char *s)
+{
+    if (!s[0] || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+        return 0;
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+              *c == '_'))
+            return 0;
+    return 1;
+}
+
+static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
+{
+    memset(p, 0, sizeof *p);
+    size_t len = 0;
+    if (d->source_name) {
+        p->text = tk__embedded_source(d->source_name, &len);
+        if (!p->text)
+            return tk__fail(ctx, TK_NOT_FOUND, "no embedded kernel source named '%s'",
+                            d->source_name);
+        snprintf(p->label, sizeof p->label, "%s", d->source_name);
+        snprintf(p->file, sizeof p->file, "%s.cu", d->source_name);
+    } else {
+        p->text = d->source;
+        len = strlen(d->source);
+        unsigned long long h = (unsigned long long)XXH3_64bits(d->source, len);
+        snprintf(p->label, sizeof p->label, "user:%016llx", h);
+        snprintf(p->file, sizeof p->file, "user_%016llx.cu", h);
+    }
+    if (!is_identifier(d->entry))
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "entry point '%s' is not an identifier",
+                        d->entry);
+
+    /* Defines: identifiers, single-line values, no name twice; sorted. */
+    if (d->n_defines) {
+        p->sorted = malloc(d->n_defines * sizeof *p->sorted);
+        if (!p->sorted)
+            goto oom;
+        memcpy(p->sorted, d->defines, d->n_defines * sizeof *p->sorted);
+        qsort(p->sorted, d->n_defines, sizeof *p->sorted, define_cmp);
+    }
+    for (size_t i = 0; i < d->n_defines; i++) {
+        const tk_define *df = &p->sorted[i];
+        if (!is_identifier(df->name))
+            return tk__fail(ctx, TK_INVALID_ARGUMENT, "define name '%s' is not an identifier",
+                            df->name);
+        if (df->value && strpbrk(df->value, "\r\n"))
+            return tk__fail(ctx, TK_INVALID_ARGUMENT, "define %s: value spans lines", df->name);
+        if (i && strcmp(df->name, p->sorted[i - 1].name) == 0)
+            return tk__fail(ctx, TK_INVALID_ARGUMENT, "define %s given twice", df->name);
+    }
+
+    /* Options: backend defaults, the caller's, then the defines. */
+    const char *const *defaults = ctx->be->default_options();
+    size_t n_def = 0;
+    while (defaults && defaults[n_def])
+        n_def++;
+    p->n_opts = n_def + d->n_options + d->n_defines;
+    p->opts = calloc(p->n_opts + 1, sizeof *p->opts);
+    p->define_opts = calloc(d->n_defines + 1, sizeof *p->define_opts);
+    if (!p->opts || !p->define_opts)
+        goto oom;
+    size_t k = 0;
+    for (size_t i = 0; i < n_def; i++)
+        p->opts[k++] = defaults[i];
+    for (size_t i = 0; i < d->n_options; i++)
+        p->opts[k++] = d->options[i];
+    for (size_t i = 0; i < d->n_defines; i++) {
+        const tk_define *df = &p->sorted[i];
+        size_t n = strlen(df->name) + (df->value ? strlen(df->value) : 0) + 4;
+        char *o = malloc(n);
+        if (!o)
+            goto oom;
+        snprintf(o, n, df->value ? "-D%s=%s" : "-D%s", df->name, df->value);
+        p->define_opts[i] = o;
+        p->opts[k++] = o;
+    }
+    for (size_t i = 0; i < p->n_opts; i++) {
+        if (i)
+            sb_str(&p->opt_text, " ");
+        sb_str(&p->opt_text, p->opts[i]);
+    }
+    if (!p->n_opts)
+        sb_str(&p->opt_text, "");
+
+    /* Source as the compiler sees it. */
+    include_state inc = {.n_seen = 0};
+    sb_str(&p->full, ctx->be->prelude());
+    sb_line_directive(&p->full, 1, p->file);
+    expand_source(&p->full, p->text, len, p->file, &inc, 0);
+    if (p->full.failed || p->opt_text.failed)
+        goto oom;
+
+    tk__key_init(&p->key);
+    p->key_ready = 1;
+    tk__key_add_u64(&p->key, "format", TK__CACHE_FORMAT);
+    tk__key_add_str(&p->key, "library", TK_VERSION_STRING);
+    tk__key_add_str(&p->key, "backend", ctx->be->name);
+    tk__key_add_str(&p->key, "compiler", ctx->compiler);
+    tk__key_add_str(&p->key, "target", ctx->target);
+    tk__key_add_str(&p->key, "entry", d->entry);
+    tk__key_add_bytes(&p->key, "source", p->full.p, p->full.len);
+    for (size_t i = 0; i < n_def + d->n_options; i++)
+        tk__key_add_str(&p->key, "option", p->opts[i]);
+    for (size_t i = 0; i < d->n_defines; i++)
+        tk__key_add_str(&p->key, "define", p->define_opts[i]);
+    if (tk__key_finish(&p->key) != TK_OK)
+        goto oom;
+    return TK_OK;
+oom:
+    return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
+}
+
+/* ----------------------------------------------------------- code objects */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void count(uint64_t *field, uint64_t n)
+{
+    __atomic_fetch_add(field, n, __ATOMIC_RELAXED);
+}
+
+static void resources_unknown(tk_resource_usage *r)
+{
+    r->registers = r->sgprs = r->agprs = r->shared_bytes = r->local_bytes = r->spill_count =
+        r->wavefront_size = r->kernarg_bytes = r->max_threads = -1;
+}
+
+typedef struct obtained {
+    void *code;
+    size_t size;
+    tk_resource_usage res;
+    tk_origin origin;
+    double seconds;
+} obtained;
+
+/* A disk hit moves the payload into *o; misses and cache trouble return 0. */
+static int disk_lookup(tk_context *ctx, const prep *p, obtained *o)
+{
+    tk__entry entry;
+    memset(&entry, 0, sizeof entry);
+    tk_status st = tk__cache_get(ctx->cache, &p->key, &entry);
+    if (st != TK_OK) {
+        if (st != TK_NOT_FOUND) {
+            count(&ctx->n_cache_errors, 1);
+            tk__log(ctx, TK_LOG_WARN, "cache lookup of %s failed: %s", p->key.hex,
+                    tk_status_str(st));
+        }
+        return 0;
+    }
+    o->code = entry.payload;
+    o->size = entry.payload_size;
+    o->res = entry.meta.resources;
+    o->origin = TK_ORIGIN_DISK;
+    o->seconds = 0;
+    entry.payload = NULL;
+    entry.payload_size = 0;
+    tk__entry_free(&entry);
+    count(&ctx->n_disk_hits, 1);
+    return 1;
+}
+
+/* Disk cache, else (under the cross-process key lock, looking again) compile
+ * and store. force_compile skips the lookups (after a refused load). */
+static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const prep *p,
+                             int force_compile, obtained *o)
+{
+    if (!force_compile && disk_lookup(ctx, p, o))
+        return TK_OK;
+
+    tk__cache_lock *lock = NULL;
+    if (tk__cache_lock_key(ctx->cache, &p->key, &lock) != TK_OK)
+        lock = NULL; /* no lock: at worst two processes compile the same kernel */
+    if (!force_compile && disk_lookup(ctx, p, o)) {
+        tk__cache_unlock(lock);
+        return TK_OK;
+    }
+
+    tk__err e = {.msg = "", .log = NULL};
+    tk__code code = {NULL, 0, NULL};
+    double t0 = now_seconds();
+    tk_status st = ctx->be->compile(ctx->target, p->file, p->full.p, p->opts, p->n_opts, &code, &e);
+    double secs = now_seconds() - t0;
+    count(&ctx->n_compiles, 1);
+    count(&ctx->compile_ns, (uint64_t)(secs * 1e9));
+    if (st != TK_OK) {
+        tk__cache_unlock(lock);
+        if (st == TK_COMPILE_FAILED)
+            count(&ctx->n_compile_failures, 1);
+        const char *log = code.log ? code.log : e.log;
+        st = tk__fail_with_log(ctx, st, log, "%s (kernel %s of %s for %s)", e.msg, d->entry,
+                               p->label, ctx->target);
+        free(code.data);
+        free(code.log);
+        free(e.log);
+        return st;
+    }
+    if (code.log && code.log[0])
+        tk__log(ctx, TK_LOG_DEBUG, "compiler log for %s:\n%s", d->entry, code.log);
+    free(code.log);
+    tk__log(ctx, TK_LOG_INFO, "compiled %s (%s) for %s in %.1f ms, key %s", d->entry, p->label,
+            ctx->target, secs * 1e3, p->key.hex);
+
+    tk_resource_usage res;
+    if (ctx->be->inspect(code.data, code.size, d->entry, &res, &e) != TK_OK) {
+        tk__log(ctx, TK_LOG_DEBUG, "no resource usage for %s: %s", d->entry, e.msg);
+        resources_unknown(&res);
+    }
+    if (ctx->cache_writable && tk__cache_usable(ctx->cache)) {
+        tk__entry_meta meta = {.kernel = d->entry,
+                               .source = p->label,
+                               .backend = ctx->be->name,
+                               .arch = ctx->target,
+                               .compiler = ctx->compiler,
+                               .options = p->opt_text.p ? p->opt_text.p : "",
+                               .created = 0,
+                               .last_used = 0,
+                               .resources = res};
+        tk_status ps = tk__cache_put(ctx->cache, &p->key, &meta, code.data, code.size);
+        if (ps != TK_OK) {
+            count(&ctx->n_cache_errors, 1);
+            tk__log(ctx, TK_LOG_WARN, "could not store %s in the cache: %s", p->key.hex,
+                    tk_status_str(ps));
+        }
+    }
+    tk__cache_unlock(lock);
+    free(e.log);
+    o->code = code.data;
+    o->size = code.size;
+    o->res = res;
+    o->origin = TK_ORIGIN_COMPILED;
+    o->seconds = secs;
+    return TK_OK;
+}
+
+static char *dup_or_null(const char *s, int *failed)
+{
+    if (!s)
+        return NULL;
+    char *c = strdup(s);
+    if (!c)
+        *failed = 1;
+    return c;
+}
+
+/* Copies the descriptor into a new kernel (defines sorted). */
+static tk_kernel *kernel_new(const tk_kernel_desc *d, const prep *p, uint64_t h)
+{
+    int failed = 0;
+    tk_kernel *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->mhash = h;
+    k->source_name = dup_or_null(d->source_name, &failed);
+    k->source = dup_or_null(d->source, &failed);
+    k->entry = dup_or_null(d->entry, &failed);
+    if (d->n_defines) {
+        k->defines = calloc(d->n_defines, sizeof *k->defines);
+        if (k->defines) {
+            k->n_defines = d->n_defines;
+            for (size_t i = 0; i < d->n_defines; i++) {
+                k->defines[i].name = dup_or_null(p->sorted[i].name, &failed);
+                k->defines[i].value = dup_or_null(p->sorted[i].value, &failed);
+            }
+        } else {
+            failed = 1;
+        }
+    }
+    if (d->n_options) {
+        k->options = calloc(d->n_options, sizeof *k->options);
+        if (k->options) {
+            k->n_options = d->n_options;
+            for (size_t i = 0; i < d->n_options; i++)
+                k->options[i] = dup_or_null(d->options[i], &failed);
+        } else {
+            failed = 1;
+        }
+    }
+    memcpy(k->key_hex, p->key.hex, sizeof k->key_hex);
+    if (failed) {
+        free(k->source_name);
+        free(k->source);
+        free(k->entry);
+        for (size_t i = 0; i < k->n_defines; i++) {
+            free((char *)k->defines[i].name);
+            free((char *)k->defines[i].value);
+        }
+        free(k->defines);
+        for (size_t i = 0; i < k->n_options; i++)
+            free(k->options[i]);
+        free(k->options);
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+/* The whole slow path for one kernel; *out on success. */
+static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_t h,
+                               tk_kernel **out)
+{
+    prep p;
+    obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};
+    tk_kernel *k = NULL;
+    void *module = NULL, *fn = NULL;
+    tk__err e = {.msg = "", .log = NULL};
+    tk_status st = prep_build(ctx, d, &p);
+    if (st != TK_OK)
+        goto fail;
+
+    for (int attempt = 0;; attempt++) {
+        st = obtain_code(ctx, d, &p, attempt > 0, &o);
+        if (st != TK_OK)
+            goto fail;
+        if (!ctx->has_device)
+            break;
+        st = ctx->be->device_bind(ctx->dev, &e);
+        if (st != TK_OK) {
+            st = tk__fail(ctx, st, "%s", e.msg);
+            goto fail;
+        }
+        st = ctx->be->module_load(ctx->dev, o.code, o.size, &module, &e);
+        if (st == TK_OK)
+            break;
+        count(&ctx->n_load_failures, 1);
+        if (attempt > 0) {
+            st = tk__fail(ctx, TK_LOAD_FAILED,
+                          "the driver refused kernel %s (%s) for %s twice, the second time "
+                          "freshly compiled: %s",
+                          d->entry, p.label, ctx->target, e.msg);
+            goto fail;
+        }
+        tk__log(ctx, TK_LOG_WARN, "the driver refused code object %s (%s); recompiling once",
+                p.key.hex, e.msg);
+        if (ctx->cache_writable)
+            tk__cache_remove(ctx->cache, &p.key);
+        free(o.code);
+        o.code = NULL;
+    }
+    if (module) {
+        count(&ctx->n_loads, 1);
+        st = ctx->be->module_function(module, d->entry, &fn, &e);
+        if (st != TK_OK) {
+            st = tk__fail(ctx, st, "kernel %s not found in %s: %s", d->entry, p.label, e.msg);
+            goto fail;
+        }
+    }
+
+    k = kernel_new(d, &p, h);
+    if (!k) {
+        st = tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory keeping kernel %s", d->entry);
+        goto fail;
+    }
+    k->origin = o.origin;
+    k->compile_seconds = o.origin == TK_ORIGIN_COMPILED ? o.seconds : 0.0;
+    k->resources = o.res;
+    k->code = o.code;
+    k->code_size = o.size;
+    k->module = module;
+    k->fn = fn;
+    o.code = NULL;
+    module = NULL;
+    st = table_insert(ctx, k);
+    if (st != TK_OK) {
+        st = tk__fail(ctx, st, "out of memory keeping kernel %s", d->entry);
+        goto fail;
+    }
+    prep_free(&p);
+    free(e.log);
+    *out = k;
+    return TK_OK;
+
+fail:
+    if (k) {
+        kernel_free(ctx, k); /* unloads k->module */
+    } else if (module) {
+        ctx->be->module_unload(ctx->dev, module);
+    }
+    free(o.code);
+    free(e.log);
+    prep_free(&p);
+    return st;
+}
+
+/* ------------------------------------------------------------ public API */
+
+tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out)
+{
+    if (!ctx || !out)
+        return ctx ? tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_kernel_get: out is NULL")
+                   : TK_INVALID_ARGUMENT;
+    if (!desc_pointers_ok(desc))
+        return tk__fail(ctx, TK_INVALID_ARGUMENT,
+                        "tk_kernel_get: the descriptor needs an entry point and exactly one of "
+                        "source_name and source, and no NULL define names or options");
+    uint64_t h = desc_hash(desc);
+    tk_kernel *k = table_find(ctx, h, desc);
+    if (k) {
+        count(&ctx->n_memory_hits, 1);
+        *out = k;
+        return TK_OK;
+    }
+
+    tk__flight node;
+    k = flight_enter(ctx, h, desc, 1, &node);
+    if (k) {
+        /* Another thread obtained it while this one waited. */
+        count(&ctx->n_memory_hits, 1);
+        *out = k;
+        return TK_OK;
+    }
+    tk_status st = obtain_kernel(ctx, desc, h, &k);
+    flight_leave(ctx, &node);
+    if (st != TK_OK)
+        return st;
+    *out = k;
+    return TK_OK;
+}
+
+tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out)
+{
+    if (!kernel || !out)
+        return TK_INVALID_ARGUMENT;
+    tk_kernel_info info = {.key_hex = kernel->key_hex,
+                           .entry = kernel->entry,
+                           .origin = kernel->origin,
+                           .compile_seconds = kernel->compile_seconds,
+                           .resources = kernel->resources};
+    *out = info;
+    return TK_OK;
+}
+
+tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
+                           const unsigned block[3], unsigned shared_bytes, void *stream,
+                           void **args)
+{
+    tk__err e;
+    if (!ctx)
+        return TK_INVALID_ARGUMENT;
+    if (!kernel || !grid || !block)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_kernel_launch: NULL kernel, grid or block");
+    if (!ctx->has_device || !kernel->fn)
+        return tk__fail(ctx, TK_NO_DEVICE, "tk_kernel_launch: the context targets %s offline",
+                        ctx->target);
+    tk_status st = ctx->be->device_bind(ctx->dev, &e);
+    if (st == TK_OK)
+        st = ctx->be->launch(kernel->fn, grid, block, shared_bytes, stream, args, &e);
+    if (st != TK_OK)
+        return tk__fail(ctx, st, "launching %s (grid %u,%u,%u block %u,%u,%u shared %u): %s",
+                        kernel->entry, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                        shared_bytes, e.msg);
+    return TK_OK;
+}
+
+tk_status tk_kernel_precompile(tk_context *ctx, const tk_kernel_desc *desc, tk_origin *origin)
+{
+    if (!ctx)
+        return TK_INVALID_ARGUMENT;
+    if (!desc_pointers_ok(desc))
+        return tk__fail(ctx, TK_INVALID_ARGUMENT,
+                        "tk_kernel_precompile: the descriptor needs an entry point and exactly "
+                        "one of source_name and source");
+    uint64_t h = desc_hash(desc);
+    tk__flight node;
+    flight_enter(ctx, h, desc, 0, &node);
+    prep p;
+    obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};
+    tk_status st = prep_build(ctx, desc, &p);
+    if (st == TK_OK)
+        st = obtain_code(ctx, desc, &p, 0, &o);
+    prep_free(&p);
+    flight_leave(ctx, &node);
+    free(o.code);
+    if (st != TK_OK)
+        return st;
+    if (origin)
+        *origin = o.origin;
+    return TK_OK;
+}

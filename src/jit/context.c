@@ -361,6 +361,8 @@ void tk_context_destroy(tk_context *ctx)
 {
     if (!ctx)
         return;
+    /* Operator workspaces first, while the device can still free them. */
+    tk__ops_context_release(ctx);
     tk__kernels_destroy(ctx);
     if (ctx->be && ctx->has_device)
         ctx->be->device_close(ctx->dev);

@@ -198,8 +198,11 @@ static void stub_module_unload(void *dev_handle, void *module)
 static tk_status stub_module_function(void *module, const char *entry, void **fn, tk__err *err)
 {
     const stub_module *m = module;
-    /* The "function" exists when its name appears in the packaged source. */
-    if (!strstr(m->code + STUB_MAGIC_LEN, entry))
+    /* The "function" exists when its name appears in the packaged source,
+     * which follows the magic and the NUL-terminated target. */
+    const char *target = m->code + STUB_MAGIC_LEN;
+    size_t tlen = strnlen(target, m->size - STUB_MAGIC_LEN);
+    if (STUB_MAGIC_LEN + tlen + 1 > m->size || !strstr(target + tlen + 1, entry))
         return tk__err_set(err, TK_NOT_FOUND, "stub: no entry point '%s' in the code object",
                            entry);
     *fn = module;

@@ -331,7 +331,7 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
     opts.max_size = 6 * s + s / 2;
     tk_cache *cache;
     tk_assert_status(tk__cache_open(&opts, &cache), TK_OK);
-    char name[8];
+    char name[16];
     for (int i = 0; i < 6; i++) {
         snprintf(name, sizeof(name), "k%02d", i);
         put_named(cache, name, 2000);
@@ -420,7 +420,8 @@ END_TEST
 
 START_TEST(default_root_from_environment)
 {
-    char buf[PATH_MAX];
+    char buf[PATH_MAX], saved_home[PATH_MAX];
+    snprintf(saved_home, sizeof(saved_home), "%s", getenv("HOME") ? getenv("HOME") : "/");
     setenv("TOKITAI_JIT_CACHE_DIR", "/x/explicit", 1);
     setenv("XDG_CACHE_HOME", "/x/xdg", 1);
     setenv("HOME", "/x/home", 1);
@@ -446,6 +447,7 @@ START_TEST(default_root_from_environment)
     put_named(cache, "d", 10);
     ck_assert(get_named(cache, "d", 10));
     tk_cache_close(cache);
+    setenv("HOME", saved_home, 1);
     tk_test_rmtree(home);
     free(home);
 }
@@ -535,10 +537,9 @@ START_TEST(list_stats_verify_clear)
     snprintf(bad, sizeof(bad), "%s/%s.tkc", dir, "000000000000000000000000000000");
     snprintf(temp, sizeof(temp), "%s/.tmp.000000000000000000000000000000.Q1w2e3", dir);
     snprintf(stray, sizeof(stray), "%s/notes.txt", dir);
-    ck_assert_int_eq(tk_test_write_file(bad, "TKJITENT but not really an entry at all, no no no"
-                                             "padding padding padding padding padding",
-                                        90),
-                     0);
+    static const char junk[] = "TKJITENT but not really an entry at all, no no no "
+                               "padding padding padding padding padding";
+    ck_assert_int_eq(tk_test_write_file(bad, junk, sizeof(junk) - 1), 0);
     ck_assert_int_eq(tk_test_write_file(temp, "partial", 7), 0);
     ck_assert_int_eq(tk_test_write_file(stray, "hello", 5), 0);
 
@@ -647,7 +648,7 @@ START_TEST(bundle_roundtrip)
     char *dst = tk_test_tmpdir("cache-bdst");
     char *work = tk_test_tmpdir("cache-bwork");
     tk_cache *a = open_cache(src, NULL);
-    char name[8];
+    char name[16];
     for (int i = 0; i < 5; i++) {
         snprintf(name, sizeof(name), "b%d", i);
         put_named(a, name, 1000 + (size_t)i * 10);

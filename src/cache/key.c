@@ -48,7 +48,13 @@ static void add_field(tk__key *key, int kind, const char *tag, const void *data,
         key->failed = 1;
         return;
     }
-    if (!reserve(key, 1 + 4 + tag_len + 8) || !reserve(key, len))
+    /* One reservation for header and value: two separate ones each check
+     * only their own part against the free space. */
+    if (len > SIZE_MAX - (13 + tag_len)) {
+        key->failed = 1;
+        return;
+    }
+    if (!reserve(key, 13 + tag_len + len))
         return;
     uint8_t *p = key->bytes + key->len;
     p[0] = (uint8_t)kind;

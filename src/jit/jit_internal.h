@@ -120,4 +120,7 @@ void tk__cuda_stream_destroy(void *stream);
 tk_status tk__hip_stream_create(void **stream, tk__err *err);
 void tk__hip_stream_destroy(void *stream);
 
+/* ISA name comgr reads from an AMD code object (tests, tools). */
+tk_status tk__hip_code_isa(const void *code, size_t size, char *buf, size_t buf_size, tk__err *err);
+
 #endif

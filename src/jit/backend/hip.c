@@ -602,8 +602,6 @@ static tk_status hip_inspect(const void *code, size_t size, const char *entry,
     return st;
 }
 
-/* ISA name that comgr reads from a code object; for tests and tools. */
-tk_status tk__hip_code_isa(const void *code, size_t size, char *buf, size_t buf_size, tk__err *err);
 tk_status tk__hip_code_isa(const void *code, size_t size, char *buf, size_t buf_size, tk__err *err)
 {
     tk_status st = hip_load(err);

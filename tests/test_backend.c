@@ -1,0 +1,350 @@
+/*
+ * The real compilers, offline (no GPU): NVRTC for sm_80 / sm_90 and hipRTC
+ * for gfx90a / gfx1030, resource metadata from the cubin and from comgr,
+ * the cache round trip, target checks and compile logs. A test whose
+ * compiler is not installed prints "skipped: ..." and returns; when neither
+ * is installed the whole program exits 77.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/jit_internal.h"
+#include "tk_test.h"
+
+static const char *const k_source =
+    "extern \"C\" __global__ void __launch_bounds__(256)\n"
+    "scale_half(__half *x, float a, int n)\n"
+    "{\n"
+    "    __shared__ float s[100];\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    s[threadIdx.x % 100] = a * SCALE;\n"
+    "    __syncthreads();\n"
+    "    if (i < n) x[i] = __float2half(__half2float(x[i]) * s[(threadIdx.x + 1) % 100]);\n"
+    "}\n";
+
+static const tk_define k_defines[] = {{"SCALE", "2.0f"}};
+
+static char *g_dir;
+
+static void setup(void)
+{
+    g_dir = tk_test_tmpdir("backend");
+}
+
+static void teardown(void)
+{
+    tk_test_rmtree(g_dir);
+    free(g_dir);
+}
+
+/* Offline context for target, or NULL (and a "skipped" line) when the
+ * compiler is not installed. */
+static tk_context *offline(tk_backend_kind kind, const char *target, tk_status *st_out,
+                           char *err, size_t err_size)
+{
+    tk_config *cfg = NULL;
+    tk_context *ctx = NULL;
+    tk_assert_status(tk_config_create(&cfg), TK_OK);
+    tk_assert_status(tk_config_set_backend(cfg, kind), TK_OK);
+    tk_assert_status(tk_config_set_cache_dir(cfg, g_dir), TK_OK);
+    tk_assert_status(tk_config_set_target(cfg, target), TK_OK);
+    tk_status st = tk_context_create(cfg, &ctx, err, err_size);
+    tk_config_destroy(cfg);
+    if (st_out)
+        *st_out = st;
+    if (st == TK_BACKEND_UNAVAILABLE) {
+        printf("skipped: %s compiler unavailable: %s\n", kind == TK_BACKEND_CUDA ? "NVRTC" : "hipRTC",
+               err);
+        return NULL;
+    }
+    return ctx;
+}
+
+static tk_context_stats stats_of(const tk_context *ctx)
+{
+    tk_context_stats s;
+    tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
+    return s;
+}
+
+static tk_kernel *get_ok(tk_context *ctx)
+{
+    tk_kernel_desc d = {.source = k_source, .entry = "scale_half", .defines = k_defines, .n_defines = 1};
+    tk_kernel *k = NULL;
+    tk_status st = tk_kernel_get(ctx, &d, &k);
+    ck_assert_msg(st == TK_OK, "tk_kernel_get: %s: %s", tk_status_str(st), tk_context_last_error(ctx));
+    return k;
+}
+
+typedef struct listing {
+    int n;
+    char backend[16], arch[64];
+    tk_resource_usage res;
+} listing;
+
+static int visit(void *user, const tk_cache_entry_info *info)
+{
+    listing *l = user;
+    l->n++;
+    snprintf(l->backend, sizeof l->backend, "%s", info->backend);
+    snprintf(l->arch, sizeof l->arch, "%s", info->arch);
+    l->res = info->resources;
+    return 0;
+}
+
+static listing list_cache(void)
+{
+    tk_config *cfg = NULL;
+    tk_cache *cache = NULL;
+    listing l;
+    memset(&l, 0, sizeof l);
+    tk_assert_status(tk_config_create(&cfg), TK_OK);
+    tk_assert_status(tk_config_set_cache_dir(cfg, g_dir), TK_OK);
+    tk_assert_status(tk_cache_open(cfg, &cache), TK_OK);
+    tk_assert_status(tk_cache_list(cache, visit, &l), TK_OK);
+    tk_cache_close(cache);
+    tk_config_destroy(cfg);
+    return l;
+}
+
+static void nvrtc_for(const char *target)
+{
+    char err[1024];
+    tk_context *ctx = offline(TK_BACKEND_CUDA, target, NULL, err, sizeof err);
+    if (!ctx)
+        return;
+    ck_assert_str_eq(tk_context_backend_name(ctx), "cuda");
+    ck_assert_str_eq(tk_context_target(ctx), target);
+    ck_assert_msg(strncmp(tk_context_compiler(ctx), "nvrtc-", 6) == 0, "compiler %s",
+                  tk_context_compiler(ctx));
+    tk_kernel *k = get_ok(ctx);
+    tk_kernel_info info;
+    tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_ORIGIN_COMPILED);
+    ck_assert_msg(info.compile_seconds > 0.0, "compile time %f", info.compile_seconds);
+    ck_assert_int_gt(info.resources.registers, 0);
+    ck_assert_int_lt(info.resources.registers, 256);
+    ck_assert_int_eq(info.resources.shared_bytes, 400);
+    ck_assert_int_eq(info.resources.local_bytes, 0);
+    ck_assert_int_eq(info.resources.kernarg_bytes, 16);
+    ck_assert_int_eq(info.resources.max_threads, 256);
+    ck_assert_int_eq(info.resources.wavefront_size, 32);
+    const tk_kernel *kk = k;
+    ck_assert_uint_gt(kk->code_size, 64);
+    ck_assert_int_eq(memcmp(kk->code, "\177ELF", 4), 0);
+    ck_assert_uint_eq(stats_of(ctx).compiles, 1);
+    tk_context_destroy(ctx);
+
+    listing l = list_cache();
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_str_eq(l.backend, "cuda");
+    ck_assert_str_eq(l.arch, target);
+    ck_assert_int_eq(l.res.registers, info.resources.registers);
+
+    ctx = offline(TK_BACKEND_CUDA, target, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(ctx);
+    k = get_ok(ctx);
+    tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_ORIGIN_DISK);
+    ck_assert_uint_eq(stats_of(ctx).compiles, 0);
+    ck_assert_int_eq(info.resources.shared_bytes, 400);
+    tk_context_destroy(ctx);
+}
+
+START_TEST(test_nvrtc_sm80)
+{
+    nvrtc_for("sm_80");
+}
+END_TEST
+
+START_TEST(test_nvrtc_sm90)
+{
+    nvrtc_for("sm_90");
+}
+END_TEST
+
+START_TEST(test_nvrtc_sm90a)
+{
+    nvrtc_for("sm_90a");
+}
+END_TEST
+
+START_TEST(test_nvrtc_unknown_target_and_log)
+{
+    char err[1024] = "";
+    tk_status st;
+    tk_context *ctx = offline(TK_BACKEND_CUDA, "sm_20", &st, err, sizeof err);
+    if (!ctx && st == TK_BACKEND_UNAVAILABLE)
+        return;
+    tk_assert_status(st, TK_UNSUPPORTED);
+    ck_assert_msg(strstr(err, "NVRTC") && strstr(err, "sm_20"), "message: %s", err);
+    ck_assert_ptr_null(ctx);
+
+    ctx = offline(TK_BACKEND_CUDA, "sm_80", &st, err, sizeof err);
+    ck_assert_ptr_nonnull(ctx);
+    tk_kernel_desc d = {.source = "extern \"C\" __global__ void broken(int *x) { x[0] = undeclared_thing; }\n",
+                        .entry = "broken"};
+    tk_kernel *k = NULL;
+    tk_assert_status(tk_kernel_get(ctx, &d, &k), TK_COMPILE_FAILED);
+    const char *msg = tk_context_last_error(ctx);
+    ck_assert_msg(strstr(msg, "undeclared_thing") != NULL, "log missing: %s", msg);
+    tk_context_destroy(ctx);
+}
+END_TEST
+
+static void hip_for(const char *target, int wavefront)
+{
+    char err[1024];
+    tk_context *ctx = offline(TK_BACKEND_HIP, target, NULL, err, sizeof err);
+    if (!ctx)
+        return;
+    ck_assert_str_eq(tk_context_backend_name(ctx), "hip");
+    ck_assert_msg(strncmp(tk_context_compiler(ctx), "hiprtc-", 7) == 0, "compiler %s",
+                  tk_context_compiler(ctx));
+    ck_assert_ptr_nonnull(strstr(tk_context_compiler(ctx), "comgr-"));
+    tk_kernel *k = get_ok(ctx);
+    tk_kernel_info info;
+    tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_ORIGIN_COMPILED);
+    ck_assert_int_gt(info.resources.registers, 0); /* VGPRs */
+    ck_assert_int_gt(info.resources.sgprs, 0);
+    ck_assert_int_eq(info.resources.shared_bytes, 400);
+    ck_assert_int_eq(info.resources.wavefront_size, wavefront);
+    ck_assert_int_ge(info.resources.kernarg_bytes, 16);
+    ck_assert_int_eq(info.resources.max_threads, 256);
+    ck_assert_int_eq(info.resources.spill_count, 0);
+
+    char isa[256] = "";
+    tk__err e = {.msg = "", .log = NULL};
+    const tk_kernel *kk = k;
+    tk_status st = tk__hip_code_isa(kk->code, kk->code_size, isa, sizeof isa, &e);
+    ck_assert_msg(st == TK_OK, "isa: %s", e.msg);
+    char want[128];
+    snprintf(want, sizeof want, "amdgcn-amd-amdhsa--%s", target);
+    ck_assert_msg(strncmp(isa, want, strlen(want)) == 0, "isa %s, want %s", isa, want);
+    ck_assert_uint_eq(stats_of(ctx).compiles, 1);
+    tk_context_destroy(ctx);
+
+    listing l = list_cache();
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_str_eq(l.backend, "hip");
+    ck_assert_str_eq(l.arch, target);
+    ck_assert_int_eq(l.res.wavefront_size, wavefront);
+
+    ctx = offline(TK_BACKEND_HIP, target, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(ctx);
+    k = get_ok(ctx);
+    tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_ORIGIN_DISK);
+    ck_assert_uint_eq(stats_of(ctx).compiles, 0);
+    tk_context_destroy(ctx);
+}
+
+START_TEST(test_hiprtc_gfx90a)
+{
+    hip_for("gfx90a", 64);
+}
+END_TEST
+
+START_TEST(test_hiprtc_gfx1030)
+{
+    hip_for("gfx1030", 32);
+}
+END_TEST
+
+START_TEST(test_hiprtc_gfx90a_features)
+{
+    hip_for("gfx90a:sramecc+:xnack-", 64);
+}
+END_TEST
+
+START_TEST(test_hiprtc_gfx1101_unsupported)
+{
+    char err[1024] = "";
+    tk_status st;
+    tk_context *ctx = offline(TK_BACKEND_HIP, "gfx1101", &st, err, sizeof err);
+    if (!ctx && st == TK_BACKEND_UNAVAILABLE)
+        return;
+    tk_assert_status(st, TK_UNSUPPORTED);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(err, "gfx1101") && strstr(err, "ROCm 5.2"), "message: %s", err);
+    ctx = offline(TK_BACKEND_HIP, "gfx942", &st, err, sizeof err);
+    tk_assert_status(st, TK_UNSUPPORTED);
+    ctx = offline(TK_BACKEND_HIP, "gfx90a:bogus+", &st, err, sizeof err);
+    tk_assert_status(st, TK_UNSUPPORTED);
+    ck_assert_ptr_null(ctx);
+}
+END_TEST
+
+START_TEST(test_hiprtc_compile_log)
+{
+    char err[1024] = "";
+    tk_context *ctx = offline(TK_BACKEND_HIP, "gfx90a", NULL, err, sizeof err);
+    if (!ctx)
+        return;
+    tk_kernel_desc d = {.source = "extern \"C\" __global__ void broken(int *x) { x[0] = undeclared_thing; }\n",
+                        .entry = "broken"};
+    tk_kernel *k = NULL;
+    tk_assert_status(tk_kernel_get(ctx, &d, &k), TK_COMPILE_FAILED);
+    const char *msg = tk_context_last_error(ctx);
+    ck_assert_msg(strstr(msg, "undeclared_thing") != NULL, "log missing: %s", msg);
+    ck_assert_uint_eq(stats_of(ctx).compile_failures, 1);
+    tk_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_describe)
+{
+    char buf[4096];
+    tk_status st = tk_backend_describe(TK_BACKEND_HIP, buf, sizeof buf);
+    ck_assert_msg(st == TK_OK || st == TK_NO_DEVICE || st == TK_BACKEND_UNAVAILABLE, "%s",
+                  tk_status_str(st));
+    ck_assert_ptr_nonnull(strstr(buf, "hip"));
+    st = tk_backend_describe(TK_BACKEND_CUDA, buf, sizeof buf);
+    ck_assert_msg(st == TK_OK || st == TK_NO_DEVICE || st == TK_BACKEND_UNAVAILABLE, "%s",
+                  tk_status_str(st));
+    ck_assert_ptr_nonnull(strstr(buf, "cuda"));
+    if (st != TK_OK)
+        ck_assert_ptr_nonnull(strstr(buf, "unavailable"));
+}
+END_TEST
+
+static int compiler_present(tk_backend_kind kind, const char *target)
+{
+    tk_config *cfg = NULL;
+    tk_context *ctx = NULL;
+    char err[512];
+    tk_config_create(&cfg);
+    tk_config_set_backend(cfg, kind);
+    tk_config_set_cache_disabled(cfg, 1);
+    tk_config_set_target(cfg, target);
+    tk_status st = tk_context_create(cfg, &ctx, err, sizeof err);
+    tk_context_destroy(ctx);
+    tk_config_destroy(cfg);
+    return st == TK_OK;
+}
+
+int main(void)
+{
+    if (!compiler_present(TK_BACKEND_CUDA, "sm_80") && !compiler_present(TK_BACKEND_HIP, "gfx90a")) {
+        printf("skipped: neither NVRTC nor hipRTC is installed\n");
+        return 77;
+    }
+    Suite *s = suite_create("backend");
+    TCase *tc = tcase_create("offline");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_nvrtc_sm80);
+    tcase_add_test(tc, test_nvrtc_sm90);
+    tcase_add_test(tc, test_nvrtc_sm90a);
+    tcase_add_test(tc, test_nvrtc_unknown_target_and_log);
+    tcase_add_test(tc, test_hiprtc_gfx90a);
+    tcase_add_test(tc, test_hiprtc_gfx1030);
+    tcase_add_test(tc, test_hiprtc_gfx90a_features);
+    tcase_add_test(tc, test_hiprtc_gfx1101_unsupported);
+    tcase_add_test(tc, test_hiprtc_compile_log);
+    tcase_add_test(tc, test_describe);
+    suite_add_tcase(s, tc);
+    return tk_test_main(s);
+}

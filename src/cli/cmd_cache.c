@@ -417,12 +417,32 @@ static int arch_matches(const char *item, const char *arch)
     return strncmp(item, arch, n) == 0 && (arch[n] == 0 || arch[n] == ':');
 }
 
-/* An operator matches entries whose kernel (entry point) or source name
- * contains its name, or, for names with a family prefix, the family's
- * source: kernels are named after their operator. */
-static int op_matches(const char *item, const tk_cache_entry_info *info)
+/* 1 when the source name s is the family prefix of operator name op
+ * ("gemm_f16" of "gemm_f16_grad_a"). */
+static int source_is_prefix(const char *s, const char *op)
 {
-    return (info->kernel && strstr(info->kernel, item)) || (info->source && strstr(info->source, item));
+    size_t n = strlen(s);
+    return n && strncmp(op, s, n) == 0 && op[n] == '_';
+}
+
+/* An entry belongs to operator op when its kernel source is the one op's
+ * family compiles: its source name is a prefix of the op's name (the three
+ * GEMMs share "gemm_f16"), or it is a helper source of the family (such as
+ * "embedding_sort") that no operator is named after, with the same first word. */
+static int op_matches(const char *op, const tk_cache_entry_info *info)
+{
+    const char *src = info->source;
+    if (!src || !*src || strncmp(src, "user:", 5) == 0)
+        return 0;
+    if (source_is_prefix(src, op))
+        return 1;
+    for (int i = 0; i < TK_OP_COUNT; i++) {
+        const char *name = tk_op_name((tk_op)i);
+        if (name && source_is_prefix(src, name))
+            return 0; /* the source of another operator */
+    }
+    size_t w = strcspn(op, "_");
+    return strncmp(src, op, w) == 0 && src[w] == '_';
 }
 
 static int select_entry(void *user, const tk_cache_entry_info *info)

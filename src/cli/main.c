@@ -251,6 +251,14 @@ static int parse_args(int argc, char **argv, tk__cli_opts *o)
         }
         if (value && apply_value(o, s, value) != 0)
             return -1;
+        if (!s->takes_value) {
+            if (strcmp(s->name, "--json") == 0)
+                o->json = 1;
+            else if (strcmp(s->name, "--verbose") == 0)
+                o->verbose = 1;
+            else if (strcmp(s->name, "--dry-run") == 0)
+                o->dry_run = 1;
+        }
     }
     if (o->command == TK__CMD_NONE) {
         tk__cli_error("no command given (try --help)");

@@ -1,0 +1,447 @@
+/* tokitai-jit --precompile, --export and --import, without a GPU: the stub
+ * backend for the logic, hipRTC (gfx90a) and NVRTC (sm_90) for real code
+ * objects where they are installed. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_cli_common.h"
+
+static char *g_dir;   /* scratch folder: manifests, bundles */
+static char *g_root;  /* a cache */
+static char *g_root2; /* another cache */
+
+static void setup(void)
+{
+    g_dir = tk_test_tmpdir("clipre");
+    g_root = tk_test_tmpdir("clipre-cache");
+    g_root2 = tk_test_tmpdir("clipre-cache2");
+    unsetenv("TOKITAI_JIT_CACHE_DIR");
+    unsetenv("TOKITAI_JIT_CACHE_PATH");
+    unsetenv("TOKITAI_JIT_CACHE_DISABLE");
+    unsetenv("TOKITAI_JIT_BACKEND");
+}
+
+static void teardown(void)
+{
+    tk_test_rmtree(g_dir);
+    tk_test_rmtree(g_root);
+    tk_test_rmtree(g_root2);
+    free(g_dir), free(g_root), free(g_root2);
+}
+
+/* Writes text to <g_dir>/<name>; returns the path (static buffer per call site). */
+static const char *write_manifest(const char *name, const char *text, char *path, size_t size)
+{
+    snprintf(path, size, "%s/%s", g_dir, name);
+    ck_assert_int_eq(tk_test_write_file(path, text, strlen(text)), 0);
+    return path;
+}
+
+static int n_entries(const char *root)
+{
+    key_set *k = cache_keys(root);
+    int n = k->n;
+    free(k);
+    return n;
+}
+
+/* "N compiled" from a precompile summary; -1 if absent. */
+static long summary_count(const char *out, const char *what)
+{
+    const char *p = strstr(out, what);
+    if (!p)
+        return -1;
+    while (p > out && p[-1] == ' ')
+        p--;
+    while (p > out && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return strtol(p, NULL, 10);
+}
+
+/* -------------------------------------------------------- manifest errors */
+
+/* The manifest is rejected with exit 2, stderr names "<file>:<line>:" and
+ * field, and the cache stays empty: nothing compiled before the check. */
+static void expect_rejected(const char *text, int line, const char *field)
+{
+    char path[1024], where[1100];
+    write_manifest("bad.tkm", text, path, sizeof path);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
+    ck_assert_msg(rc == CLI_USAGE, "exit %d for manifest:\n%s\nstderr: %s", rc, text, err);
+    if (line)
+        snprintf(where, sizeof where, "%s:%d:", path, line);
+    else
+        snprintf(where, sizeof where, "%s:", path);
+    ck_assert_msg(strstr(err, where), "line %d not named: %s", line, err);
+    ck_assert_msg(strstr(err, field), "field '%s' not named: %s", field, err);
+    ck_assert_int_eq(count_lines(err), 1);
+    free(out), free(err);
+    ck_assert_int_eq(n_entries(g_root), 0);
+}
+
+START_TEST(test_manifest_errors)
+{
+    expect_rejected("arch stub\ngemm_f16_fwd M=8 N=8 K=8\ngemm_f32_fwd M=8 N=8 K=8\n", 3,
+                    "gemm_f32_fwd");
+    expect_rejected("arch stub\n\n# comment\ngemm_f16_fwd M=8 N=abc K=8\n", 4, "N=abc");
+    expect_rejected("arch stub\ngemm_f16_fwd M=8 N=8\n", 2, "missing dimension K");
+    expect_rejected("arch stub\ngemm_f16_fwd M=0 N=8 K=8\n", 2, "M=0");
+    expect_rejected("arch stub\ngemm_f16_fwd M=64..8:x2 N=8 K=8\n", 2, "M=64..8:x2");
+    expect_rejected("arch stub\ngemm_f16_fwd M=8..64 N=8 K=8\n", 2, "needs a step");
+    expect_rejected("arch stub\ngemm_f16_fwd M=8..64:x1 N=8 K=8\n", 2, "bad step");
+    expect_rejected("arch stub\nsoftmax_f16_fwd rows=8 cols=8 Q=4\n", 2, "Q=4");
+    expect_rejected("arch stub\nsoftmax_f16_fwd rows=8 rows=9 cols=8\n", 2, "given twice");
+    expect_rejected("softmax_f16_fwd rows=8 cols=8\narch stub sm_9z\n", 2, "sm_9z");
+    expect_rejected("arch stub\npolicy fastest\nsoftmax_f16_fwd rows=8 cols=8\n", 2, "fastest");
+    expect_rejected("arch stub\nkernel missing.cu entry\n", 2, "missing.cu");
+    expect_rejected("# nothing\narch stub\n", 0, "nothing to compile");
+}
+END_TEST
+
+/* A target with a valid name that the installed compiler does not know:
+ * rejected (exit 4) naming it and its line, before anything compiles. */
+START_TEST(test_manifest_unknown_target)
+{
+    if (!target_available("gfx90a", TK_BACKEND_HIP))
+        return;
+    char path[1024];
+    write_manifest("gfx1101.tkm", "softmax_f16_fwd rows=8 cols=100\narch gfx90a\narch gfx1101\n",
+                   path, sizeof path);
+    char *out, *err;
+    ck_assert_int_eq(cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root,
+                             NULL),
+                     CLI_UNAVAILABLE);
+    ck_assert_msg(strstr(err, "gfx1101"), "stderr: %s", err);
+    ck_assert_msg(strstr(err, ":3)"), "line not named: %s", err);
+    free(out), free(err);
+    ck_assert_int_eq(n_entries(g_root), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------ stub precompile */
+
+static const char stub_manifest[] =
+    "# small manifest for the stub backend\n"
+    "arch stub\n"
+    "policy exact\n"
+    "gemm_f16_fwd    M=16,32 N=48 K=64\n"
+    "gemm_f16_grad_a M=16 N=48 K=64\n"
+    "softmax_f16_fwd rows=4 cols=100,1000\n"
+    "embedding_f16_fwd V=100 D=64 Q=8\n"
+    "embedding_f16_bwd V=100 D=64 Q=8\n"
+    "kernel user.cu user_entry -DTILE=4 -DNAME=x\n";
+
+static const char user_kernel[] =
+    "extern \"C\" __global__ void user_entry(float *x) { x[threadIdx.x] = TILE; }\n";
+
+START_TEST(test_stub_precompile)
+{
+    char path[1024], kpath[1024];
+    write_manifest("user.cu", user_kernel, kpath, sizeof kpath);
+    write_manifest("stub.tkm", stub_manifest, path, sizeof path);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "-j", "2", "--cache-dir",
+                     g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    /* One plain line per job when stdout is not a terminal. */
+    ck_assert_int_eq(count_substr(out, "/8] stub "), 8);
+    long compiled = summary_count(out, " compiled,");
+    long cached = summary_count(out, " already cached");
+    ck_assert_msg(compiled >= 8, "summary: %s", out);
+    ck_assert_int_eq(n_entries(g_root), compiled + cached);
+    key_set *first = cache_keys(g_root);
+    free(out), free(err);
+
+    /* Every operator and the user kernel have entries. */
+    ck_assert_int_eq(cli_run(&out, &err, "--list", "--cache-dir", g_root, NULL), CLI_OK);
+    ck_assert_ptr_nonnull(strstr(out, "user_entry"));
+    free(out), free(err);
+
+    /* A second run compiles nothing and says so. */
+    rc = cli_run(&out, &err, "--precompile", "--manifest", path, "-j", "2", "--cache-dir", g_root,
+                 NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    ck_assert_msg(strstr(out, "nothing to compile"), "second run: %s", out);
+    ck_assert_int_eq(count_substr(out, ": already cached"), 8);
+    key_set *second = cache_keys(g_root);
+    ck_assert_int_eq(second->n, first->n);
+    for (int i = 0; i < first->n; i++)
+        ck_assert_str_eq(second->keys[i], first->keys[i]);
+    free(out), free(err);
+
+    /* --ops narrows the manifest; --dry-run compiles nothing. */
+    ck_assert_int_eq(cli_run(&out, &err, "--precompile", "--manifest", path, "--ops",
+                             "gemm_f16_fwd,user_entry", "--dry-run", "--cache-dir", g_root2, NULL),
+                     CLI_OK);
+    ck_assert_ptr_nonnull(strstr(out, "3 jobs"));
+    ck_assert_int_eq(n_entries(g_root2), 0);
+    free(out), free(err);
+    free(first), free(second);
+}
+END_TEST
+
+START_TEST(test_stub_failure_reports_log)
+{
+    char path[1024], kpath[1024];
+    write_manifest("broken.cu", "#error this kernel is broken on purpose\n", kpath, sizeof kpath);
+    write_manifest("broken.tkm",
+                   "arch stub\nsoftmax_f16_fwd rows=4 cols=100\nkernel broken.cu broken_entry\n",
+                   path, sizeof path);
+    char *out, *err;
+    ck_assert_int_eq(cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root,
+                             NULL),
+                     CLI_FAIL);
+    ck_assert_ptr_nonnull(strstr(out, "1 failed"));
+    ck_assert_msg(strstr(err, "broken on purpose"), "the compiler log is missing: %s", err);
+    ck_assert_msg(strstr(err, "line 3"), "the manifest line is missing: %s", err);
+    free(out), free(err);
+    ck_assert_int_ge(n_entries(g_root), 1); /* the good job still went in */
+}
+END_TEST
+
+/* --------------------------------------------------------- export, import */
+
+static void precompile_stub(const char *root)
+{
+    char path[1024], kpath[1024];
+    write_manifest("user.cu", user_kernel, kpath, sizeof kpath);
+    write_manifest("stub.tkm", stub_manifest, path, sizeof path);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    free(out), free(err);
+}
+
+static void assert_same_entries(const char *a, const char *b)
+{
+    key_set *x = cache_keys(a), *y = cache_keys(b);
+    ck_assert_int_eq(x->n, y->n);
+    for (int i = 0; i < x->n; i++) {
+        ck_assert_str_eq(x->keys[i], y->keys[i]);
+        ck_assert_str_eq(x->desc[i], y->desc[i]);
+    }
+    free(x), free(y);
+}
+
+START_TEST(test_export_import)
+{
+    precompile_stub(g_root);
+    int n = n_entries(g_root);
+    ck_assert_int_gt(n, 0);
+    char bundle[1024], count[64];
+    snprintf(bundle, sizeof bundle, "%s/warm.tkb", g_dir);
+    char *out, *err;
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--cache-dir", g_root, NULL), CLI_OK);
+    snprintf(count, sizeof count, "exported %d entries", n);
+    ck_assert_msg(strstr(out, count), "%s", out);
+    free(out), free(err);
+
+    ck_assert_int_eq(cli_run(&out, &err, "--import", bundle, "--cache-dir", g_root2, NULL), CLI_OK);
+    snprintf(count, sizeof count, "imported %d entries", n);
+    ck_assert_msg(strstr(out, count), "%s", out);
+    free(out), free(err);
+    assert_same_entries(g_root, g_root2);
+    ck_assert_int_eq(cli_run(&out, &err, "--verify", "--cache-dir", g_root2, NULL), CLI_OK);
+    free(out), free(err);
+
+    /* Selection: no entry is for sm_90; every entry is for stub. */
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--arch", "sm_90", "--cache-dir",
+                             g_root, NULL),
+                     CLI_OK);
+    ck_assert_ptr_nonnull(strstr(out, "exported 0 entries"));
+    free(out), free(err);
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--arch", "stub", "--cache-dir",
+                             g_root, NULL),
+                     CLI_OK);
+    snprintf(count, sizeof count, "exported %d entries", n);
+    ck_assert_msg(strstr(out, count), "%s", out);
+    free(out), free(err);
+
+    /* --ops selects by kernel source: softmax_f16_fwd's two shapes; any GEMM
+     * selects the three GEMM entries (one source for the three operators). */
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--ops", "softmax_f16_fwd",
+                             "--cache-dir", g_root, NULL),
+                     CLI_OK);
+    ck_assert_msg(strstr(out, "exported 2 entries"), "%s", out);
+    free(out), free(err);
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--ops", "gemm_f16_grad_b",
+                             "--arch", "stub", "--cache-dir", g_root, NULL),
+                     CLI_OK);
+    ck_assert_msg(strstr(out, "exported 3 entries"), "%s", out);
+    free(out), free(err);
+}
+END_TEST
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+START_TEST(test_corrupt_bundle)
+{
+    precompile_stub(g_root);
+    int n = n_entries(g_root);
+    ck_assert_int_ge(n, 3);
+    char bundle[1024];
+    snprintf(bundle, sizeof bundle, "%s/warm.tkb", g_dir);
+    char *out, *err;
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--cache-dir", g_root, NULL), CLI_OK);
+    free(out), free(err);
+
+    /* Bundle: 24-byte header, then (u64 length, entry) records. Flip a byte
+     * in the middle of the second entry. */
+    size_t size = 0;
+    unsigned char *b = (unsigned char *)tk_test_read_file(bundle, &size);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_gt(size, 24 + 8);
+    uint64_t len1 = le64(b + 24);
+    size_t second = 24 + 8 + (size_t)len1;
+    ck_assert_uint_lt(second + 8, size);
+    uint64_t len2 = le64(b + second);
+    b[second + 8 + len2 / 2] ^= 0x5a;
+    ck_assert_int_eq(tk_test_write_file(bundle, b, size), 0);
+    free(b);
+
+    ck_assert_int_eq(cli_run(&out, &err, "--import", bundle, "--cache-dir", g_root2, NULL),
+                     CLI_FAIL);
+    ck_assert_int_eq(count_substr(err, "rejected: "), 1);
+    char want[64];
+    snprintf(want, sizeof want, "imported %d entries", n - 1);
+    ck_assert_msg(strstr(out, want), "stdout: %s", out);
+    ck_assert_ptr_nonnull(strstr(out, "1 rejected"));
+    free(out), free(err);
+    ck_assert_int_eq(n_entries(g_root2), n - 1);
+
+    /* Not a bundle at all. */
+    snprintf(bundle, sizeof bundle, "%s/junk.tkb", g_dir);
+    ck_assert_int_eq(tk_test_write_file(bundle, "junk junk junk junk junk junk", 29), 0);
+    ck_assert_int_eq(cli_run(&out, &err, "--import", bundle, "--cache-dir", g_root2, NULL),
+                     CLI_FAIL);
+    ck_assert_int_eq(count_lines(err), 1);
+    ck_assert_ptr_nonnull(strstr(err, "junk.tkb"));
+    free(out), free(err);
+}
+END_TEST
+
+/* ------------------------------------------------- real compilers, no GPU */
+
+static const char real_manifest[] = "arch gfx90a sm_90\n"
+                                    "gemm_f16_fwd M=64 N=64 K=64\n"
+                                    "softmax_f16_fwd rows=4 cols=100\n"
+                                    "embedding_f16_fwd V=100 D=64 Q=8\n";
+
+START_TEST(test_real_targets)
+{
+    int hip = target_available("gfx90a", TK_BACKEND_HIP);
+    int cuda = target_available("sm_90", TK_BACKEND_CUDA);
+    if (!hip && !cuda)
+        return;
+    const char *arch = hip && cuda ? "gfx90a,sm_90" : hip ? "gfx90a" : "sm_90";
+    char path[1024];
+    write_manifest("real.tkm", real_manifest, path, sizeof path);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--arch", arch, "-j", "2",
+                     "--cache-dir", g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    long compiled = summary_count(out, " compiled,");
+    ck_assert_msg(compiled >= 3 * (hip + cuda), "summary: %s", out);
+    free(out), free(err);
+
+    /* The listing shows every entry, for each target, for each operator. */
+    ck_assert_int_eq(cli_run(&out, &err, "--list", "--json", "--cache-dir", g_root, NULL), CLI_OK);
+    ck_assert_msg(json_valid(out), "invalid JSON: %s", out);
+    ck_assert_int_eq(count_substr(out, "\"key\": "), compiled);
+    ck_assert_int_eq(n_entries(g_root), compiled);
+    if (hip) {
+        ck_assert_ptr_nonnull(strstr(out, "\"arch\": \"gfx90a"));
+        ck_assert_ptr_nonnull(strstr(out, "\"backend\": \"hip\""));
+    }
+    if (cuda) {
+        ck_assert_ptr_nonnull(strstr(out, "\"arch\": \"sm_90\""));
+        ck_assert_ptr_nonnull(strstr(out, "\"backend\": \"cuda\""));
+    }
+    free(out), free(err);
+    key_set *first = cache_keys(g_root);
+    int sources[3] = {0, 0, 0};
+    for (int i = 0; i < first->n; i++) {
+        sources[0] += strstr(first->desc[i], "gemm") != NULL;
+        sources[1] += strstr(first->desc[i], "softmax") != NULL;
+        sources[2] += strstr(first->desc[i], "embedding") != NULL;
+    }
+    ck_assert_msg(sources[0] >= hip + cuda && sources[1] >= hip + cuda && sources[2] >= hip + cuda,
+                  "kernels per family: gemm %d softmax %d embedding %d", sources[0], sources[1],
+                  sources[2]);
+
+    /* Again: zero compiles, same entries. */
+    rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--arch", arch, "--cache-dir",
+                 g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    ck_assert_msg(strstr(out, "nothing to compile"), "second run: %s", out);
+    free(out), free(err);
+    key_set *second = cache_keys(g_root);
+    ck_assert_int_eq(first->n, second->n);
+    for (int i = 0; i < first->n; i++)
+        ck_assert_str_eq(first->keys[i], second->keys[i]);
+    free(first), free(second);
+
+    /* Export, import into an empty cache: identical entries. */
+    char bundle[1024];
+    snprintf(bundle, sizeof bundle, "%s/real.tkb", g_dir);
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--cache-dir", g_root, NULL), CLI_OK);
+    free(out), free(err);
+    ck_assert_int_eq(cli_run(&out, &err, "--import", bundle, "--cache-dir", g_root2, NULL), CLI_OK);
+    free(out), free(err);
+    assert_same_entries(g_root, g_root2);
+    if (!hip || !cuda)
+        printf("skipped part: only %s was available\n", arch);
+}
+END_TEST
+
+/* The built-in manifest parses and expands for a target. */
+START_TEST(test_default_manifest)
+{
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--dry-run", "--arch", "stub", "--cache-dir",
+                     g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
+    long jobs = summary_count(out, " jobs (");
+    ck_assert_msg(jobs >= 100 && jobs <= 400, "default manifest: %ld jobs", jobs);
+    ck_assert_int_eq(count_lines(out), jobs + 1);
+    const char *must[] = {"gemm_f16_fwd", "gemm_f16_grad_a", "gemm_f16_grad_b", "softmax_f16_fwd",
+                          "softmax_xent_f16_bwd", "embedding_f16_fwd", "embedding_f16_bwd",
+                          "N=32000", "N=50304", "M=512 ", "M=16384 ", "V=50304"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        ck_assert_msg(strstr(out, must[i]), "default manifest lacks %s", must[i]);
+    free(out), free(err);
+    ck_assert_int_eq(n_entries(g_root), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("cli_precompile");
+    TCase *tc = tcase_create("precompile");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_manifest_errors);
+    tcase_add_test(tc, test_manifest_unknown_target);
+    tcase_add_test(tc, test_stub_precompile);
+    tcase_add_test(tc, test_stub_failure_reports_log);
+    tcase_add_test(tc, test_export_import);
+    tcase_add_test(tc, test_corrupt_bundle);
+    tcase_add_test(tc, test_real_targets);
+    tcase_add_test(tc, test_default_manifest);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tk_test_main(suite());
+}

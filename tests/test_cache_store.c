@@ -593,6 +593,46 @@ START_TEST(list_stats_verify_clear)
 }
 END_TEST
 
+START_TEST(lock_files_pruned_when_unused)
+{
+    char *root = tk_test_tmpdir("cache-locks");
+    tk_cache *cache = open_cache(root, NULL);
+    tk__key key;
+    make_key(&key, "l");
+    char lockpath[PATH_MAX];
+    snprintf(lockpath, sizeof(lockpath), "%s/%d/locks/%s.lock", root, TK__CACHE_FORMAT, key.hex);
+    tk__cache_lock *lock = NULL;
+    tk_assert_status(tk__cache_lock_key(cache, &key, &lock), TK_OK);
+    ck_assert_ptr_nonnull(lock);
+    ck_assert(path_exists(lockpath));
+    tk__cache_unlock(lock);
+    uint64_t removed = 9;
+    tk_assert_status(tk_cache_prune(cache, 0, &removed), TK_OK);
+    ck_assert(path_exists(lockpath)); /* recently used */
+    set_mtime(lockpath, time(NULL) - 3600);
+    tk_assert_status(tk_cache_prune(cache, 0, NULL), TK_OK);
+    ck_assert(!path_exists(lockpath));
+    /* A held lock survives even when old. */
+    tk_assert_status(tk__cache_lock_key(cache, &key, &lock), TK_OK);
+    ck_assert_ptr_nonnull(lock);
+    set_mtime(lockpath, time(NULL) - 3600);
+    tk_assert_status(tk_cache_prune(cache, 0, &removed), TK_OK);
+    tk_assert_status(tk_cache_clear(cache, &removed), TK_OK);
+    ck_assert(path_exists(lockpath));
+    tk__cache_unlock(lock);
+    tk_assert_status(tk_cache_clear(cache, &removed), TK_OK);
+    ck_assert(!path_exists(lockpath));
+    /* Locking still works after the folder was cleaned. */
+    tk_assert_status(tk__cache_lock_key(cache, &key, &lock), TK_OK);
+    ck_assert_ptr_nonnull(lock);
+    tk__cache_unlock(lock);
+    tk__key_free(&key);
+    tk_cache_close(cache);
+    tk_test_rmtree(root);
+    free(root);
+}
+END_TEST
+
 START_TEST(missing_root_is_empty_listing)
 {
     char *base = tk_test_tmpdir("cache-missing");
@@ -1054,6 +1094,7 @@ static Suite *suite(void)
     tcase_add_test(tc, max_size_from_environment);
     tcase_add_test(tc, default_root_from_environment);
     tcase_add_test(tc, list_stats_verify_clear);
+    tcase_add_test(tc, lock_files_pruned_when_unused);
     tcase_add_test(tc, missing_root_is_empty_listing);
     tcase_add_test(tc, bundle_roundtrip);
     tcase_add_test(tc, bundle_with_bad_entry_and_non_bundle);

@@ -572,6 +572,9 @@ tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock
         free(lock);
         return TK_OK;
     }
+    /* The lock file's mtime says when it was last used, so that a prune can
+     * tell lock files in use from those of keys long since settled. */
+    futimens(fd, NULL);
     lock->fd = fd;
     *out = lock;
     return TK_OK;
@@ -725,6 +728,33 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* Removes lock files nobody holds that were last used long ago (all of them
+ * when all). A process that opened one but has not locked it yet may end up
+ * locking an unlinked file: that costs at most one duplicate compile. */
+static void prune_locks(const char *fmt_dir, int all, time_t now)
+{
+    char *locks = join(fmt_dir, TK__LOCK_DIR);
+    DIR *dir = locks ? opendir(locks) : NULL;
+    struct dirent *e;
+    while (dir && (e = readdir(dir)) != NULL) {
+        if (!ends_with(e->d_name, ".lock"))
+            continue;
+        char *path = join(locks, e->d_name);
+        struct stat st;
+        int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            (all || now - st.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlink(path);
+        if (fd >= 0)
+            close(fd);
+        free(path);
+    }
+    if (dir)
+        closedir(dir);
+    free(locks);
+}
+
 tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path, int all_temps,
                           uint64_t *n_removed)
 {
@@ -801,6 +831,8 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
     closedir(top);
     if (st != TK_OK)
         goto done;
+    if (n_removed)
+        prune_locks(cache->fmt_dir, all_temps, now); /* tools only, not after each store */
     qsort(v, n, sizeof(*v), victim_cmp);
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)

@@ -161,9 +161,15 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
 
 /* Removes least-recently-used user-tier entries until at most limit bytes
  * remain (keep_path, if set, is never removed), plus temporary files older
- * than TK__STALE_TEMP_SECONDS (all of them when all_temps). */
+ * than TK__STALE_TEMP_SECONDS (all of them when all_temps). With n_removed
+ * (the tools, not the store path) it also removes unheld lock files unused
+ * for as long (all unheld ones when all_temps). */
 tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path, int all_temps,
                           uint64_t *n_removed);
+
+/* Test hook: TK__CACHE_TEST_WRITE_DELAY_MS, read once at open, makes every
+ * store write half its file, sleep that long, then write the rest, so a test
+ * can kill a writer mid-store. Unset, it costs nothing. */
 
 /* Reads a whole file (regular, at most TK__ENTRY_MAX_FILE bytes) from fd. */
 tk_status tk__read_fd(int fd, uint64_t size, uint8_t **out);

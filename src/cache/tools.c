@@ -385,7 +385,11 @@ tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n_remove
             *n_removed = 0;
         return TK_OK;
     }
-    return tk__cache_evict(cache, max_bytes ? max_bytes : cache->max_size, NULL, 0, n_removed);
+    uint64_t removed = 0; /* given, so the eviction also prunes lock files */
+    st = tk__cache_evict(cache, max_bytes ? max_bytes : cache->max_size, NULL, 0, &removed);
+    if (st == TK_OK && n_removed)
+        *n_removed = removed;
+    return st;
 }
 
 typedef struct clear_ctx {
@@ -428,6 +432,10 @@ tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed)
             free(subs[i]);
         }
         free(subs);
+    }
+    if (cache->root_state == TK__ROOT_OK) {
+        uint64_t ignored;
+        tk__cache_evict(cache, UINT64_MAX, NULL, 1, &ignored); /* unheld lock files */
     }
     pthread_mutex_lock(&cache->mu);
     cache->size_known = 0;

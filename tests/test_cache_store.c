@@ -56,6 +56,7 @@ START_TEST(store_then_load_same_bytes_and_metadata)
     test_log log = {0};
     tk_cache *cache = open_cache(root, &log);
     ck_assert_int_eq(tk__cache_usable(cache), 1);
+    ck_assert_int_eq(tk__cache_writable(cache), 1);
     ck_assert_str_eq(tk_cache_root(cache), root);
 
     tk__key key;
@@ -813,6 +814,7 @@ END_TEST
  * stores, no lock, and one warning in all. */
 static void exercise_unusable(tk_cache *cache, const test_log *log)
 {
+    ck_assert_int_eq(tk__cache_writable(cache), 0);
     for (int i = 0; i < 3; i++) {
         tk__key key;
         make_key(&key, "t");

@@ -366,6 +366,11 @@ int tk__cache_usable(const tk_cache *cache)
     return cache && !cache->disabled && (cache->root_state == TK__ROOT_OK || cache->n_lower > 0);
 }
 
+int tk__cache_writable(const tk_cache *cache)
+{
+    return cache && !cache->disabled && !cache->read_only && cache->writable;
+}
+
 /* ----------------------------------------------------------------- lookup */
 
 enum { LOAD_HIT, LOAD_MISS, LOAD_BAD };

@@ -109,6 +109,11 @@ tk_status tk__cache_remove(tk_cache *cache, const tk__key *key);
 /* 1 when lookups and stores are possible at all. */
 int tk__cache_usable(const tk_cache *cache);
 
+/* 1 when stores can succeed: not disabled, not read-only, and the user
+ * folder was writable at open. When 0, tk__cache_put only drops the entry
+ * (the cache has already logged why, once). */
+int tk__cache_writable(const tk_cache *cache);
+
 /* Resolves the default root into buf (no creation). */
 tk_status tk__cache_default_root(char *buf, size_t size);
 

@@ -1,0 +1,323 @@
+/*
+ * The engine against raw driver calls, on one kernel source (NVIDIA):
+ *   cold compile: tk_kernel_get on a miss vs raw NVRTC + cuModuleLoadData
+ *                 with the same source (prelude included) and options;
+ *   disk hit:     tk_kernel_get in a fresh process, after context creation
+ *                 (driver start excluded), to a launchable handle;
+ *   memory hit:   tk_kernel_get on a loaded kernel;
+ *   launch:       tk_kernel_launch vs cuLaunchKernel on the same function,
+ *                 host-side cost per launch.
+ * Without a CUDA device it prints why and exits 77.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jit/jit_internal.h"
+
+static const char *const k_source =
+    "extern \"C\" __global__ void axpy_half(__half *y, const __half *x, float a, int n)\n"
+    "{\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) y[i] = __float2half(a * __half2float(x[i]) + __half2float(y[i]) + BIAS);\n"
+    "}\n";
+
+static const char *const k_empty = "extern \"C\" __global__ void empty_kernel(int *p) { if (p) p[0] = 1; }\n";
+
+typedef int (*nvrtcCreateProgram_t)(void **, const char *, const char *, int, const char *const *,
+                                    const char *const *);
+typedef int (*nvrtcCompileProgram_t)(void *, int, const char *const *);
+typedef int (*nvrtcGetCUBINSize_t)(void *, size_t *);
+typedef int (*nvrtcGetCUBIN_t)(void *, char *);
+typedef int (*nvrtcDestroyProgram_t)(void **);
+typedef int (*cuModuleLoadData_t)(void **, const void *);
+typedef int (*cuModuleGetFunction_t)(void **, void *, const char *);
+typedef int (*cuModuleUnload_t)(void *);
+typedef int (*cuLaunchKernel_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, void *, void **, void **);
+typedef int (*cuCtxSynchronize_t)(void);
+
+static struct {
+    nvrtcCreateProgram_t create;
+    nvrtcCompileProgram_t compile;
+    nvrtcGetCUBINSize_t cubin_size;
+    nvrtcGetCUBIN_t cubin;
+    nvrtcDestroyProgram_t destroy;
+    cuModuleLoadData_t load;
+    cuModuleGetFunction_t get_function;
+    cuModuleUnload_t unload;
+    cuLaunchKernel_t launch;
+    cuCtxSynchronize_t sync;
+} raw;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int load_raw(void)
+{
+    void *rtc = dlopen("libnvrtc.so.13", RTLD_NOW);
+    if (!rtc)
+        rtc = dlopen("libnvrtc.so", RTLD_NOW);
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!rtc || !cu)
+        return 0;
+    *(void **)&raw.create = dlsym(rtc, "nvrtcCreateProgram");
+    *(void **)&raw.compile = dlsym(rtc, "nvrtcCompileProgram");
+    *(void **)&raw.cubin_size = dlsym(rtc, "nvrtcGetCUBINSize");
+    *(void **)&raw.cubin = dlsym(rtc, "nvrtcGetCUBIN");
+    *(void **)&raw.destroy = dlsym(rtc, "nvrtcDestroyProgram");
+    *(void **)&raw.load = dlsym(cu, "cuModuleLoadData");
+    *(void **)&raw.get_function = dlsym(cu, "cuModuleGetFunction");
+    *(void **)&raw.unload = dlsym(cu, "cuModuleUnload");
+    *(void **)&raw.launch = dlsym(cu, "cuLaunchKernel");
+    *(void **)&raw.sync = dlsym(cu, "cuCtxSynchronize");
+    return raw.create && raw.compile && raw.cubin_size && raw.cubin && raw.destroy && raw.load &&
+           raw.get_function && raw.unload && raw.launch && raw.sync;
+}
+
+static tk_context *make_context(const char *dir, int quiet)
+{
+    tk_config *cfg = NULL;
+    tk_context *ctx = NULL;
+    char err[1024];
+    tk_config_create(&cfg);
+    tk_config_set_backend(cfg, TK_BACKEND_CUDA);
+    tk_config_set_cache_dir(cfg, dir);
+    tk_status st = tk_context_create(cfg, &ctx, err, sizeof err);
+    tk_config_destroy(cfg);
+    if (st != TK_OK) {
+        if (!quiet)
+            printf("skipped: no CUDA device (%s: %s)\n", tk_status_str(st), err);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Raw NVRTC to a loaded function, with the engine's exact source and options. */
+static double raw_compile_once(tk_context *ctx, int iter)
+{
+    char full[4096], arch[64], define[64];
+    snprintf(full, sizeof full, "%s#line 1 \"raw.cu\"\n%s", ctx->be->prelude(), k_source);
+    snprintf(arch, sizeof arch, "--gpu-architecture=%s", tk_context_target(ctx));
+    snprintf(define, sizeof define, "-DBIAS=%d.0f", iter);
+    const char *opts[16];
+    int n = 0;
+    opts[n++] = arch;
+    for (const char *const *o = ctx->be->default_options(); *o && n < 14; o++)
+        opts[n++] = *o;
+    opts[n++] = define;
+
+    double t0 = now();
+    void *prog = NULL, *mod = NULL, *fn = NULL;
+    size_t size = 0;
+    if (raw.create(&prog, full, "raw.cu", 0, NULL, NULL) || raw.compile(prog, n, opts) ||
+        raw.cubin_size(prog, &size)) {
+        fprintf(stderr, "raw NVRTC failed\n");
+        exit(1);
+    }
+    char *cubin = malloc(size);
+    raw.cubin(prog, cubin);
+    raw.destroy(&prog);
+    if (raw.load(&mod, cubin) || raw.get_function(&fn, mod, "axpy_half")) {
+        fprintf(stderr, "raw load failed\n");
+        exit(1);
+    }
+    double t = now() - t0;
+    free(cubin);
+    raw.unload(mod);
+    return t;
+}
+
+static double engine_compile_once(tk_context *ctx, int iter)
+{
+    char value[32];
+    snprintf(value, sizeof value, "%d.0f", iter);
+    tk_define def = {"BIAS", value};
+    tk_kernel_desc d = {.source = k_source, .entry = "axpy_half", .defines = &def, .n_defines = 1};
+    tk_kernel *k = NULL;
+    double t0 = now();
+    tk_status st = tk_kernel_get(ctx, &d, &k);
+    double t = now() - t0;
+    tk_kernel_info info;
+    if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_COMPILED) {
+        fprintf(stderr, "engine compile failed: %s\n", tk_context_last_error(ctx));
+        exit(1);
+    }
+    return t;
+}
+
+static tk_kernel_desc bench_desc(tk_define *def)
+{
+    def->name = "BIAS";
+    def->value = "0.0f";
+    tk_kernel_desc d = {.source = k_source, .entry = "axpy_half", .defines = def, .n_defines = 1};
+    return d;
+}
+
+/* Child: context created (driver start excluded), then one disk hit timed. */
+static int disk_child(const char *dir)
+{
+    tk_context *ctx = make_context(dir, 1);
+    if (!ctx)
+        return 2;
+    tk_define def;
+    tk_kernel_desc d = bench_desc(&def);
+    tk_kernel *k = NULL;
+    double t0 = now();
+    tk_status st = tk_kernel_get(ctx, &d, &k);
+    double t = now() - t0;
+    tk_kernel_info info;
+    if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_DISK)
+        return 3;
+    printf("%.9f\n", t);
+    tk_context_destroy(ctx);
+    return 0;
+}
+
+static double run_disk_child(const char *self, const char *dir)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --disk-child '%s'", self, dir);
+    FILE *p = popen(cmd, "r");
+    double t = -1;
+    if (!p)
+        return -1;
+    if (fscanf(p, "%lf", &t) != 1)
+        t = -1;
+    if (pclose(p) != 0)
+        return -1;
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--disk-child") == 0)
+        return disk_child(argv[2]);
+
+    char dir[] = "/tmp/tk-bench-jit-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0)
+        return 1;
+    self[sl] = '\0';
+
+    tk_context *ctx = make_context(dir, 0);
+    if (!ctx)
+        return 77;
+    if (!load_raw()) {
+        printf("skipped: cannot load libnvrtc / libcuda directly\n");
+        return 77;
+    }
+    printf("device target %s, compiler %s\n", tk_context_target(ctx), tk_context_compiler(ctx));
+
+    /* 1. Cold compile, alternating, after one untimed warm-up of each. */
+    enum { N_COMPILE = 9 };
+    double eng[N_COMPILE], rawc[N_COMPILE];
+    raw_compile_once(ctx, 1000);
+    engine_compile_once(ctx, 1001);
+    for (int i = 0; i < N_COMPILE; i++) {
+        rawc[i] = raw_compile_once(ctx, 2000 + i);
+        eng[i] = engine_compile_once(ctx, 3000 + i);
+    }
+    double cold_engine = median(eng, N_COMPILE), cold_raw = median(rawc, N_COMPILE);
+
+    /* 2. Disk hit in fresh processes: store the bench kernel first. */
+    tk_define def;
+    tk_kernel_desc d = bench_desc(&def);
+    tk_kernel *k = NULL;
+    if (tk_kernel_get(ctx, &d, &k) != TK_OK) {
+        fprintf(stderr, "get: %s\n", tk_context_last_error(ctx));
+        return 1;
+    }
+    enum { N_DISK = 7 };
+    double disk[N_DISK];
+    for (int i = 0; i < N_DISK; i++) {
+        disk[i] = run_disk_child(self, dir);
+        if (disk[i] < 0) {
+            fprintf(stderr, "disk child failed\n");
+            return 1;
+        }
+    }
+    double disk_hit = median(disk, N_DISK);
+
+    /* 3. Memory hit: 1e5 calls in batches of 100. */
+    enum { N_BATCH = 1000, PER_BATCH = 100 };
+    static double mem[N_BATCH];
+    for (int i = 0; i < 1000; i++)
+        tk_kernel_get(ctx, &d, &k);
+    for (int b = 0; b < N_BATCH; b++) {
+        double t0 = now();
+        for (int i = 0; i < PER_BATCH; i++)
+            tk_kernel_get(ctx, &d, &k);
+        mem[b] = (now() - t0) / PER_BATCH;
+    }
+    double memory_hit = median(mem, N_BATCH);
+
+    /* 4. Launch cost: the same function, engine vs raw, alternating batches. */
+    tk_kernel_desc de = {.source = k_empty, .entry = "empty_kernel"};
+    tk_kernel *ke = NULL;
+    if (tk_kernel_get(ctx, &de, &ke) != TK_OK) {
+        fprintf(stderr, "get empty: %s\n", tk_context_last_error(ctx));
+        return 1;
+    }
+    void *fn = ke->fn;
+    int *nullp = NULL;
+    void *args[] = {&nullp};
+    unsigned grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    enum { N_LB = 200, PER_LB = 200 };
+    static double le[N_LB], lr[N_LB];
+    for (int b = 0; b < N_LB; b++) {
+        double t0 = now();
+        for (int i = 0; i < PER_LB; i++)
+            tk_kernel_launch(ctx, ke, grid, block, 0, NULL, args);
+        le[b] = (now() - t0) / PER_LB;
+        raw.sync();
+        t0 = now();
+        for (int i = 0; i < PER_LB; i++)
+            raw.launch(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+        lr[b] = (now() - t0) / PER_LB;
+        raw.sync();
+    }
+    double launch_engine = median(le, N_LB), launch_raw = median(lr, N_LB);
+
+    printf("\n| measure | tokitai-jit | raw | target | met |\n");
+    printf("| --- | --- | --- | --- | --- |\n");
+    printf("| cold compile to launchable (median of %d) | %.2f ms | %.2f ms (NVRTC + cuModuleLoadData) | <= 1.05x raw | %s (%.3fx) |\n",
+           N_COMPILE, cold_engine * 1e3, cold_raw * 1e3,
+           cold_engine <= 1.05 * cold_raw ? "yes" : "NO", cold_engine / cold_raw);
+    printf("| disk hit to launchable, fresh process (median of %d) | %.3f ms | - | <= 0.3 ms | %s |\n",
+           N_DISK, disk_hit * 1e3, disk_hit <= 0.3e-3 ? "yes" : "NO");
+    printf("| memory hit, tk_kernel_get (median of %d x %d) | %.1f ns | - | <= 200 ns | %s |\n",
+           N_BATCH, PER_BATCH, memory_hit * 1e9, memory_hit <= 200e-9 ? "yes" : "NO");
+    printf("| launch, host cost (median of %d x %d) | %.3f us | %.3f us (cuLaunchKernel) | <= raw + 0.3 us | %s |\n",
+           N_LB, PER_LB, launch_engine * 1e6, launch_raw * 1e6,
+           launch_engine <= launch_raw + 0.3e-6 ? "yes" : "NO");
+
+    tk_context_destroy(ctx);
+    char rm[256];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return 0;
+}

@@ -122,7 +122,9 @@ __device__ __forceinline__ void ldsm_x4_t(unsigned addr, unsigned &r0, unsigned 
 }
 
 __device__ __forceinline__ void mma16816(float *c, const unsigned *a, const unsigned *b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    // Not volatile: a pure register operation, so the compiler may interleave
+    // it with the next fragments' ldmatrix.
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));

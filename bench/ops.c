@@ -1,0 +1,631 @@
+/*
+ * bench/ops: every operator at the shape sets of issue 6, measured in one run
+ * against its reference ceiling:
+ *   GEMMs      against cuBLAS (dlopen'd; cublasGemmEx, fp16 in, fp32 compute,
+ *              the same NN / NT / TN layouts mapped onto column-major),
+ *   softmax,
+ *   embedding  against the device-to-device copy bandwidth of a 16-byte copy
+ *              kernel compiled through the library (bytes read + written).
+ * Each figure is the median of many runs timed with device events
+ * (tk_time_on_stream) after a warm-up, over rotating input buffers when one
+ * set would fit in L2. Correctness is checked in the same run: GEMMs on 300
+ * random outputs against fp64 dot products, softmax on sampled rows against
+ * the CPU reference, embedding forward on sampled rows (exact), embedding
+ * backward in full against the CPU reference.
+ *
+ *   ops [--gemm-only | --mem-only] [--quick] [--policy exact|generic]
+ *
+ * Prints one table; exit 0 when every check passed, 1 otherwise, 77 without
+ * a device. PyTorch's figures for the memory-bound ops: bench/torch_ref.py.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokitai/ops.h"
+#include "tokitai/tokitai.h"
+
+/* ------------------------------------------------------------ utilities */
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+static uint64_t next_u64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void fill_f16(uint16_t *v, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = tk_f32_to_f16(scale * (float)((int)(next_u64() % 4096) - 2048) / 2048.0f);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static tk_context *g_ctx;
+
+#define CHECK(expr)                                                                        \
+    do {                                                                                   \
+        tk_status st_ = (expr);                                                            \
+        if (st_ != TK_OK) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #expr,             \
+                    tk_status_str(st_), tk_context_last_error(g_ctx));                     \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static void *dalloc(size_t bytes)
+{
+    void *p = NULL;
+    CHECK(tk_mem_alloc(g_ctx, bytes, &p));
+    return p;
+}
+
+/* Median of `iters` event-timed runs of fn(user) after `warm` untimed ones. */
+typedef struct timed {
+    tk_status (*fn)(void *user, int rot);
+    void *user;
+    int rot; /* rotation counter, advanced per run */
+} timed;
+
+static tk_status timed_call(void *user)
+{
+    timed *t = user;
+    return t->fn(t->user, t->rot++);
+}
+
+static float median_ms(tk_status (*fn)(void *, int), void *user, int warm, int iters)
+{
+    timed t = {fn, user, 0};
+    float *v = malloc((size_t)iters * sizeof *v), ms = 0, med;
+    for (int i = 0; i < warm; i++)
+        CHECK(timed_call(&t));
+    CHECK(tk_stream_sync(g_ctx, NULL));
+    for (int i = 0; i < iters; i++) {
+        CHECK(tk_time_on_stream(g_ctx, NULL, timed_call, &t, &ms));
+        v[i] = ms;
+    }
+    qsort(v, (size_t)iters, sizeof *v, cmp_float);
+    med = v[iters / 2];
+    free(v);
+    return med;
+}
+
+/* Iteration count: about 0.3 s of device time, 10..200 runs. */
+static int iters_for(double est_ms)
+{
+    int n = (int)(300.0 / (est_ms > 1e-3 ? est_ms : 1e-3));
+    return n < 10 ? 10 : n > 200 ? 200 : n;
+}
+
+/* Copies of a working set of `bytes` needed so that rotating among them
+ * exceeds 4x a 50-60 MB L2. */
+static int rotations(double bytes, double max_total)
+{
+    int r = (int)ceil(256e6 / bytes);
+    if (r < 1)
+        r = 1;
+    if (r > 8)
+        r = 8;
+    while (r > 1 && r * bytes > max_total)
+        r--;
+    return r;
+}
+
+static void row(const char *op, const char *shape, double ms, double rate, const char *unit,
+                double ref, const char *ref_what, int ok)
+{
+    printf("| %-18s | %-20s | %9.4f | %8.1f %-6s | %8.1f %-11s | %5.2f | %-4s |\n", op, shape, ms,
+           rate, unit, ref, ref_what, ref > 0 ? rate / ref : 0.0, ok ? "pass" : "FAIL");
+    fflush(stdout);
+}
+
+/* -------------------------------------------------------------- cuBLAS */
+
+typedef int (*cublasCreate_t)(void **);
+typedef int (*cublasSetStream_t)(void *, void *);
+typedef int (*cublasGemmEx_t)(void *, int, int, int, int, int, const void *, const void *, int,
+                              int, const void *, int, int, const void *, void *, int, int, int,
+                              int);
+static struct {
+    void *lib, *handle;
+    cublasGemmEx_t gemm;
+} cub;
+
+enum { OP_N = 0, OP_T = 1, R_16F = 2, R_32F = 0, COMPUTE_32F = 68, GEMM_DEFAULT_TENSOR_OP = 99 };
+
+static int cublas_open(void)
+{
+    const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    cublasCreate_t create;
+    cublasSetStream_t set_stream;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && cub.lib == NULL; i++)
+        cub.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (cub.lib == NULL)
+        return 0;
+    *(void **)&create = dlsym(cub.lib, "cublasCreate_v2");
+    *(void **)&set_stream = dlsym(cub.lib, "cublasSetStream_v2");
+    *(void **)&cub.gemm = dlsym(cub.lib, "cublasGemmEx");
+    if (create == NULL || set_stream == NULL || cub.gemm == NULL || create(&cub.handle) != 0 ||
+        set_stream(cub.handle, NULL) != 0)
+        return 0;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+typedef struct gemm_case {
+    tk_op op;
+    int64_t M, N, K;
+    int R;
+    void **x, **y, **out; /* per rotation */
+    int64_t x_elems, y_elems, out_elems;
+} gemm_case;
+
+static tk_status run_ours(void *user, int rot)
+{
+    gemm_case *g = user;
+    const int r = rot % g->R;
+    switch (g->op) {
+    case TK_OP_GEMM_F16_FWD:
+        return tk_gemm_f16_fwd(g_ctx, g->M, g->N, g->K, g->x[r], 0, g->y[r], 0, g->out[r], 0,
+                               NULL);
+    case TK_OP_GEMM_F16_GRAD_A:
+        return tk_gemm_f16_grad_a(g_ctx, g->M, g->N, g->K, g->x[r], 0, g->y[r], 0, g->out[r], 0,
+                                  NULL);
+    default:
+        return tk_gemm_f16_grad_b(g_ctx, g->M, g->N, g->K, g->x[r], 0, g->y[r], 0, g->out[r], 0,
+                                  NULL);
+    }
+}
+
+static tk_status run_cublas(void *user, int rot)
+{
+    gemm_case *g = user;
+    const int r = rot % g->R;
+    const float one = 1.0f, zero = 0.0f;
+    const int M = (int)g->M, N = (int)g->N, K = (int)g->K;
+    int rc;
+    /* Row-major X is column-major X^T: compute C^T = (second)^T (first)^T. */
+    switch (g->op) {
+    case TK_OP_GEMM_F16_FWD: /* C^T[N,M] = B^T A^T */
+        rc = cub.gemm(cub.handle, OP_N, OP_N, N, M, K, &one, g->y[r], R_16F, N, g->x[r], R_16F, K,
+                      &zero, g->out[r], R_32F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
+        break;
+    case TK_OP_GEMM_F16_GRAD_A: /* gA^T[K,M] = B[K,N](col view N x K, op T) gC^T */
+        rc = cub.gemm(cub.handle, OP_T, OP_N, K, M, N, &one, g->y[r], R_16F, N, g->x[r], R_16F, N,
+                      &zero, g->out[r], R_16F, K, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
+        break;
+    default: /* gB^T[N,K] = gC^T A (A col view K x M, op T) */
+        rc = cub.gemm(cub.handle, OP_N, OP_T, N, K, M, &one, g->y[r], R_16F, N, g->x[r], R_16F, K,
+                      &zero, g->out[r], R_16F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
+        break;
+    }
+    return rc == 0 ? TK_OK : TK_LAUNCH_FAILED;
+}
+
+/* 300 sampled outputs of rotation 0 against fp64 dot products. */
+static int gemm_check(gemm_case *g, const uint16_t *x, const uint16_t *y)
+{
+    const int out16 = g->op != TK_OP_GEMM_F16_FWD;
+    const int64_t rows = g->op == TK_OP_GEMM_F16_GRAD_B ? g->K : g->M;
+    const int64_t cols = g->op == TK_OP_GEMM_F16_GRAD_A ? g->K : g->N;
+    const int64_t len = g->op == TK_OP_GEMM_F16_FWD ? g->K : g->op == TK_OP_GEMM_F16_GRAD_A ? g->N : g->M;
+    const size_t ob = (size_t)g->out_elems * (out16 ? 2 : 4);
+    unsigned char *out = malloc(ob);
+    int bad = 0;
+    CHECK(tk_mem_set(g_ctx, g->out[0], 0xFF, ob));
+    CHECK(run_ours(g, 0));
+    CHECK(tk_stream_sync(g_ctx, NULL));
+    CHECK(tk_mem_download(g_ctx, out, g->out[0], ob));
+    for (int t = 0; t < 300; t++) {
+        const int64_t r = (int64_t)(next_u64() % (uint64_t)rows);
+        const int64_t c = (int64_t)(next_u64() % (uint64_t)cols);
+        double s = 0, a = 0, got;
+        for (int64_t i = 0; i < len; i++) {
+            double u, v;
+            if (g->op == TK_OP_GEMM_F16_FWD) {
+                u = tk_f16_to_f32(x[r * g->K + i]);
+                v = tk_f16_to_f32(y[i * g->N + c]);
+            } else if (g->op == TK_OP_GEMM_F16_GRAD_A) {
+                u = tk_f16_to_f32(x[r * g->N + i]);
+                v = tk_f16_to_f32(y[c * g->N + i]);
+            } else {
+                u = tk_f16_to_f32(x[i * g->K + r]);
+                v = tk_f16_to_f32(y[i * g->N + c]);
+            }
+            s += u * v;
+            a += fabs(u * v);
+        }
+        if (out16) {
+            uint16_t h;
+            memcpy(&h, out + (size_t)(r * cols + c) * 2, 2);
+            got = tk_f16_to_f32(h);
+        } else {
+            float f;
+            memcpy(&f, out + (size_t)(r * cols + c) * 4, 4);
+            got = f;
+        }
+        if (!(fabs(got - s) <= 1e-5 * a + 1e-6 + (out16 ? 1e-3 * fabs(s) : 0.0)))
+            bad++;
+    }
+    free(out);
+    return bad == 0;
+}
+
+static int bench_gemm(tk_op op, int64_t M, int64_t N, int64_t K)
+{
+    gemm_case g;
+    const int out16 = op != TK_OP_GEMM_F16_FWD;
+    char shape[64];
+    uint16_t *x, *y;
+    int ok;
+
+    memset(&g, 0, sizeof g);
+    g.op = op, g.M = M, g.N = N, g.K = K;
+    /* op inputs: fwd A[M,K] B[K,N]; grad_a gC[M,N] B[K,N]; grad_b A[M,K] gC[M,N] */
+    g.x_elems = op == TK_OP_GEMM_F16_GRAD_A ? M * N : M * K;
+    g.y_elems = op == TK_OP_GEMM_F16_GRAD_B ? M * N : K * N;
+    g.out_elems = op == TK_OP_GEMM_F16_FWD ? M * N : op == TK_OP_GEMM_F16_GRAD_A ? M * K : K * N;
+    const double set_bytes = (double)(g.x_elems + g.y_elems) * 2 + (double)g.out_elems * (out16 ? 2 : 4);
+    g.R = rotations(set_bytes, 8e9);
+    g.x = calloc((size_t)g.R, sizeof *g.x);
+    g.y = calloc((size_t)g.R, sizeof *g.y);
+    g.out = calloc((size_t)g.R, sizeof *g.out);
+    x = malloc((size_t)g.x_elems * 2);
+    y = malloc((size_t)g.y_elems * 2);
+    fill_f16(x, (size_t)g.x_elems, 1.0f);
+    fill_f16(y, (size_t)g.y_elems, 1.0f);
+    for (int r = 0; r < g.R; r++) {
+        g.x[r] = dalloc((size_t)g.x_elems * 2);
+        g.y[r] = dalloc((size_t)g.y_elems * 2);
+        g.out[r] = dalloc((size_t)g.out_elems * (out16 ? 2 : 4));
+        CHECK(tk_mem_upload(g_ctx, g.x[r], x, (size_t)g.x_elems * 2));
+        CHECK(tk_mem_upload(g_ctx, g.y[r], y, (size_t)g.y_elems * 2));
+    }
+    const double flops = 2.0 * (double)M * (double)N * (double)K;
+    const int iters = iters_for(flops / 300e9); /* ~300 TFLOP/s guess */
+    double ref_tf = 0;
+    if (cub.handle != NULL) {
+        const float ms = median_ms(run_cublas, &g, 3, iters);
+        ref_tf = flops / ms / 1e9;
+    }
+    const float ms = median_ms(run_ours, &g, 3, iters);
+    ok = gemm_check(&g, x, y);
+    snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
+    row(tk_op_name(op), shape, ms, flops / ms / 1e9, "TF/s", ref_tf, "cuBLAS TF/s", ok);
+    for (int r = 0; r < g.R; r++) {
+        tk_mem_free(g_ctx, g.x[r]);
+        tk_mem_free(g_ctx, g.y[r]);
+        tk_mem_free(g_ctx, g.out[r]);
+    }
+    free(g.x), free(g.y), free(g.out), free(x), free(y);
+    return ok;
+}
+
+/* -------------------------------------------------------- copy ceiling */
+
+static const char copy_src[] =
+    "extern \"C\" __global__ void tk_bench_copy(const uint4 *__restrict__ s, uint4 *__restrict__ d,\n"
+    "                                           unsigned long long n) {\n"
+    "    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "    for (; i < n; i += step) d[i] = s[i];\n"
+    "}\n";
+
+typedef struct copy_case {
+    tk_kernel *k;
+    void *src, *dst;
+    unsigned long long n;
+    unsigned blocks;
+} copy_case;
+
+static tk_status run_copy(void *user, int rot)
+{
+    copy_case *c = user;
+    const unsigned grid[3] = {c->blocks, 1, 1}, block[3] = {256, 1, 1};
+    void *args[] = {&c->src, &c->dst, &c->n};
+    (void)rot;
+    return tk_kernel_launch(g_ctx, c->k, grid, block, 0, NULL, args);
+}
+
+static double copy_bandwidth(void)
+{
+    copy_case c;
+    tk_kernel_desc d;
+    const size_t bytes = (size_t)1 << 30;
+    memset(&d, 0, sizeof d);
+    d.source = copy_src;
+    d.entry = "tk_bench_copy";
+    CHECK(tk_kernel_get(g_ctx, &d, &c.k));
+    c.src = dalloc(bytes);
+    c.dst = dalloc(bytes);
+    CHECK(tk_mem_set(g_ctx, c.src, 0x3C, bytes));
+    c.n = bytes / 16;
+    c.blocks = 132 * 16;
+    const float ms = median_ms(run_copy, &c, 3, 30);
+    tk_mem_free(g_ctx, c.src);
+    tk_mem_free(g_ctx, c.dst);
+    const double gbs = 2.0 * (double)bytes / ms / 1e6;
+    row("d2d copy", "1 GiB", ms, gbs, "GB/s", 0, "-", 1);
+    return gbs;
+}
+
+/* ------------------------------------------------------------- softmax */
+
+typedef struct sm_case {
+    int64_t rows, cols;
+    int R;
+    void **in, **out, **g; /* bwd: in = s, g = upstream gradient */
+} sm_case;
+
+static tk_status run_sm_fwd(void *user, int rot)
+{
+    sm_case *s = user;
+    const int r = rot % s->R;
+    return tk_softmax_f16_fwd(g_ctx, s->rows, s->cols, s->in[r], 0, s->out[r], 0, NULL);
+}
+
+static tk_status run_sm_bwd(void *user, int rot)
+{
+    sm_case *s = user;
+    const int r = rot % s->R;
+    return tk_softmax_xent_f16_bwd(g_ctx, s->rows, s->cols, s->in[r], 0, s->g[r], 0, s->out[r], 0,
+                                   NULL);
+}
+
+/* Sampled rows against the CPU reference. */
+static int sm_check(sm_case *s, int bwd, const uint16_t *in, const uint16_t *g)
+{
+    const size_t n = (size_t)(s->rows * s->cols);
+    uint16_t *out = malloc(n * 2), *want = malloc((size_t)s->cols * 2);
+    uint16_t *s_host = NULL;
+    int bad = 0;
+    CHECK(tk_mem_set(g_ctx, s->out[0], 0xFF, n * 2));
+    CHECK(bwd ? run_sm_bwd(s, 0) : run_sm_fwd(s, 0));
+    CHECK(tk_stream_sync(g_ctx, NULL));
+    CHECK(tk_mem_download(g_ctx, out, s->out[0], n * 2));
+    if (bwd) {
+        s_host = malloc(n * 2);
+        CHECK(tk_mem_download(g_ctx, s_host, s->in[0], n * 2));
+    }
+    for (int t = 0; t < 32; t++) {
+        const int64_t r = (int64_t)(next_u64() % (uint64_t)s->rows);
+        const size_t off = (size_t)(r * s->cols);
+        double maxabs = 0;
+        if (bwd)
+            tk_ref_softmax_xent_f16_bwd(1, s->cols, s_host + off, g + off, want);
+        else
+            tk_ref_softmax_f16_fwd(1, s->cols, in + off, want);
+        for (int64_t c = 0; c < s->cols; c++)
+            maxabs = fmax(maxabs, fabs(tk_f16_to_f32(want[c])));
+        for (int64_t c = 0; c < s->cols; c++) {
+            const double w = tk_f16_to_f32(want[c]), v = tk_f16_to_f32(out[off + (size_t)c]);
+            const double tol = bwd ? 1e-3 * maxabs + 1e-2 * fabs(w) : 1e-6 + 2e-3 * fabs(w);
+            if (!(fabs(v - w) <= tol))
+                bad++;
+        }
+    }
+    free(out), free(want), free(s_host);
+    return bad == 0;
+}
+
+static int bench_softmax(int64_t rows, int64_t cols, double copy_gbs)
+{
+    sm_case s;
+    char shape[64];
+    const size_t n = (size_t)(rows * cols);
+    uint16_t *in = malloc(n * 2), *g = malloc(n * 2);
+    int ok1, ok2;
+
+    memset(&s, 0, sizeof s);
+    s.rows = rows, s.cols = cols;
+    s.R = rotations(3.0 * (double)n * 2, 6e9);
+    s.in = calloc((size_t)s.R, sizeof *s.in);
+    s.out = calloc((size_t)s.R, sizeof *s.out);
+    s.g = calloc((size_t)s.R, sizeof *s.g);
+    fill_f16(in, n, 8.0f);
+    fill_f16(g, n, 1.0f);
+    for (int r = 0; r < s.R; r++) {
+        s.in[r] = dalloc(n * 2);
+        s.out[r] = dalloc(n * 2);
+        s.g[r] = dalloc(n * 2);
+        CHECK(tk_mem_upload(g_ctx, s.in[r], in, n * 2));
+        CHECK(tk_mem_upload(g_ctx, s.g[r], g, n * 2));
+    }
+    snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
+    const double fwd_bytes = 2.0 * (double)n * 2, bwd_bytes = 3.0 * (double)n * 2;
+    const int iters = iters_for(fwd_bytes / 3e9);
+    float ms = median_ms(run_sm_fwd, &s, 3, iters);
+    ok1 = sm_check(&s, 0, in, NULL);
+    row("softmax_f16_fwd", shape, ms, fwd_bytes / ms / 1e6, "GB/s", copy_gbs, "copy GB/s", ok1);
+    /* backward on s = the forward's output (rotation r's) */
+    for (int r = 0; r < s.R; r++) {
+        CHECK(tk_softmax_f16_fwd(g_ctx, rows, cols, s.in[r], 0, s.out[r], 0, NULL));
+        void *t = s.in[r];
+        s.in[r] = s.out[r];
+        s.out[r] = t;
+    }
+    ms = median_ms(run_sm_bwd, &s, 3, iters);
+    ok2 = sm_check(&s, 1, NULL, g);
+    row("softmax_xent_bwd", shape, ms, bwd_bytes / ms / 1e6, "GB/s", copy_gbs, "copy GB/s", ok2);
+    for (int r = 0; r < s.R; r++) {
+        tk_mem_free(g_ctx, s.in[r]);
+        tk_mem_free(g_ctx, s.out[r]);
+        tk_mem_free(g_ctx, s.g[r]);
+    }
+    free(s.in), free(s.out), free(s.g), free(in), free(g);
+    return ok1 && ok2;
+}
+
+/* ----------------------------------------------------------- embedding */
+
+typedef struct emb_case {
+    int64_t V, D, Q;
+    void *weight, *out, *grad_out, *grad_w;
+    int32_t *idx;
+    unsigned flags;
+} emb_case;
+
+static tk_status run_emb_fwd(void *user, int rot)
+{
+    emb_case *e = user;
+    (void)rot;
+    return tk_embedding_f16_fwd(g_ctx, e->V, e->D, e->weight, e->Q, e->idx, e->out, NULL, NULL);
+}
+
+static tk_status run_emb_bwd(void *user, int rot)
+{
+    emb_case *e = user;
+    (void)rot;
+    return tk_embedding_f16_bwd(g_ctx, e->V, e->D, e->grad_w, e->Q, e->idx, e->grad_out, e->flags,
+                                NULL, NULL);
+}
+
+static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
+{
+    emb_case e;
+    char shape[64];
+    const size_t wn = (size_t)(V * D), qn = (size_t)(Q * D);
+    uint16_t *w = malloc(wn * 2), *go = malloc(qn * 2), *out = malloc(qn * 2);
+    uint16_t *gw0 = malloc(wn * 2), *gw = malloc(wn * 2), *want = malloc(wn * 2);
+    int32_t *idx = malloc((size_t)Q * 4);
+    int ok_f = 1, ok_b = 1, ok_d = 1;
+
+    memset(&e, 0, sizeof e);
+    e.V = V, e.D = D, e.Q = Q;
+    fill_f16(w, wn, 1.0f);
+    fill_f16(go, qn, 1.0f);
+    fill_f16(gw0, wn, 0.01f);
+    for (int64_t q = 0; q < Q; q++)
+        idx[q] = (int32_t)(next_u64() % (uint64_t)V);
+    e.weight = dalloc(wn * 2);
+    e.out = dalloc(qn * 2);
+    e.grad_out = dalloc(qn * 2);
+    e.grad_w = dalloc(wn * 2);
+    e.idx = dalloc((size_t)Q * 4);
+    CHECK(tk_mem_upload(g_ctx, e.weight, w, wn * 2));
+    CHECK(tk_mem_upload(g_ctx, e.grad_out, go, qn * 2));
+    CHECK(tk_mem_upload(g_ctx, e.idx, idx, (size_t)Q * 4));
+    CHECK(tk_mem_upload(g_ctx, e.grad_w, gw0, wn * 2));
+    snprintf(shape, sizeof shape, "%lldx%lld q%lld", (long long)V, (long long)D, (long long)Q);
+
+    /* forward: rows read + rows written + indices */
+    const double fb = 2.0 * (double)qn * 2 + (double)Q * 4;
+    float ms = median_ms(run_emb_fwd, &e, 3, iters_for(fb / 3e9));
+    CHECK(tk_mem_set(g_ctx, e.out, 0xFF, qn * 2));
+    CHECK(run_emb_fwd(&e, 0));
+    CHECK(tk_stream_sync(g_ctx, NULL));
+    CHECK(tk_mem_download(g_ctx, out, e.out, qn * 2));
+    for (int64_t q = 0; q < Q; q++)
+        if (memcmp(out + q * D, w + (int64_t)idx[q] * D, (size_t)D * 2) != 0)
+            ok_f = 0;
+    row("embedding_fwd", shape, ms, fb / ms / 1e6, "GB/s", copy_gbs, "copy GB/s", ok_f);
+
+    /* backward: grad_out read + read-modify-write of the touched rows (<= Q)
+     * + indices: a lower bound on the bytes any implementation moves. */
+    const double bb = 3.0 * (double)qn * 2 + (double)Q * 4;
+    for (int det = 0; det < 2; det++) {
+        e.flags = det ? TK_EMBEDDING_DETERMINISTIC : 0;
+        ms = median_ms(run_emb_bwd, &e, 3, iters_for(bb / 3e9));
+        CHECK(tk_mem_upload(g_ctx, e.grad_w, gw0, wn * 2));
+        CHECK(run_emb_bwd(&e, 0));
+        CHECK(tk_stream_sync(g_ctx, NULL));
+        CHECK(tk_mem_download(g_ctx, gw, e.grad_w, wn * 2));
+        memcpy(want, gw0, wn * 2);
+        tk_ref_embedding_f16_bwd(V, D, want, Q, idx, go, NULL);
+        int ok = 1;
+        for (size_t i = 0; i < wn; i++) {
+            const double a = tk_f16_to_f32(gw[i]), b = tk_f16_to_f32(want[i]);
+            if (!(fabs(a - b) <= 1e-3 * fabs(b) + 1e-4))
+                ok = 0;
+        }
+        if (det)
+            ok_d = ok;
+        else
+            ok_b = ok;
+        row(det ? "embedding_bwd det" : "embedding_bwd", shape, ms, bb / ms / 1e6, "GB/s",
+            copy_gbs, "copy GB/s", ok);
+    }
+    tk_mem_free(g_ctx, e.weight);
+    tk_mem_free(g_ctx, e.out);
+    tk_mem_free(g_ctx, e.grad_out);
+    tk_mem_free(g_ctx, e.grad_w);
+    tk_mem_free(g_ctx, e.idx);
+    free(w), free(go), free(out), free(gw0), free(gw), free(want), free(idx);
+    return ok_f && ok_b && ok_d;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    int gemm = 1, mem = 1, quick = 0, all_ok = 1;
+    tk_config *cfg = NULL;
+    char why[512] = "";
+    tk_policy policy = TK_POLICY_EXACT;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--gemm-only") == 0)
+            mem = 0;
+        else if (strcmp(argv[i], "--mem-only") == 0)
+            gemm = 0;
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
+            policy = strcmp(argv[++i], "generic") == 0 ? TK_POLICY_GENERIC : TK_POLICY_EXACT;
+        else {
+            fprintf(stderr, "usage: %s [--gemm-only | --mem-only] [--quick] [--policy exact|generic]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK)
+        return 1;
+    if (tk_context_create(cfg, &g_ctx, why, sizeof why) != TK_OK ||
+        strcmp(tk_context_backend_name(g_ctx), "stub") == 0) {
+        printf("skipped: no GPU device (%s)\n", why);
+        return 77;
+    }
+    tk_config_destroy(cfg);
+    printf("device %s (%s), compiler %s, policy %s\n\n", tk_context_target(g_ctx),
+           tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx),
+           policy == TK_POLICY_EXACT ? "exact" : "generic");
+    printf("| %-18s | %-20s | %9s | %-15s | %-20s | %5s | %-4s |\n", "op", "shape", "ms",
+           "rate", "reference", "ratio", "check");
+    printf("|--------------------|----------------------|-----------|-----------------|----------------------|-------|------|\n");
+
+    if (gemm) {
+        static const int64_t shapes[][3] = {
+            {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
+            {16, 4096, 1024},   {128, 4096, 4096},  {512, 1024, 8192},  {512, 8192, 2048},
+        };
+        const int n = quick ? 3 : (int)(sizeof shapes / sizeof shapes[0]);
+        if (!cublas_open())
+            printf("(cuBLAS not loadable: no reference column for the GEMMs)\n");
+        for (int s = 0; s < n; s++)
+            for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++)
+                all_ok &= bench_gemm((tk_op)op, shapes[s][0], shapes[s][1], shapes[s][2]);
+    }
+    if (mem) {
+        const double copy = copy_bandwidth();
+        all_ok &= bench_softmax(4096, 32000, copy);
+        if (!quick) {
+            all_ok &= bench_softmax(16384, 4096, copy);
+            all_ok &= bench_softmax(65536, 1024, copy);
+        }
+        all_ok &= bench_embedding(50304, 1024, 16384, copy);
+    }
+    printf("\n%s\n", all_ok ? "all checks passed" : "SOME CHECKS FAILED");
+    tk_context_destroy(g_ctx);
+    return all_ok ? 0 : 1;
+}

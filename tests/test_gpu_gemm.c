@@ -1,0 +1,306 @@
+/* The three GEMM operators on the GPU against fp64 dot products: shapes from
+ * 1x1x1 through primes, non-multiples of every tile, skinny token counts and
+ * >= 4096 (sampled), both policies, padded leading dimensions (the padding
+ * must stay untouched) and outputs poisoned before every run. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk_test.h"
+#include "tokitai/ops.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint64_t next_u64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* fp16 bit patterns of uniform values in [-1, 1) */
+static uint16_t *random_f16(size_t n)
+{
+    uint16_t *v = malloc(n * sizeof *v);
+    ck_assert_msg(v != NULL, "out of host memory for %zu elements", n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = tk_f32_to_f16((float)((int)(next_u64() % 4096) - 2048) / 2048.0f);
+    return v;
+}
+
+typedef struct shape {
+    int64_t M, N, K;
+    int pad_in;  /* input ld = cols + 5 (odd: the scalar-load variant) */
+    int pad_out; /* output ld = cols + 3 */
+    int sampled; /* check 400 random outputs instead of all */
+} shape;
+
+static const shape shapes[] = {
+    {1, 1, 1, 0, 1, 0},        {17, 31, 13, 0, 1, 0},      {127, 509, 257, 0, 0, 0},
+    {129, 65, 33, 1, 1, 0},    {257, 129, 100, 0, 1, 0},   {200, 300, 40, 1, 1, 0},
+    {16, 4096, 1024, 0, 0, 0}, {1000, 1000, 1000, 0, 1, 0}, {512, 1024, 8192, 0, 0, 1},
+    {4096, 4096, 4096, 0, 0, 1},
+};
+
+/* Operand access in the op's own terms: fwd C = A B; grad_a gA = gC B^T;
+ * grad_b gB = A^T gC. x / y are the op's two inputs with their lds. */
+typedef struct problem {
+    tk_op op;
+    int64_t M, N, K;
+    int64_t rows, cols;   /* output */
+    int64_t xr, xc, xld;  /* input 0 [xr, xc] */
+    int64_t yr, yc, yld;  /* input 1 */
+    int64_t ld_out;
+    const uint16_t *x, *y;
+} problem;
+
+static void want_at(const problem *p, int64_t r, int64_t c, double *want, double *absdot)
+{
+    double s = 0, a = 0;
+    int64_t len = p->op == TK_OP_GEMM_F16_FWD ? p->K : p->op == TK_OP_GEMM_F16_GRAD_A ? p->N : p->M;
+    for (int64_t i = 0; i < len; i++) {
+        double u, v;
+        switch (p->op) {
+        case TK_OP_GEMM_F16_FWD: /* A[r,i] B[i,c] */
+            u = tk_f16_to_f32(p->x[r * p->xld + i]);
+            v = tk_f16_to_f32(p->y[i * p->yld + c]);
+            break;
+        case TK_OP_GEMM_F16_GRAD_A: /* gC[r,i] B[c,i] */
+            u = tk_f16_to_f32(p->x[r * p->xld + i]);
+            v = tk_f16_to_f32(p->y[c * p->yld + i]);
+            break;
+        default: /* A[i,r] gC[i,c] */
+            u = tk_f16_to_f32(p->x[i * p->xld + r]);
+            v = tk_f16_to_f32(p->y[i * p->yld + c]);
+            break;
+        }
+        s += u * v;
+        a += fabs(u * v);
+    }
+    *want = s;
+    *absdot = a;
+}
+
+static void run_case(tk_context *ctx, tk_op op, const shape *s)
+{
+    problem p;
+    const int out16 = op != TK_OP_GEMM_F16_FWD;
+    const size_t oe = out16 ? 2 : 4;
+    void *dx = NULL, *dy = NULL, *dout = NULL;
+    unsigned char *out;
+    uint16_t *x, *y;
+    tk_status st;
+
+    memset(&p, 0, sizeof p);
+    p.op = op, p.M = s->M, p.N = s->N, p.K = s->K;
+    switch (op) {
+    case TK_OP_GEMM_F16_FWD:
+        p.rows = s->M, p.cols = s->N, p.xr = s->M, p.xc = s->K, p.yr = s->K, p.yc = s->N;
+        break;
+    case TK_OP_GEMM_F16_GRAD_A:
+        p.rows = s->M, p.cols = s->K, p.xr = s->M, p.xc = s->N, p.yr = s->K, p.yc = s->N;
+        break;
+    default:
+        p.rows = s->K, p.cols = s->N, p.xr = s->M, p.xc = s->K, p.yr = s->M, p.yc = s->N;
+        break;
+    }
+    p.xld = p.xc + (s->pad_in ? 5 : 0);
+    p.yld = p.yc + (s->pad_in ? 5 : 0);
+    p.ld_out = p.cols + (s->pad_out ? 3 : 0);
+    x = random_f16((size_t)(p.xr * p.xld));
+    y = random_f16((size_t)(p.yr * p.yld));
+    p.x = x, p.y = y;
+    const size_t out_bytes = (size_t)(p.rows * p.ld_out) * oe;
+    out = malloc(out_bytes);
+    ck_assert(out != NULL);
+
+    tk_assert_status(tk_mem_alloc(ctx, (size_t)(p.xr * p.xld) * 2, &dx), TK_OK);
+    tk_assert_status(tk_mem_alloc(ctx, (size_t)(p.yr * p.yld) * 2, &dy), TK_OK);
+    tk_assert_status(tk_mem_alloc(ctx, out_bytes, &dout), TK_OK);
+    tk_assert_status(tk_mem_upload(ctx, dx, x, (size_t)(p.xr * p.xld) * 2), TK_OK);
+    tk_assert_status(tk_mem_upload(ctx, dy, y, (size_t)(p.yr * p.yld) * 2), TK_OK);
+    tk_assert_status(tk_mem_set(ctx, dout, 0xFF, out_bytes), TK_OK);
+
+    /* Packed operands are passed as ld 0 to exercise the default. */
+    const int64_t lx = s->pad_in ? p.xld : 0, ly = s->pad_in ? p.yld : 0;
+    const int64_t lo = s->pad_out ? p.ld_out : 0;
+    if (op == TK_OP_GEMM_F16_FWD)
+        st = tk_gemm_f16_fwd(ctx, s->M, s->N, s->K, dx, lx, dy, ly, dout, lo, NULL);
+    else if (op == TK_OP_GEMM_F16_GRAD_A)
+        st = tk_gemm_f16_grad_a(ctx, s->M, s->N, s->K, dx, lx, dy, ly, dout, lo, NULL);
+    else
+        st = tk_gemm_f16_grad_b(ctx, s->M, s->N, s->K, dx, lx, dy, ly, dout, lo, NULL);
+    ck_assert_msg(st == TK_OK, "%s %lldx%lldx%lld: %s: %s", tk_op_name(op), (long long)s->M,
+                  (long long)s->N, (long long)s->K, tk_status_str(st), tk_context_last_error(ctx));
+    tk_assert_status(tk_stream_sync(ctx, NULL), TK_OK);
+    tk_assert_status(tk_mem_download(ctx, out, dout, out_bytes), TK_OK);
+
+    /* Every output written (not NaN: the poison is 0xFF.. = NaN), padding
+     * untouched, values within tolerance. */
+    int64_t bad = 0, unwritten = 0, pad_touched = 0;
+    double worst = 0;
+    for (int64_t r = 0; r < p.rows; r++) {
+        for (int64_t c = 0; c < p.ld_out; c++) {
+            const size_t i = (size_t)(r * p.ld_out + c);
+            if (c >= p.cols) {
+                for (size_t b = 0; b < oe; b++)
+                    pad_touched += out[i * oe + b] != 0xFF;
+                continue;
+            }
+            double g;
+            if (out16) {
+                uint16_t hv;
+                memcpy(&hv, out + i * 2, 2);
+                g = tk_f16_to_f32(hv);
+            } else {
+                float fv;
+                memcpy(&fv, out + i * 4, 4);
+                g = fv;
+            }
+            if (g != g)
+                unwritten++;
+        }
+    }
+    const int64_t n_check = s->sampled ? 400 : p.rows * p.cols;
+    for (int64_t t = 0; t < n_check; t++) {
+        int64_t r, c;
+        if (s->sampled) {
+            r = (int64_t)(next_u64() % (uint64_t)p.rows);
+            c = (int64_t)(next_u64() % (uint64_t)p.cols);
+        } else {
+            r = t / p.cols;
+            c = t % p.cols;
+        }
+        const size_t i = (size_t)(r * p.ld_out + c);
+        double g, want, absdot;
+        if (out16) {
+            uint16_t hv;
+            memcpy(&hv, out + i * 2, 2);
+            g = tk_f16_to_f32(hv);
+        } else {
+            float fv;
+            memcpy(&fv, out + i * 4, 4);
+            g = fv;
+        }
+        want_at(&p, r, c, &want, &absdot);
+        /* fp32 accumulation: 1e-5 of sum |a*b|; fp16 output: one ulp more */
+        const double tol = 1e-5 * absdot + 1e-6 + (out16 ? 1e-3 * fabs(want) : 0.0);
+        const double err = fabs(g - want);
+        if (!(err <= tol)) {
+            if (bad < 5)
+                fprintf(stderr, "%s %lldx%lldx%lld: out[%lld,%lld] = %.7g, want %.7g (tol %.3g)\n",
+                        tk_op_name(op), (long long)s->M, (long long)s->N, (long long)s->K,
+                        (long long)r, (long long)c, g, want, tol);
+            bad++;
+        }
+        if (err > worst)
+            worst = err;
+    }
+    ck_assert_msg(unwritten == 0 && pad_touched == 0 && bad == 0,
+                  "%s %lldx%lldx%lld (policy %d): %lld unwritten, %lld padding bytes touched, "
+                  "%lld of %lld outside tolerance (worst error %.3g)",
+                  tk_op_name(op), (long long)s->M, (long long)s->N, (long long)s->K,
+                  (int)tk_context_policy(ctx), (long long)unwritten, (long long)pad_touched,
+                  (long long)bad, (long long)n_check, worst);
+
+    tk_mem_free(ctx, dx);
+    tk_mem_free(ctx, dy);
+    tk_mem_free(ctx, dout);
+    free(x);
+    free(y);
+    free(out);
+}
+
+static tk_context *gpu_ctx(tk_policy policy)
+{
+    tk_config *cfg = NULL;
+    tk_context *ctx;
+    tk_assert_status(tk_config_create(&cfg), TK_OK);
+    tk_assert_status(tk_config_set_policy(cfg, policy), TK_OK);
+    ctx = tk_test_gpu_context_or_skip(cfg);
+    tk_config_destroy(cfg);
+    if (strcmp(tk_context_backend_name(ctx), "stub") == 0) {
+        printf("skipped: only the stub backend is available\n");
+        exit(77);
+    }
+    return ctx;
+}
+
+static void run_all(tk_policy policy, int max_shapes)
+{
+    tk_context *ctx = gpu_ctx(policy);
+    const int n = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int i = 0; i < n && i < max_shapes; i++) {
+        run_case(ctx, TK_OP_GEMM_F16_FWD, &shapes[i]);
+        run_case(ctx, TK_OP_GEMM_F16_GRAD_A, &shapes[i]);
+        run_case(ctx, TK_OP_GEMM_F16_GRAD_B, &shapes[i]);
+    }
+    tk_context_destroy(ctx);
+}
+
+START_TEST(test_exact_policy)
+{
+    run_all(TK_POLICY_EXACT, 100);
+}
+END_TEST
+
+START_TEST(test_generic_policy)
+{
+    run_all(TK_POLICY_GENERIC, 9); /* all but 4096^3 */
+}
+END_TEST
+
+/* A operand of more than 2^31 elements: offsets must be 64-bit. */
+START_TEST(test_large_offsets)
+{
+    tk_context *ctx = gpu_ctx(TK_POLICY_GENERIC);
+    const shape s = {131075, 24, 16400, 0, 0, 1};
+    run_case(ctx, TK_OP_GEMM_F16_FWD, &s);
+    tk_context_destroy(ctx);
+}
+END_TEST
+
+/* Reuse of a compiled kernel and the checked run through the public API. */
+START_TEST(test_checked_run)
+{
+    tk_context *ctx = gpu_ctx(TK_POLICY_EXACT);
+    const int64_t dims[3] = {96, 80, 72};
+    for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++) {
+        tk_check_report rep;
+        memset(&rep, 0, sizeof rep);
+        tk_status st = tk_check_run(ctx, (tk_op)op, dims, 3, 7, &rep);
+        ck_assert_msg(st == TK_OK, "%s: %s", tk_status_str(st), tk_context_last_error(ctx));
+        ck_assert_msg(rep.passed, "%s: max abs %g rel %g", tk_op_name((tk_op)op),
+                      rep.max_abs_error, rep.max_rel_error);
+        tk_check_report_free(&rep);
+    }
+    tk_context_destroy(ctx);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("gpu_gemm");
+    TCase *tc = tcase_create("gemm");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_exact_policy);
+    tcase_add_test(tc, test_generic_policy);
+    tcase_add_test(tc, test_large_offsets);
+    tcase_add_test(tc, test_checked_run);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    /* Skip (exit 77) here, in the parent, when there is no GPU. */
+    tk_context *probe = tk_test_gpu_context_or_skip(NULL);
+    if (strcmp(tk_context_backend_name(probe), "stub") == 0) {
+        printf("skipped: only the stub backend is available\n");
+        return 77;
+    }
+    tk_context_destroy(probe);
+    return tk_test_main(suite());
+}

@@ -231,18 +231,18 @@ static tk_status context_init(tk_context *ctx, const tk_config *cfg)
 {
     if (pthread_mutex_init(&ctx->err_mu, NULL) != 0)
         return TK_INTERNAL;
-    if (pthread_rwlock_init(&ctx->table_lock, NULL) != 0) {
+    if (pthread_mutex_init(&ctx->table_mu, NULL) != 0) {
         pthread_mutex_destroy(&ctx->err_mu);
         return TK_INTERNAL;
     }
     if (pthread_mutex_init(&ctx->flight_mu, NULL) != 0) {
-        pthread_rwlock_destroy(&ctx->table_lock);
+        pthread_mutex_destroy(&ctx->table_mu);
         pthread_mutex_destroy(&ctx->err_mu);
         return TK_INTERNAL;
     }
     if (pthread_cond_init(&ctx->flight_cv, NULL) != 0) {
         pthread_mutex_destroy(&ctx->flight_mu);
-        pthread_rwlock_destroy(&ctx->table_lock);
+        pthread_mutex_destroy(&ctx->table_mu);
         pthread_mutex_destroy(&ctx->err_mu);
         return TK_INTERNAL;
     }
@@ -368,10 +368,9 @@ void tk_context_destroy(tk_context *ctx)
         ctx->be->device_close(ctx->dev);
     tk_cache_close(ctx->cache);
     free(ctx->last_error);
-    free(ctx->slots);
     pthread_cond_destroy(&ctx->flight_cv);
     pthread_mutex_destroy(&ctx->flight_mu);
-    pthread_rwlock_destroy(&ctx->table_lock);
+    pthread_mutex_destroy(&ctx->table_mu);
     pthread_mutex_destroy(&ctx->err_mu);
     free(ctx);
 }

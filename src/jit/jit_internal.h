@@ -60,6 +60,12 @@ struct tk_kernel {
     struct tk_kernel *next_owned;
 };
 
+typedef struct tk__ktable {
+    size_t n_slots; /* power of two */
+    struct tk__ktable *older; /* replaced tables, freed with the context */
+    struct tk_kernel *slots[];
+} tk__ktable;
+
 typedef struct tk__flight {
     uint64_t mhash;
     struct tk__flight *next;
@@ -88,10 +94,12 @@ struct tk_context {
     uint64_t n_memory_hits, n_disk_hits, n_compiles, n_compile_failures, n_loads,
         n_load_failures, n_cache_errors, compile_ns;
 
-    /* In-memory table: open addressing on mhash, under a rwlock. */
-    pthread_rwlock_t table_lock;
-    struct tk_kernel **slots;
-    size_t n_slots; /* power of two */
+    /* In-memory table: open addressing on mhash. Readers take no lock: the
+     * table pointer and the slots are read with acquire loads, writers
+     * (under table_mu) fill empty slots with release stores or publish a
+     * bigger copy; kernels and old tables live until the context dies. */
+    pthread_mutex_t table_mu;
+    struct tk__ktable *table;
     size_t n_used;
     struct tk_kernel *owned;
 

@@ -7,8 +7,8 @@
  * on a hit; for a user source the source text is hashed too (XXH3-64, about
  * 0.1 us per KiB), because a user's buffer may change between calls and a
  * pointer proves nothing. A hit compares the stored descriptor in full, so a
- * hash collision can only cost a miss. Open addressing under a rwlock; a hit
- * takes the read lock, allocates nothing and touches no file.
+ * hash collision can only cost a miss. Open addressing read without a lock
+ * (acquire loads; see tk__ktable); a hit allocates nothing and touches no file.
  *
  * Disk key (XXH3-128 by the cache layer) over, in this order: cache format,
  * library version, backend, compiler identity, full target id, entry point,
@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* Inlined: the memory-hit path hashes short strings, where a call costs as much as the hash. */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "jit/jit_internal.h"
@@ -102,56 +104,56 @@ static int kernel_matches(const tk_kernel *k, const tk_kernel_desc *d)
 
 static tk_kernel *table_find(tk_context *ctx, uint64_t h, const tk_kernel_desc *d)
 {
-    tk_kernel *found = NULL;
-    pthread_rwlock_rdlock(&ctx->table_lock);
-    if (ctx->n_slots) {
-        size_t mask = ctx->n_slots - 1;
-        for (size_t i = (size_t)h & mask; ctx->slots[i]; i = (i + 1) & mask) {
-            tk_kernel *k = ctx->slots[i];
-            if (k->mhash == h && kernel_matches(k, d)) {
-                found = k;
-                break;
-            }
-        }
+    const tk__ktable *t = __atomic_load_n(&ctx->table, __ATOMIC_ACQUIRE);
+    if (!t)
+        return NULL;
+    size_t mask = t->n_slots - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        tk_kernel *k = __atomic_load_n(&t->slots[i], __ATOMIC_ACQUIRE);
+        if (!k)
+            return NULL;
+        if (k->mhash == h && kernel_matches(k, d))
+            return k;
     }
-    pthread_rwlock_unlock(&ctx->table_lock);
-    return found;
 }
 
-static void slots_put(tk_kernel **slots, size_t n_slots, tk_kernel *k)
+static void slots_put(tk__ktable *t, tk_kernel *k)
 {
-    size_t mask = n_slots - 1;
+    size_t mask = t->n_slots - 1;
     size_t i = (size_t)k->mhash & mask;
-    while (slots[i])
+    while (t->slots[i])
         i = (i + 1) & mask;
-    slots[i] = k;
+    __atomic_store_n(&t->slots[i], k, __ATOMIC_RELEASE);
 }
 
 /* Adds k to the table and to the owned list; TK_OUT_OF_MEMORY leaves both unchanged. */
 static tk_status table_insert(tk_context *ctx, tk_kernel *k)
 {
     tk_status st = TK_OK;
-    pthread_rwlock_wrlock(&ctx->table_lock);
-    if ((ctx->n_used + 1) * 2 > ctx->n_slots) {
-        size_t n = ctx->n_slots ? ctx->n_slots * 2 : 64;
-        tk_kernel **slots = calloc(n, sizeof *slots);
-        if (!slots) {
+    pthread_mutex_lock(&ctx->table_mu);
+    tk__ktable *t = ctx->table;
+    if (!t || (ctx->n_used + 1) * 2 > t->n_slots) {
+        size_t n = t ? t->n_slots * 2 : 64;
+        tk__ktable *bigger = calloc(1, sizeof *bigger + n * sizeof bigger->slots[0]);
+        if (!bigger) {
             st = TK_OUT_OF_MEMORY;
             goto out;
         }
-        for (size_t i = 0; i < ctx->n_slots; i++)
-            if (ctx->slots[i])
-                slots_put(slots, n, ctx->slots[i]);
-        free(ctx->slots);
-        ctx->slots = slots;
-        ctx->n_slots = n;
+        bigger->n_slots = n;
+        bigger->older = t;
+        for (size_t i = 0; t && i < t->n_slots; i++)
+            if (t->slots[i])
+                slots_put(bigger, t->slots[i]);
+        /* Readers still walking the old table see a consistent (older) view. */
+        __atomic_store_n(&ctx->table, bigger, __ATOMIC_RELEASE);
+        t = bigger;
     }
-    slots_put(ctx->slots, ctx->n_slots, k);
-    ctx->n_used++;
     k->next_owned = ctx->owned;
     ctx->owned = k;
+    slots_put(t, k);
+    ctx->n_used++;
 out:
-    pthread_rwlock_unlock(&ctx->table_lock);
+    pthread_mutex_unlock(&ctx->table_mu);
     return st;
 }
 
@@ -189,6 +191,13 @@ void tk__kernels_destroy(tk_context *ctx)
         k = next;
     }
     ctx->owned = NULL;
+    tk__ktable *t = ctx->table;
+    while (t) {
+        tk__ktable *older = t->older;
+        free(t);
+        t = older;
+    }
+    ctx->table = NULL;
 }
 
 /* ---------------------------------------------------------- single flight */

@@ -119,6 +119,17 @@ START_TEST(test_compile_then_memory_hit)
     ck_assert_uint_eq(tk__stub_counters_get()->compiles, 1);
     ck_assert_uint_eq(tk__stub_counters_get()->loads, 1);
 
+    /* The same text in another buffer is the same kernel, found in memory. */
+    char *copy = strdup(k_source);
+    tk_kernel_desc dc = d;
+    dc.source = copy;
+    ck_assert_ptr_eq(get_ok(ctx, &dc), k);
+    ck_assert_ptr_eq(get_ok(ctx, &dc), k);
+    free(copy);
+    s = stats_of(ctx);
+    ck_assert_uint_eq(s.memory_hits, 102);
+    ck_assert_uint_eq(s.compiles, 1);
+
     /* The same defines in another order are the same kernel. */
     const tk_define swapped[] = {{"UNUSED", NULL}, {"ADD", "1.0f"}};
     tk_kernel_desc d2 = d;

@@ -39,7 +39,8 @@ struct tk_config {
 };
 
 struct tk_kernel {
-    uint64_t mhash;       /* memory-table hash of the descriptor */
+    uint64_t mhash;       /* memory-table hash of the descriptor (content) */
+    int n_aliases;        /* extra slots naming it (user source pointers) */
     /* The descriptor, copied, compared in full on a memory hit. */
     char *source_name;    /* NULL for a user source */
     char *source;         /* NULL for an embedded source */
@@ -60,10 +61,15 @@ struct tk_kernel {
     struct tk_kernel *next_owned;
 };
 
+typedef struct tk__slot {
+    uint64_t h;
+    struct tk_kernel *k; /* written once, with a release store, after h */
+} tk__slot;
+
 typedef struct tk__ktable {
     size_t n_slots; /* power of two */
     struct tk__ktable *older; /* replaced tables, freed with the context */
-    struct tk_kernel *slots[];
+    tk__slot slots[];
 } tk__ktable;
 
 typedef struct tk__flight {

@@ -2,12 +2,15 @@
  * Kernels: the in-memory table, the path memory -> disk -> compile -> store
  * -> load, single flight for concurrent first use, launch, precompile.
  *
- * Memory table. Keyed by a 64-bit hash of the descriptor: for an embedded
- * source, (source name, entry, defines, options) - no source text is hashed
- * on a hit; for a user source the source text is hashed too (XXH3-64, about
- * 0.1 us per KiB), because a user's buffer may change between calls and a
- * pointer proves nothing. A hit compares the stored descriptor in full, so a
- * hash collision can only cost a miss. Open addressing read without a lock
+ * Memory table. Keyed by a 64-bit hash of the descriptor: (source name,
+ * entry, defines, options) for an embedded source; for a user source, first
+ * the address of its text instead of the name, then, on a miss, the text
+ * itself (XXH3-64). A kernel found by its text gets its caller's address as
+ * an alias (a few per kernel at most), so a caller that keeps its source in
+ * one buffer hashes no source text on a hit. A hit always compares the
+ * stored descriptor in full (for a user source, strcmp of the whole text:
+ * about 0.03 us per 256 bytes), so neither an address reused for other text
+ * nor a hash collision can return the wrong kernel. Open addressing read without a lock
  * (acquire loads; see tk__ktable); a hit allocates nothing and touches no file.
  *
  * Disk key (XXH3-128 by the cache layer) over, in this order: cache format,
@@ -45,10 +48,18 @@ static int desc_pointers_ok(const tk_kernel_desc *d)
     return 1;
 }
 
-static uint64_t desc_hash(const tk_kernel_desc *d)
+/* by_content: hash a user source's text, else its address. */
+static uint64_t desc_hash(const tk_kernel_desc *d, int by_content)
 {
-    uint64_t h = d->source_name ? XXH3_64bits_withSeed(d->source_name, strlen(d->source_name), 1)
-                                : XXH3_64bits_withSeed(d->source, strlen(d->source), 2);
+    uint64_t h;
+    if (d->source_name) {
+        h = XXH3_64bits_withSeed(d->source_name, strlen(d->source_name), 1);
+    } else if (by_content) {
+        h = XXH3_64bits_withSeed(d->source, strlen(d->source), 2);
+    } else {
+        uintptr_t addr = (uintptr_t)d->source;
+        h = XXH3_64bits_withSeed(&addr, sizeof addr, 3);
+    }
     h = XXH3_64bits_withSeed(d->entry, strlen(d->entry), h);
     /* Defines: order does not matter (the disk key sorts them), so combine
      * their hashes with a commutative sum. */
@@ -109,52 +120,78 @@ static tk_kernel *table_find(tk_context *ctx, uint64_t h, const tk_kernel_desc *
         return NULL;
     size_t mask = t->n_slots - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-        tk_kernel *k = __atomic_load_n(&t->slots[i], __ATOMIC_ACQUIRE);
+        tk_kernel *k = __atomic_load_n(&t->slots[i].k, __ATOMIC_ACQUIRE);
         if (!k)
             return NULL;
-        if (k->mhash == h && kernel_matches(k, d))
+        if (t->slots[i].h == h && kernel_matches(k, d))
             return k;
     }
 }
 
-static void slots_put(tk__ktable *t, tk_kernel *k)
+static void slots_put(tk__ktable *t, uint64_t h, tk_kernel *k)
 {
     size_t mask = t->n_slots - 1;
-    size_t i = (size_t)k->mhash & mask;
-    while (t->slots[i])
+    size_t i = (size_t)h & mask;
+    while (t->slots[i].k)
         i = (i + 1) & mask;
-    __atomic_store_n(&t->slots[i], k, __ATOMIC_RELEASE);
+    t->slots[i].h = h;
+    __atomic_store_n(&t->slots[i].k, k, __ATOMIC_RELEASE);
 }
 
-/* Adds k to the table and to the owned list; TK_OUT_OF_MEMORY leaves both unchanged. */
-static tk_status table_insert(tk_context *ctx, tk_kernel *k)
+/* Makes room for one more slot (table_mu held). */
+static tk_status table_reserve(tk_context *ctx)
 {
-    tk_status st = TK_OK;
-    pthread_mutex_lock(&ctx->table_mu);
     tk__ktable *t = ctx->table;
-    if (!t || (ctx->n_used + 1) * 2 > t->n_slots) {
-        size_t n = t ? t->n_slots * 2 : 64;
-        tk__ktable *bigger = calloc(1, sizeof *bigger + n * sizeof bigger->slots[0]);
-        if (!bigger) {
-            st = TK_OUT_OF_MEMORY;
-            goto out;
+    if (t && (ctx->n_used + 1) * 2 <= t->n_slots)
+        return TK_OK;
+    size_t n = t ? t->n_slots * 2 : 64;
+    tk__ktable *bigger = calloc(1, sizeof *bigger + n * sizeof bigger->slots[0]);
+    if (!bigger)
+        return TK_OUT_OF_MEMORY;
+    bigger->n_slots = n;
+    bigger->older = t;
+    for (size_t i = 0; t && i < t->n_slots; i++)
+        if (t->slots[i].k)
+            slots_put(bigger, t->slots[i].h, t->slots[i].k);
+    /* Readers still walking the old table see a consistent, older view. */
+    __atomic_store_n(&ctx->table, bigger, __ATOMIC_RELEASE);
+    return TK_OK;
+}
+
+/* Adds k (under k->mhash, plus alias when it differs) to the table and to
+ * the owned list; TK_OUT_OF_MEMORY leaves both unchanged. */
+static tk_status table_insert(tk_context *ctx, tk_kernel *k, uint64_t alias)
+{
+    pthread_mutex_lock(&ctx->table_mu);
+    tk_status st = table_reserve(ctx);
+    if (st == TK_OK) {
+        k->next_owned = ctx->owned;
+        ctx->owned = k;
+        slots_put(ctx->table, k->mhash, k);
+        ctx->n_used++;
+        if (alias != k->mhash && table_reserve(ctx) == TK_OK) {
+            slots_put(ctx->table, alias, k);
+            ctx->n_used++;
+            k->n_aliases++;
         }
-        bigger->n_slots = n;
-        bigger->older = t;
-        for (size_t i = 0; t && i < t->n_slots; i++)
-            if (t->slots[i])
-                slots_put(bigger, t->slots[i]);
-        /* Readers still walking the old table see a consistent (older) view. */
-        __atomic_store_n(&ctx->table, bigger, __ATOMIC_RELEASE);
-        t = bigger;
     }
-    k->next_owned = ctx->owned;
-    ctx->owned = k;
-    slots_put(t, k);
-    ctx->n_used++;
-out:
     pthread_mutex_unlock(&ctx->table_mu);
     return st;
+}
+
+#define MAX_ALIASES 4
+
+/* Lets a user source's address find k without hashing its text. Best effort. */
+static void table_alias(tk_context *ctx, uint64_t alias, tk_kernel *k, const tk_kernel_desc *d)
+{
+    pthread_mutex_lock(&ctx->table_mu);
+    if (k->n_aliases < MAX_ALIASES && table_find(ctx, alias, d) != k &&
+        table_reserve(ctx) == TK_OK) {
+        slots_put(ctx->table, alias, k);
+        ctx->n_used++;
+        k->n_aliases++;
+    }
+    pthread_mutex_unlock(&ctx->table_mu);
 }
 
 static void kernel_free(tk_context *ctx, tk_kernel *k)
@@ -690,7 +727,7 @@ static tk_kernel *kernel_new(const tk_kernel_desc *d, const prep *p, uint64_t h)
 
 /* The whole slow path for one kernel; *out on success. */
 static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_t h,
-                               tk_kernel **out)
+                               uint64_t alias, tk_kernel **out)
 {
     prep p;
     obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};
@@ -753,7 +790,7 @@ static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_
     k->fn = fn;
     o.code = NULL;
     module = NULL;
-    st = table_insert(ctx, k);
+    st = table_insert(ctx, k, alias);
     if (st != TK_OK) {
         st = tk__fail(ctx, st, "out of memory keeping kernel %s", d->entry);
         goto fail;
@@ -786,23 +823,37 @@ tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
         return tk__fail(ctx, TK_INVALID_ARGUMENT,
                         "tk_kernel_get: the descriptor needs an entry point and exactly one of "
                         "source_name and source, and no NULL define names or options");
-    uint64_t h = desc_hash(desc);
+    uint64_t h = desc_hash(desc, 0);
     tk_kernel *k = table_find(ctx, h, desc);
     if (k) {
         count(&ctx->n_memory_hits, 1);
         *out = k;
         return TK_OK;
     }
+    uint64_t hc = h;
+    if (desc->source) {
+        /* Not known by this address: look it up by its text. */
+        hc = desc_hash(desc, 1);
+        k = table_find(ctx, hc, desc);
+        if (k) {
+            table_alias(ctx, h, k, desc);
+            count(&ctx->n_memory_hits, 1);
+            *out = k;
+            return TK_OK;
+        }
+    }
 
     tk__flight node;
-    k = flight_enter(ctx, h, desc, 1, &node);
+    k = flight_enter(ctx, hc, desc, 1, &node);
     if (k) {
         /* Another thread obtained it while this one waited. */
+        if (hc != h)
+            table_alias(ctx, h, k, desc);
         count(&ctx->n_memory_hits, 1);
         *out = k;
         return TK_OK;
     }
-    tk_status st = obtain_kernel(ctx, desc, h, &k);
+    tk_status st = obtain_kernel(ctx, desc, hc, h, &k);
     flight_leave(ctx, &node);
     if (st != TK_OK)
         return st;
@@ -853,7 +904,7 @@ tk_status tk_kernel_precompile(tk_context *ctx, const tk_kernel_desc *desc, tk_o
         return tk__fail(ctx, TK_INVALID_ARGUMENT,
                         "tk_kernel_precompile: the descriptor needs an entry point and exactly "
                         "one of source_name and source");
-    uint64_t h = desc_hash(desc);
+    uint64_t h = desc_hash(desc, 1);
     tk__flight node;
     flight_enter(ctx, h, desc, 0, &node);
     prep p;

@@ -90,14 +90,14 @@ static tk_status ws_get(tk_context *ctx, void *stream, size_t need, void **out)
 
 void tk__ops_context_release(tk_context *ctx)
 {
+    /* The caller's streams may be gone by now, so none is synced here: a
+     * context is destroyed after the work enqueued through it has finished,
+     * and the backend's free waits for the device as cuMemFree does. */
     pthread_mutex_lock(&ws_lock);
     for (size_t i = 0; i < ws_count;) {
         if (ws_table[i].ctx == ctx) {
-            if (ws_table[i].ptr != NULL) {
-                /* Work still queued on the stream may use the buffer. */
-                (void)tk_stream_sync(ctx, ws_table[i].stream);
+            if (ws_table[i].ptr != NULL)
                 (void)tk_mem_free(ctx, ws_table[i].ptr);
-            }
             ws_table[i] = ws_table[--ws_count];
         } else {
             i++;

@@ -94,7 +94,7 @@ static struct {
     pthread_once_t once;
     /* compiler */
     tk_status nvrtc_status;
-    char nvrtc_err[1024];
+    char nvrtc_err[1200];
     char nvrtc_path[1024];
     struct nvrtc_table rtc;
     int rtc_major, rtc_minor;
@@ -105,7 +105,7 @@ static struct {
     const char *default_opts[4];
     /* driver */
     tk_status drv_status;
-    char drv_err[1024];
+    char drv_err[1200];
     char drv_path[1024];
     struct cu_table cu;
     int driver_version;

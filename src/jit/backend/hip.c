@@ -123,7 +123,7 @@ static const tk__dl_sym comgr_syms[] = {TK__COMGR_FUNCS(COMGR_SYM)};
 static struct {
     pthread_once_t once;
     tk_status status; /* runtime + hipRTC + comgr */
-    char err[1024];
+    char err[1200];
     char hip_path[1024], rtc_path[1024], comgr_path[1024];
     struct hip_table hip;
     struct hiprtc_table rtc;

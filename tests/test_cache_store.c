@@ -786,6 +786,24 @@ START_TEST(bundle_with_bad_entry_and_non_bundle)
     tk_assert_status(tk_cache_import(b, bundle, NULL, NULL, NULL, NULL), TK_CORRUPT);
     free(bytes);
 
+    /* A record larger than any entry is skipped, not allocated (a sparse
+     * file keeps this cheap). */
+    {
+        uint8_t head[24 + 8];
+        memcpy(head, "TKJITBDL", 8);
+        put_le(head + 8, TK__CACHE_FORMAT, 4);
+        put_le(head + 12, 0, 4);
+        put_le(head + 16, 1, 8);
+        put_le(head + 24, ((uint64_t)1 << 31) + 1, 8);
+        ck_assert_int_eq(tk_test_write_file(bundle, head, sizeof(head)), 0);
+        ck_assert_int_eq(truncate(bundle, (off_t)sizeof(head) + ((off_t)1 << 31) + 1), 0);
+        memset(&bs, 0, sizeof(bs));
+        tk_assert_status(tk_cache_import(b, bundle, on_bad, &bs, &imported, &rejected), TK_OK);
+        ck_assert_uint_eq(imported, 0);
+        ck_assert_uint_eq(rejected, 1);
+        ck_assert_str_eq(bs.why[0], "entry too large");
+    }
+
     /* Not a bundle at all. */
     ck_assert_int_eq(tk_test_write_file(bundle, "hello, world, not a bundle", 26), 0);
     tk_assert_status(tk_cache_import(b, bundle, NULL, NULL, &imported, &rejected), TK_CORRUPT);

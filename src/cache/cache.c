@@ -315,10 +315,10 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     if (!cache->max_size) {
         const char *env = getenv("TOKITAI_JIT_CACHE_MAX_SIZE");
         uint64_t v = 0;
-        if (env && *env && (tk_parse_size(env, &v) != TK_OK || v == 0))
+        if (env && *env && tk_parse_size(env, &v) != TK_OK)
             tk__cache_warn_once(cache, TK__WARN_SETUP,
                                 "TOKITAI_JIT_CACHE_MAX_SIZE=%s is not a size; using 5G", env);
-        cache->max_size = v ? v : DEFAULT_MAX_SIZE;
+        cache->max_size = v ? v : DEFAULT_MAX_SIZE; /* "0", like the API, is the default */
     }
     const char *delay = getenv("TK__CACHE_TEST_WRITE_DELAY_MS");
     if (delay && *delay)

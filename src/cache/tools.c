@@ -679,6 +679,17 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
             goto done;
         }
         offset += 8 + len;
+        if (len > TK__ENTRY_MAX_FILE) {
+            /* Larger than any entry: skip it rather than allocate it. */
+            rejected++;
+            if (bad)
+                bad(user, where, "entry too large");
+            if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
+                st = tk__cache_fail(cache, TK_IO_ERROR, "%s: cannot seek", path);
+                goto done;
+            }
+            continue;
+        }
         free(bytes);
         bytes = malloc(len ? (size_t)len : 1);
         if (!bytes) {

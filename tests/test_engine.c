@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jit/backend/backend.h"
+#include "jit/jit_internal.h"
 #include "tk_test.h"
 
 static const char *const k_source =
@@ -683,6 +683,89 @@ START_TEST(test_config_rejects_nonsense)
 }
 END_TEST
 
+START_TEST(test_embedded_includes_expanded_once)
+{
+    const char *const *names = tk_embedded_sources();
+    ck_assert_ptr_nonnull(names);
+    if (!names[0]) {
+        printf("skipped: no embedded sources in this build\n");
+        return;
+    }
+    size_t len = 0;
+    const char *text = tk__embedded_source(names[0], &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(strlen(text), len);
+
+    char src[512];
+    snprintf(src, sizeof src,
+             "#include \"%s.cu\"\n#include \"%s.cu\"\n"
+             "extern \"C\" __global__ void after_include(int *x) { x[0] = 1; }\n",
+             names[0], names[0]);
+    tk_context *ctx = stub_context();
+    tk_kernel_desc d = {.source = src, .entry = "after_include"};
+    const tk_kernel *k = get_ok(ctx, &d);
+    /* The stub's code object carries the source the compiler would see. */
+    char *code = malloc(k->code_size + 1);
+    memcpy(code, k->code, k->code_size);
+    code[k->code_size] = '\0';
+    const char *body = code + 8 + strlen(code + 8) + 1;
+    char marker[128];
+    snprintf(marker, sizeof marker, "#line 1 \"%s\"", names[0]);
+    const char *first = strstr(body, marker);
+    ck_assert_msg(first != NULL, "no %s in %s", marker, body);
+    ck_assert_ptr_null(strstr(first + 1, marker)); /* included once */
+    ck_assert_ptr_nonnull(strstr(body, "/* stub prelude */"));
+    ck_assert_ptr_null(strstr(body, "#include \""));
+    /* A prefix of the embedded text is in there verbatim. */
+    char head[64];
+    size_t hl = len < sizeof head - 1 ? len : sizeof head - 1;
+    memcpy(head, text, hl);
+    head[hl] = '\0';
+    ck_assert_ptr_nonnull(strstr(body, head));
+    free(code);
+    tk_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_env_logger_writes_stderr_only_when_asked)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stderr.txt", g_dir);
+    FILE *f = fopen(path, "w+");
+    ck_assert_ptr_nonnull(f);
+    int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fileno(f), 2), 0);
+
+    tk_kernel_desc d = base_desc();
+    unsetenv("TOKITAI_JIT_LOG");
+    tk_context *ctx = stub_context();
+    get_ok(ctx, &d);
+    tk_context_destroy(ctx);
+    fflush(stderr);
+    long quiet = ftell(f);
+
+    setenv("TOKITAI_JIT_LOG", "info", 1);
+    ctx = stub_context();
+    d.entry = "add_one";
+    const tk_define other[] = {{"ADD", "5.0f"}};
+    d.defines = other;
+    d.n_defines = 1;
+    get_ok(ctx, &d);
+    tk_context_destroy(ctx);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+
+    ck_assert_int_eq(quiet, 0);
+    char *text = tk_test_read_file(path, NULL);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, "tokitai-jit: info: compiled add_one") != NULL, "stderr: %s", text);
+    free(text);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -707,6 +790,8 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, test_log_callback);
     tcase_add_test(tc, test_memory_api_on_stub);
     tcase_add_test(tc, test_config_rejects_nonsense);
+    tcase_add_test(tc, test_embedded_includes_expanded_once);
+    tcase_add_test(tc, test_env_logger_writes_stderr_only_when_asked);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -351,9 +351,15 @@ static const tk__embedded *embedded_include(const char *s, const char *e)
     if (s >= e)
         return NULL;
     size_t n = (size_t)(s - name);
-    for (const tk__embedded *t = tk__embedded_table; t->name; t++)
-        if (strlen(t->name) == n && strncmp(t->name, name, n) == 0)
+    /* Headers are named with their extension ("common.cuh"), kernels without
+     * ("gemm_f16" for gemm_f16.cu): accept "gemm_f16.cu" too. */
+    size_t bare = (n > 3 && strncmp(name + n - 3, ".cu", 3) == 0) ? n - 3 : n;
+    for (const tk__embedded *t = tk__embedded_table; t->name; t++) {
+        size_t tl = strlen(t->name);
+        if ((tl == n && strncmp(t->name, name, n) == 0) ||
+            (tl == bare && strncmp(t->name, name, bare) == 0))
             return t;
+    }
     return NULL;
 }
 

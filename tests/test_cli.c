@@ -87,13 +87,36 @@ START_TEST(test_help_and_version)
 {
     char *out, *err;
     ck_assert_int_eq(cli_run(&out, &err, "--help", NULL), CLI_OK);
-    const char *must[] = {"--list", "--json", "--verbose", "--stats", "--verify", "--prune",
-                          "--max-size", "--clear", "--info", "--run", "--shape", "--seed",
-                          "--policy", "--precompile", "--manifest", "--arch", "--ops", "-j",
-                          "--export", "--import", "--cache-dir", "--version",
-                          "TOKITAI_JIT_CACHE_DIR", "TOKITAI_JIT_CACHE_PATH",
-                          "TOKITAI_JIT_CACHE_MAX_SIZE", "TOKITAI_JIT_CACHE_DISABLE",
-                          "TOKITAI_JIT_BACKEND", "TOKITAI_JIT_LOG", "Exit codes", "no device"};
+    const char *must[] = {"--list",
+                          "--json",
+                          "--verbose",
+                          "--stats",
+                          "--verify",
+                          "--prune",
+                          "--max-size",
+                          "--clear",
+                          "--info",
+                          "--run",
+                          "--shape",
+                          "--seed",
+                          "--policy",
+                          "--precompile",
+                          "--manifest",
+                          "--arch",
+                          "--ops",
+                          "-j",
+                          "--export",
+                          "--import",
+                          "--cache-dir",
+                          "--version",
+                          "TOKITAI_JIT_CACHE_DIR",
+                          "TOKITAI_JIT_CACHE_PATH",
+                          "TOKITAI_JIT_CACHE_MAX_SIZE",
+                          "TOKITAI_JIT_CACHE_DISABLE",
+                          "TOKITAI_JIT_BACKEND",
+                          "TOKITAI_JIT_LOG",
+                          "Exit codes",
+                          "no device"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         ck_assert_msg(strstr(out, must[i]), "--help does not mention %s", must[i]);
     ck_assert_str_eq(err, "");
@@ -190,8 +213,8 @@ START_TEST(test_list_entries)
 
     char *out, *err;
     ck_assert_int_eq(cli_run(&out, &err, "--list", "--cache-dir", g_root, NULL), CLI_OK);
-    const char *headers[] = {"KEY", "KERNEL", "BACKEND", "ARCH", "COMPILER", "SIZE", "CREATED",
-                             "LAST USE"};
+    const char *headers[] = {"KEY",      "KERNEL", "BACKEND", "ARCH",
+                             "COMPILER", "SIZE",   "CREATED", "LAST USE"};
     for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++)
         ck_assert_msg(strstr(out, headers[i]), "no column %s in:\n%s", headers[i], out);
     for (int i = 0; i < keys->n; i++) {
@@ -306,9 +329,8 @@ START_TEST(test_prune)
     char limit[32];
     snprintf(limit, sizeof limit, "%llu", (unsigned long long)(before.bytes / 2));
     char *out, *err;
-    ck_assert_int_eq(cli_run(&out, &err, "--prune", "--max-size", limit, "--cache-dir", g_root,
-                             NULL),
-                     CLI_OK);
+    ck_assert_int_eq(
+        cli_run(&out, &err, "--prune", "--max-size", limit, "--cache-dir", g_root, NULL), CLI_OK);
     ck_assert_ptr_nonnull(strstr(out, "removed"));
     free(out), free(err);
     tk_assert_status(tk_cache_get_stats(cache, &after), TK_OK);
@@ -317,8 +339,8 @@ START_TEST(test_prune)
     ck_assert_uint_gt(after.entries, 0);
 
     /* With a limit above the size nothing goes. */
-    ck_assert_int_eq(cli_run(&out, &err, "--prune", "--max-size", "1G", "--cache-dir", g_root, NULL),
-                     CLI_OK);
+    ck_assert_int_eq(
+        cli_run(&out, &err, "--prune", "--max-size", "1G", "--cache-dir", g_root, NULL), CLI_OK);
     ck_assert_ptr_nonnull(strstr(out, "removed 0 files"));
     free(out), free(err);
     tk_cache_stats again;

@@ -225,9 +225,8 @@ static inline int key_set_visit(void *user, const tk_cache_entry_info *info)
     key_set *s = user;
     if (s->n < 512) {
         snprintf(s->keys[s->n], 33, "%s", info->key_hex);
-        snprintf(s->desc[s->n], 256, "%s|%s|%s|%s|%s|%llu", info->kernel, info->arch,
-                 info->backend, info->compiler, info->options,
-                 (unsigned long long)info->payload_size);
+        snprintf(s->desc[s->n], 256, "%s|%s|%s|%s|%s|%llu", info->kernel, info->arch, info->backend,
+                 info->compiler, info->options, (unsigned long long)info->payload_size);
         s->n++;
     }
     return 0;

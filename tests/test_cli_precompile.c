@@ -111,9 +111,9 @@ START_TEST(test_manifest_unknown_target)
     write_manifest("gfx1101.tkm", "softmax_f16_fwd rows=8 cols=100\narch gfx90a\narch gfx1101\n",
                    path, sizeof path);
     char *out, *err;
-    ck_assert_int_eq(cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root,
-                             NULL),
-                     CLI_UNAVAILABLE);
+    ck_assert_int_eq(
+        cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL),
+        CLI_UNAVAILABLE);
     ck_assert_msg(strstr(err, "gfx1101"), "stderr: %s", err);
     ck_assert_msg(strstr(err, ":3)"), "line not named: %s", err);
     free(out), free(err);
@@ -123,16 +123,15 @@ END_TEST
 
 /* ------------------------------------------------------ stub precompile */
 
-static const char stub_manifest[] =
-    "# small manifest for the stub backend\n"
-    "arch stub\n"
-    "policy exact\n"
-    "gemm_f16_fwd    M=16,32 N=48 K=64\n"
-    "gemm_f16_grad_a M=16 N=48 K=64\n"
-    "softmax_f16_fwd rows=4 cols=100,1000\n"
-    "embedding_f16_fwd V=100 D=64 Q=8\n"
-    "embedding_f16_bwd V=100 D=64 Q=8\n"
-    "kernel user.cu user_entry -DTILE=4 -DNAME=x\n";
+static const char stub_manifest[] = "# small manifest for the stub backend\n"
+                                    "arch stub\n"
+                                    "policy exact\n"
+                                    "gemm_f16_fwd    M=16,32 N=48 K=64\n"
+                                    "gemm_f16_grad_a M=16 N=48 K=64\n"
+                                    "softmax_f16_fwd rows=4 cols=100,1000\n"
+                                    "embedding_f16_fwd V=100 D=64 Q=8\n"
+                                    "embedding_f16_bwd V=100 D=64 Q=8\n"
+                                    "kernel user.cu user_entry -DTILE=4 -DNAME=x\n";
 
 static const char user_kernel[] =
     "extern \"C\" __global__ void user_entry(float *x) { x[threadIdx.x] = TILE; }\n";
@@ -191,9 +190,9 @@ START_TEST(test_stub_failure_reports_log)
                    "arch stub\nsoftmax_f16_fwd rows=4 cols=100\nkernel broken.cu broken_entry\n",
                    path, sizeof path);
     char *out, *err;
-    ck_assert_int_eq(cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root,
-                             NULL),
-                     CLI_FAIL);
+    ck_assert_int_eq(
+        cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL),
+        CLI_FAIL);
     ck_assert_ptr_nonnull(strstr(out, "1 failed"));
     ck_assert_msg(strstr(err, "broken on purpose"), "the compiler log is missing: %s", err);
     ck_assert_msg(strstr(err, "line 3"), "the manifest line is missing: %s", err);
@@ -248,14 +247,14 @@ START_TEST(test_export_import)
     free(out), free(err);
 
     /* Selection: no entry is for sm_90; every entry is for stub. */
-    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--arch", "sm_90", "--cache-dir",
-                             g_root, NULL),
-                     CLI_OK);
+    ck_assert_int_eq(
+        cli_run(&out, &err, "--export", bundle, "--arch", "sm_90", "--cache-dir", g_root, NULL),
+        CLI_OK);
     ck_assert_ptr_nonnull(strstr(out, "exported 0 entries"));
     free(out), free(err);
-    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--arch", "stub", "--cache-dir",
-                             g_root, NULL),
-                     CLI_OK);
+    ck_assert_int_eq(
+        cli_run(&out, &err, "--export", bundle, "--arch", "stub", "--cache-dir", g_root, NULL),
+        CLI_OK);
     snprintf(count, sizeof count, "exported %d entries", n);
     ck_assert_msg(strstr(out, count), "%s", out);
     free(out), free(err);
@@ -267,8 +266,8 @@ START_TEST(test_export_import)
                      CLI_OK);
     ck_assert_msg(strstr(out, "exported 2 entries"), "%s", out);
     free(out), free(err);
-    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--ops", "gemm_f16_grad_b",
-                             "--arch", "stub", "--cache-dir", g_root, NULL),
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--ops", "gemm_f16_grad_b", "--arch",
+                             "stub", "--cache-dir", g_root, NULL),
                      CLI_OK);
     ck_assert_msg(strstr(out, "exported 3 entries"), "%s", out);
     free(out), free(err);
@@ -413,9 +412,18 @@ START_TEST(test_default_manifest)
     long jobs = summary_count(out, " jobs (");
     ck_assert_msg(jobs >= 100 && jobs <= 400, "default manifest: %ld jobs", jobs);
     ck_assert_int_eq(count_lines(out), jobs + 1);
-    const char *must[] = {"gemm_f16_fwd", "gemm_f16_grad_a", "gemm_f16_grad_b", "softmax_f16_fwd",
-                          "softmax_xent_f16_bwd", "embedding_f16_fwd", "embedding_f16_bwd",
-                          "N=32000", "N=50304", "M=512 ", "M=16384 ", "V=50304"};
+    const char *must[] = {"gemm_f16_fwd",
+                          "gemm_f16_grad_a",
+                          "gemm_f16_grad_b",
+                          "softmax_f16_fwd",
+                          "softmax_xent_f16_bwd",
+                          "embedding_f16_fwd",
+                          "embedding_f16_bwd",
+                          "N=32000",
+                          "N=50304",
+                          "M=512 ",
+                          "M=16384 ",
+                          "V=50304"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         ck_assert_msg(strstr(out, must[i]), "default manifest lacks %s", must[i]);
     free(out), free(err);

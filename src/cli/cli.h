@@ -42,8 +42,8 @@ typedef struct tk__cli_opts {
     int verbose;
     int have_max_size;
     uint64_t max_size;
-    const char *run_op;    /* --run OP */
-    const char *shape;     /* --shape DIMS */
+    const char *run_op; /* --run OP */
+    const char *shape;  /* --shape DIMS */
     uint64_t seed;
     int have_policy;
     tk_policy policy;
@@ -52,7 +52,7 @@ typedef struct tk__cli_opts {
     const char *ops_list;  /* --ops LIST */
     int jobs;              /* -j N; 0: number of CPUs */
     int dry_run;
-    const char *file;      /* --export / --import FILE */
+    const char *file; /* --export / --import FILE */
 } tk__cli_opts;
 
 /* "tokitai-jit: <message>" on stderr, one line. */

@@ -161,8 +161,8 @@ static void list_json(const tk_cache *cache, const entry_list *l)
         fputs(", \"compiler\": ", stdout), tk__json_str(stdout, e->compiler);
         fputs(", \"options\": ", stdout), tk__json_str(stdout, e->options);
         fputs(", \"path\": ", stdout), tk__json_str(stdout, e->path);
-        printf(", \"payload_size\": %llu, \"file_size\": %llu",
-               (unsigned long long)e->payload_size, (unsigned long long)e->file_size);
+        printf(", \"payload_size\": %llu, \"file_size\": %llu", (unsigned long long)e->payload_size,
+               (unsigned long long)e->file_size);
         printf(", \"created\": \"%s\", \"last_used\": \"%s\"",
                tk__fmt_time_iso(e->created, t1, sizeof t1),
                tk__fmt_time_iso(e->last_used, t2, sizeof t2));

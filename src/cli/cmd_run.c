@@ -112,7 +112,8 @@ static void print_indented(const char *text, const char *indent)
 
 int tk__cmd_info(const tk__cli_opts *opts)
 {
-    backend_row rows[3] = {{"cuda", TK_BACKEND_CUDA}, {"hip", TK_BACKEND_HIP}, {"stub", TK_BACKEND_STUB}};
+    backend_row rows[3] = {
+        {"cuda", TK_BACKEND_CUDA}, {"hip", TK_BACKEND_HIP}, {"stub", TK_BACKEND_STUB}};
     const char *forced = getenv("TOKITAI_JIT_BACKEND");
     /* The stub is a testing backend: shown only when asked for. */
     size_t n_rows = forced && strcmp(forced, "stub") == 0 ? 3 : 2;

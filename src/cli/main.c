@@ -99,7 +99,8 @@ static const opt_spec specs[] = {
     {"--export", NULL, 1, TK__CMD_EXPORT, ALL_COMMANDS},
     {"--import", NULL, 1, TK__CMD_IMPORT, ALL_COMMANDS},
     {"--cache-dir", NULL, 1, TK__CMD_NONE, ALL_COMMANDS},
-    {"--json", NULL, 0, TK__CMD_NONE, C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_INFO) | C(TK__CMD_RUN)},
+    {"--json", NULL, 0, TK__CMD_NONE,
+     C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_INFO) | C(TK__CMD_RUN)},
     {"--verbose", "-v", 0, TK__CMD_NONE, C(TK__CMD_LIST) | C(TK__CMD_PRECOMPILE)},
     {"--max-size", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRUNE)},
     {"--shape", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
@@ -133,8 +134,8 @@ static const opt_spec *find_spec(const char *arg, const char **value)
             *value = arg + n + 1;
             return s;
         }
-        if (s->takes_value && s->alias && strlen(s->alias) == 2 &&
-            strncmp(arg, s->alias, 2) == 0 && arg[2]) {
+        if (s->takes_value && s->alias && strlen(s->alias) == 2 && strncmp(arg, s->alias, 2) == 0 &&
+            arg[2]) {
             *value = arg + 2;
             return s;
         }

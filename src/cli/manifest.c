@@ -251,8 +251,9 @@ static int parse_arch_line(parser *p, char **tok, int ntok)
         char *save = NULL;
         for (char *a = strtok_r(tok[t], ",", &save); a; a = strtok_r(NULL, ",", &save)) {
             if (!tk__target_name_valid(a))
-                return fail(p, a, "unknown target architecture (examples: sm_80, sm_90, "
-                                  "gfx90a, gfx1030)");
+                return fail(p, a,
+                            "unknown target architecture (examples: sm_80, sm_90, "
+                            "gfx90a, gfx1030)");
             int dup = 0;
             for (size_t i = 0; i < m->n_archs; i++)
                 dup |= strcmp(m->archs[i], a) == 0;
@@ -401,10 +402,11 @@ static int parse_line(parser *p, char *line)
         return parse_kernel_line(p, tok, ntok);
     tk_op op;
     if (tk_op_from_name(tok[0], &op) != TK_OK)
-        return fail(p, tok[0], "unknown op (operators: gemm_f16_fwd, gemm_f16_grad_a, "
-                               "gemm_f16_grad_b, softmax_f16_fwd, softmax_xent_f16_bwd, "
-                               "embedding_f16_fwd, embedding_f16_bwd; directives: arch, "
-                               "policy, kernel)");
+        return fail(p, tok[0],
+                    "unknown op (operators: gemm_f16_fwd, gemm_f16_grad_a, "
+                    "gemm_f16_grad_b, softmax_f16_fwd, softmax_xent_f16_bwd, "
+                    "embedding_f16_fwd, embedding_f16_bwd; directives: arch, "
+                    "policy, kernel)");
     return parse_op_line(p, op, tok, ntok);
 }
 
@@ -634,6 +636,6 @@ void tk__mf_job_describe(const tk__manifest *m, const tk__mf_job *job, char *buf
     int n = op_dim_names(job->op, names);
     size_t len = (size_t)snprintf(buf, size, "%s", tk_op_name(job->op));
     for (int i = 0; i < n && i < job->n_dims && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, " %s=%lld", names[i],
-                                (long long)job->dims[i]);
+        len +=
+            (size_t)snprintf(buf + len, size - len, " %s=%lld", names[i], (long long)job->dims[i]);
 }

@@ -18,8 +18,8 @@
 
 /* A user kernel: `kernel FILE ENTRY [-DNAME[=VALUE]]... [OPTION]...`. */
 typedef struct tk__mf_kernel {
-    char *path;     /* as resolved (relative to the manifest's folder) */
-    char *source;   /* the file's text */
+    char *path;   /* as resolved (relative to the manifest's folder) */
+    char *source; /* the file's text */
     char *entry;
     tk_define *defines;
     char **define_text; /* backing store of defines' strings */

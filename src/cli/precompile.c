@@ -30,7 +30,7 @@ typedef struct target {
     char *name;  /* as requested */
     char *canon; /* full target id from the library */
     tk_backend_kind backend;
-    int line;    /* manifest line, 0 if not from the manifest */
+    int line; /* manifest line, 0 if not from the manifest */
     int usable;
 } target;
 
@@ -366,8 +366,8 @@ static int resolve_targets(run_state *s)
                 if (defaults) {
                     printf("skipping %s: %s\n", t->name, why);
                 } else {
-                    tk__cli_error("target %s%s: %s", t->name, target_where(s, t, where, sizeof where),
-                                  why);
+                    tk__cli_error("target %s%s: %s", t->name,
+                                  target_where(s, t, where, sizeof where), why);
                     if (rc == TK__EXIT_OK)
                         rc = st == TK_INVALID_ARGUMENT ? TK__EXIT_USAGE : TK__EXIT_UNAVAILABLE;
                 }
@@ -457,7 +457,8 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
         r.status = (int32_t)st;
         r.seconds = tk__now() - t0;
         r.log_len = log ? (uint32_t)strlen(log) : 0;
-        if (write_all(res_fd, &r, sizeof r) != 0 || (r.log_len && write_all(res_fd, log, r.log_len)))
+        if (write_all(res_fd, &r, sizeof r) != 0 ||
+            (r.log_len && write_all(res_fd, log, r.log_len)))
             break;
         free(log);
     }
@@ -470,8 +471,8 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
 
 typedef struct worker {
     pid_t pid;
-    int cmd_fd; /* parent writes item indices */
-    int res_fd; /* parent reads results */
+    int cmd_fd;   /* parent writes item indices */
+    int res_fd;   /* parent reads results */
     int64_t busy; /* item index, -1 when idle */
     int alive;
 } worker;
@@ -512,11 +513,11 @@ static void show_progress(const run_state *s, progress *p, const item *it, const
         const int bar = 24;
         int filled = p->total ? (int)((double)bar * (double)p->done / (double)p->total) : bar;
         char line[1024];
-        int n = snprintf(line, sizeof line, "[%.*s%.*s] %zu/%zu  new %llu  cached %llu  failed %llu  %s",
-                         filled, "########################", bar - filled,
-                         "........................", p->done, p->total,
-                         (unsigned long long)p->compiled, (unsigned long long)p->cached,
-                         (unsigned long long)p->failed, what);
+        int n = snprintf(line, sizeof line,
+                         "[%.*s%.*s] %zu/%zu  new %llu  cached %llu  failed %llu  %s", filled,
+                         "########################", bar - filled, "........................",
+                         p->done, p->total, (unsigned long long)p->compiled,
+                         (unsigned long long)p->cached, (unsigned long long)p->failed, what);
         if (n >= cols)
             line[cols - 1] = 0;
         printf("\r\033[K%s", line);
@@ -589,7 +590,8 @@ static void retire_worker(worker *w)
     w->alive = 0;
 }
 
-static int record_failure(failure **fails, size_t *n_fails, size_t item_idx, tk_status st, char *log)
+static int record_failure(failure **fails, size_t *n_fails, size_t item_idx, tk_status st,
+                          char *log)
 {
     failure *f = realloc(*fails, (*n_fails + 1) * sizeof *f);
     if (!f) {
@@ -740,9 +742,9 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
         len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", i ? ", " : "",
                                 s->targets[i].canon);
     if (p.compiled == 0 && p.failed == 0)
-        printf("nothing to compile: all %llu kernels already cached (%zu jobs for %s) in %s, "
-               "%.1f s\n",
-               (unsigned long long)p.cached, s->n_items, targets, root, secs);
+        printf("nothing to compile: every kernel is already cached (%zu jobs for %s, %llu kernel "
+               "lookups) in %s, %.1f s\n",
+               s->n_items, targets, (unsigned long long)p.cached, root, secs);
     else
         printf("precompiled %zu jobs for %s into %s: %llu compiled, %llu already cached, "
                "%llu failed, %.1f s\n",
@@ -778,10 +780,9 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
     tk_cache *cache = NULL;
     char *root = NULL;
 
-    int prc = opts->manifest
-                  ? tk__manifest_load(opts->manifest, &s.m, err, sizeof err)
-                  : tk__manifest_parse(tk__default_manifest, "<built-in manifest>", NULL, &s.m,
-                                       err, sizeof err);
+    int prc = opts->manifest ? tk__manifest_load(opts->manifest, &s.m, err, sizeof err)
+                             : tk__manifest_parse(tk__default_manifest, "<built-in manifest>", NULL,
+                                                  &s.m, err, sizeof err);
     if (prc != 0) {
         tk__cli_error("%s", err);
         return TK__EXIT_USAGE;

@@ -405,6 +405,29 @@ START_TEST(test_run_without_device)
 }
 END_TEST
 
+/* The stub backend has a "device" that launches nothing: the checked run
+ * happens, its report is printed, and the result is outside tolerance. */
+START_TEST(test_run_out_of_tolerance)
+{
+    setenv("TOKITAI_JIT_BACKEND", "stub", 1);
+    char *out, *err;
+    ck_assert_int_eq(cli_run(&out, &err, "--run", "softmax_f16_fwd", "--shape", "4x100",
+                             "--cache-dir", g_root, NULL),
+                     CLI_FAIL);
+    ck_assert_msg(strstr(out, "softmax_f16_fwd") && strstr(out, "FAIL"), "report: %s", out);
+    ck_assert_ptr_nonnull(strstr(out, "cache_key"));
+    ck_assert_int_eq(count_lines(err), 1);
+    ck_assert_msg(strstr(err, "outside tolerance"), "stderr: %s", err);
+    free(out), free(err);
+    ck_assert_int_eq(cli_run(&out, &err, "--run", "softmax_f16_fwd", "--shape", "4,100", "--json",
+                             "--seed", "7", "--cache-dir", g_root, NULL),
+                     CLI_FAIL);
+    ck_assert_msg(json_valid(out), "invalid JSON: %s", out);
+    free(out), free(err);
+    unsetenv("TOKITAI_JIT_BACKEND");
+}
+END_TEST
+
 /* ---------------------------------------------------- README and CI agree */
 
 /* The README's test command (the line after "Run the whole test suite"). */
@@ -459,6 +482,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_clear);
     tcase_add_test(tc, test_info);
     tcase_add_test(tc, test_run_without_device);
+    tcase_add_test(tc, test_run_out_of_tolerance);
     tcase_add_test(tc, test_ci_runs_readme_command);
     suite_add_tcase(s, tc);
     return s;

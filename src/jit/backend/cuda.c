@@ -745,10 +745,21 @@ static tk_status cuda_mem_free(void *ptr, tk__err *err)
     return r ? tk__err_set(err, TK_DEVICE_ERROR, "cuMemFree: %s", cu_err_name(r)) : TK_OK;
 }
 
+/* Uploads and memsets go through the legacy default stream and may still be
+ * in flight when the call returns (pageable staging, async memset); waiting
+ * for that stream makes them complete, so that a kernel launched next on any
+ * stream, a non-blocking one included, sees the data. */
+static tk_status settle(const char *what, CUresult r, tk__err *err)
+{
+    if (r == 0)
+        r = g.cu.cuStreamSynchronize(NULL);
+    return r ? tk__err_set(err, TK_DEVICE_ERROR, "%s: %s", what, cu_err_name(r)) : TK_OK;
+}
+
 static tk_status cuda_mem_upload(void *dst, const void *src, size_t bytes, tk__err *err)
 {
-    CUresult r = g.cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)dst, src, bytes);
-    return r ? tk__err_set(err, TK_DEVICE_ERROR, "cuMemcpyHtoD: %s", cu_err_name(r)) : TK_OK;
+    return settle("cuMemcpyHtoD", g.cu.cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)dst, src, bytes),
+                  err);
 }
 
 static tk_status cuda_mem_download(void *dst, const void *src, size_t bytes, tk__err *err)
@@ -759,8 +770,7 @@ static tk_status cuda_mem_download(void *dst, const void *src, size_t bytes, tk_
 
 static tk_status cuda_mem_set(void *dst, unsigned char byte, size_t bytes, tk__err *err)
 {
-    CUresult r = g.cu.cuMemsetD8_v2((CUdeviceptr)(uintptr_t)dst, byte, bytes);
-    return r ? tk__err_set(err, TK_DEVICE_ERROR, "cuMemsetD8: %s", cu_err_name(r)) : TK_OK;
+    return settle("cuMemsetD8", g.cu.cuMemsetD8_v2((CUdeviceptr)(uintptr_t)dst, byte, bytes), err);
 }
 
 static tk_status cuda_stream_sync(void *stream, tk__err *err)

@@ -689,6 +689,9 @@ static tk_status hip_mem_upload(void *dst, const void *src, size_t bytes, tk__er
     void *s;
     memcpy(&s, &src, sizeof s);
     hipError_t r = g.hip.hipMemcpyHtoD(dst, s, bytes);
+    /* Complete before returning, as on CUDA (see cuda.c, settle). */
+    if (r == 0)
+        r = g.hip.hipStreamSynchronize(NULL);
     return r ? tk__err_set(err, TK_DEVICE_ERROR, "hipMemcpyHtoD: %s", hip_err_name(r)) : TK_OK;
 }
 
@@ -703,6 +706,8 @@ static tk_status hip_mem_download(void *dst, const void *src, size_t bytes, tk__
 static tk_status hip_mem_set(void *dst, unsigned char byte, size_t bytes, tk__err *err)
 {
     hipError_t r = g.hip.hipMemset(dst, byte, bytes);
+    if (r == 0)
+        r = g.hip.hipStreamSynchronize(NULL);
     return r ? tk__err_set(err, TK_DEVICE_ERROR, "hipMemset: %s", hip_err_name(r)) : TK_OK;
 }
 

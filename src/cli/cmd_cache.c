@@ -118,7 +118,8 @@ static int load_entries(tk_cache *cache, entry_list *l)
         free_entries(l);
         return -1;
     }
-    qsort(l->items, l->n, sizeof *l->items, cmp_entry);
+    if (l->n > 1)
+        qsort(l->items, l->n, sizeof *l->items, cmp_entry);
     return 0;
 }
 

@@ -402,6 +402,25 @@ START_TEST(test_real_targets)
 }
 END_TEST
 
+/* With a device and no --arch, the device is the target (the stub backend's
+ * device stands in for a GPU). */
+START_TEST(test_device_target)
+{
+    setenv("TOKITAI_JIT_BACKEND", "stub", 1);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--ops", "softmax_f16_fwd", "--cache-dir", g_root,
+                     NULL);
+    unsetenv("TOKITAI_JIT_BACKEND");
+    ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
+    ck_assert_ptr_nonnull(strstr(out, "targeting the device present: stub (stub)"));
+    ck_assert_ptr_nonnull(strstr(out, "for stub into"));
+    long compiled = summary_count(out, " compiled,");
+    ck_assert_int_gt(compiled, 0);
+    ck_assert_int_eq(n_entries(g_root), compiled);
+    free(out), free(err);
+}
+END_TEST
+
 /* The built-in manifest parses and expands for a target. */
 START_TEST(test_default_manifest)
 {
@@ -444,6 +463,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_export_import);
     tcase_add_test(tc, test_corrupt_bundle);
     tcase_add_test(tc, test_real_targets);
+    tcase_add_test(tc, test_device_target);
     tcase_add_test(tc, test_default_manifest);
     suite_add_tcase(s, tc);
     return s;

@@ -146,22 +146,31 @@ static void probe_child(const run_state *s, int fd)
 {
     char line[4096];
     if (s->n_targets == 0) {
-        tk_config *cfg = target_config(s->opts, NULL, TK_POLICY_EXACT);
-        tk_context *ctx = NULL;
-        char why[1024] = "";
-        tk_status st = cfg ? tk_context_create(cfg, &ctx, why, sizeof why) : TK_OUT_OF_MEMORY;
-        if (st == TK_OK) {
-            char tgt[512];
-            snprintf(tgt, sizeof tgt, "%s", tk_context_target(ctx));
-            sanitize(tgt);
-            snprintf(line, sizeof line, "DEV\t%s\t%s\n", tgt, tk_context_backend_name(ctx));
-        } else {
-            sanitize(why);
-            snprintf(line, sizeof line, "NODEV\t%d\t%s\n", (int)st, why);
+        /* Every device of the first backend that has one. */
+        for (int ordinal = 0; ordinal < 64; ordinal++) {
+            tk_config *cfg = target_config(s->opts, NULL, TK_POLICY_EXACT);
+            tk_context *ctx = NULL;
+            char why[1024] = "";
+            tk_status st = TK_OUT_OF_MEMORY;
+            if (cfg && tk_config_set_device(cfg, ordinal) == TK_OK)
+                st = tk_context_create(cfg, &ctx, why, sizeof why);
+            if (st == TK_OK) {
+                char tgt[512];
+                snprintf(tgt, sizeof tgt, "%s", tk_context_target(ctx));
+                sanitize(tgt);
+                snprintf(line, sizeof line, "DEV\t%s\t%s\n", tgt, tk_context_backend_name(ctx));
+            } else if (ordinal == 0) {
+                sanitize(why);
+                snprintf(line, sizeof line, "NODEV\t%d\t%s\n", (int)st, why);
+            }
+            tk_context_destroy(ctx);
+            tk_config_destroy(cfg);
+            if (st != TK_OK && ordinal > 0)
+                break;
+            write_all(fd, line, strlen(line));
+            if (st != TK_OK)
+                break;
         }
-        tk_context_destroy(ctx);
-        tk_config_destroy(cfg);
-        write_all(fd, line, strlen(line));
         return;
     }
     for (size_t i = 0; i < s->n_targets; i++) {
@@ -308,21 +317,27 @@ static int resolve_targets(run_state *s)
         if (!out)
             return TK__EXIT_FAIL;
         if (strncmp(out, "DEV\t", 4) == 0) {
-            char *tgt = out + 4;
-            char *tab = strchr(tgt, '\t');
-            char *nl = tab ? strchr(tab + 1, '\n') : NULL;
-            if (!tab || !nl) {
-                free(out);
-                tk__cli_error("the target probe said something unexpected");
-                return TK__EXIT_FAIL;
+            for (char *line = out; strncmp(line, "DEV\t", 4) == 0;) {
+                char *tgt = line + 4;
+                char *tab = strchr(tgt, '\t');
+                char *nl = tab ? strchr(tab + 1, '\n') : NULL;
+                if (!tab || !nl) {
+                    free(out);
+                    tk__cli_error("the target probe said something unexpected");
+                    return TK__EXIT_FAIL;
+                }
+                *tab = 0, *nl = 0;
+                size_t before = s->n_targets;
+                if (add_target(s, tgt, 0)) {
+                    free(out);
+                    return TK__EXIT_FAIL;
+                }
+                if (s->n_targets > before) {
+                    s->targets[before].backend = backend_from_name(tab + 1);
+                    printf("targeting the device present: %s (%s)\n", tgt, tab + 1);
+                }
+                line = nl + 1;
             }
-            *tab = 0, *nl = 0;
-            if (add_target(s, tgt, 0)) {
-                free(out);
-                return TK__EXIT_FAIL;
-            }
-            s->targets[0].backend = backend_from_name(tab + 1);
-            printf("targeting the device present: %s (%s)\n", tgt, tab + 1);
         } else {
             defaults = 1;
             for (size_t i = 0; i < sizeof default_targets / sizeof default_targets[0]; i++)

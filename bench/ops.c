@@ -6,9 +6,10 @@
  *   softmax,
  *   embedding  against the device-to-device copy bandwidth of a 16-byte copy
  *              kernel compiled through the library (bytes read + written).
- * Each figure is the median of many runs timed with device events
- * (tk_time_on_stream) after a warm-up, over rotating input buffers when one
- * set would fit in L2. Correctness is checked in the same run: GEMMs on 300
+ * Each figure is the median over many samples timed with device events
+ * (tk_time_on_stream), each sample a short batch of back-to-back runs (so
+ * that host enqueue cost overlaps device work, as in a training loop), after
+ * a warm-up, over rotating input buffers when one set would fit in L2. Correctness is checked in the same run: GEMMs on 300
  * random outputs against fp64 dot products, softmax on sampled rows against
  * the CPU reference, embedding forward on sampled rows (exact), embedding
  * backward in full against the CPU reference.
@@ -70,29 +71,41 @@ static void *dalloc(size_t bytes)
     return p;
 }
 
-/* Median of `iters` event-timed runs of fn(user) after `warm` untimed ones. */
+/* Median over `iters` samples of the per-run time, each sample one event
+ * pair around `batch` back-to-back runs (after `warm` untimed ones). Batching
+ * keeps the device busy while the host enqueues the next run, as in a
+ * training loop: with one run per event pair, the host's enqueue cost (the
+ * op's validation and kernel lookup, or cuBLAS's heuristics) would be timed
+ * as device idle time. */
 typedef struct timed {
     tk_status (*fn)(void *user, int rot);
     void *user;
     int rot; /* rotation counter, advanced per run */
+    int batch;
 } timed;
 
 static tk_status timed_call(void *user)
 {
     timed *t = user;
-    return t->fn(t->user, t->rot++);
+    for (int i = 0; i < t->batch; i++) {
+        tk_status st = t->fn(t->user, t->rot++);
+        if (st != TK_OK)
+            return st;
+    }
+    return TK_OK;
 }
 
-static float median_ms(tk_status (*fn)(void *, int), void *user, int warm, int iters)
+static float median_ms(tk_status (*fn)(void *, int), void *user, int warm, int iters, int batch)
 {
-    timed t = {fn, user, 0};
+    timed t = {fn, user, 0, 1};
     float *v = malloc((size_t)iters * sizeof *v), ms = 0, med;
     for (int i = 0; i < warm; i++)
         CHECK(timed_call(&t));
     CHECK(tk_stream_sync(g_ctx, NULL));
+    t.batch = batch;
     for (int i = 0; i < iters; i++) {
         CHECK(tk_time_on_stream(g_ctx, NULL, timed_call, &t, &ms));
-        v[i] = ms;
+        v[i] = ms / (float)batch;
     }
     qsort(v, (size_t)iters, sizeof *v, cmp_float);
     med = v[iters / 2];
@@ -100,11 +113,19 @@ static float median_ms(tk_status (*fn)(void *, int), void *user, int warm, int i
     return med;
 }
 
-/* Iteration count: about 0.3 s of device time, 10..200 runs. */
+/* Runs per event pair: enough for about 0.2 ms of device work, 1..20. */
+static int batch_for(double est_ms)
+{
+    int b = (int)ceil(0.2 / (est_ms > 1e-4 ? est_ms : 1e-4));
+    return b < 1 ? 1 : b > 20 ? 20 : b;
+}
+
+/* Samples: about 0.3 s of device time in all, 10..100 of them. */
 static int iters_for(double est_ms)
 {
-    int n = (int)(300.0 / (est_ms > 1e-3 ? est_ms : 1e-3));
-    return n < 10 ? 10 : n > 200 ? 200 : n;
+    const double per_sample = est_ms * batch_for(est_ms);
+    int n = (int)(300.0 / (per_sample > 1e-3 ? per_sample : 1e-3));
+    return n < 10 ? 10 : n > 100 ? 100 : n;
 }
 
 /* Copies of a working set of `bytes` needed so that rotating among them
@@ -293,13 +314,14 @@ static int bench_gemm(tk_op op, int64_t M, int64_t N, int64_t K)
         CHECK(tk_mem_upload(g_ctx, g.y[r], y, (size_t)g.y_elems * 2));
     }
     const double flops = 2.0 * (double)M * (double)N * (double)K;
-    const int iters = iters_for(flops / 300e9); /* ~300 TFLOP/s guess */
+    const double est = flops / 300e9; /* ms at ~300 TFLOP/s */
+    const int iters = iters_for(est), batch = batch_for(est);
     double ref_tf = 0;
     if (cub.handle != NULL) {
-        const float ms = median_ms(run_cublas, &g, 3, iters);
+        const float ms = median_ms(run_cublas, &g, 3, iters, batch);
         ref_tf = flops / ms / 1e9;
     }
-    const float ms = median_ms(run_ours, &g, 3, iters);
+    const float ms = median_ms(run_ours, &g, 3, iters, batch);
     ok = gemm_check(&g, x, y);
     snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
     row(tk_op_name(op), shape, ms, flops / ms / 1e9, "TF/s", ref_tf, "cuBLAS TF/s", ok);
@@ -352,7 +374,7 @@ static double copy_bandwidth(void)
     CHECK(tk_mem_set(g_ctx, c.src, 0x3C, bytes));
     c.n = bytes / 16;
     c.blocks = 132 * 16;
-    const float ms = median_ms(run_copy, &c, 3, 30);
+    const float ms = median_ms(run_copy, &c, 3, 30, 1);
     tk_mem_free(g_ctx, c.src);
     tk_mem_free(g_ctx, c.dst);
     const double gbs = 2.0 * (double)bytes / ms / 1e6;
@@ -444,8 +466,8 @@ static int bench_softmax(int64_t rows, int64_t cols, double copy_gbs)
     }
     snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
     const double fwd_bytes = 2.0 * (double)n * 2, bwd_bytes = 3.0 * (double)n * 2;
-    const int iters = iters_for(fwd_bytes / 3e9);
-    float ms = median_ms(run_sm_fwd, &s, 3, iters);
+    const int iters = iters_for(fwd_bytes / 3e9), batch = batch_for(fwd_bytes / 3e9);
+    float ms = median_ms(run_sm_fwd, &s, 3, iters, batch);
     ok1 = sm_check(&s, 0, in, NULL);
     row("softmax_f16_fwd", shape, ms, fwd_bytes / ms / 1e6, "GB/s", copy_gbs, "copy GB/s", ok1);
     /* backward on s = the forward's output (rotation r's) */
@@ -455,7 +477,7 @@ static int bench_softmax(int64_t rows, int64_t cols, double copy_gbs)
         s.in[r] = s.out[r];
         s.out[r] = t;
     }
-    ms = median_ms(run_sm_bwd, &s, 3, iters);
+    ms = median_ms(run_sm_bwd, &s, 3, iters, batch);
     ok2 = sm_check(&s, 1, NULL, g);
     row("softmax_xent_bwd", shape, ms, bwd_bytes / ms / 1e6, "GB/s", copy_gbs, "copy GB/s", ok2);
     for (int r = 0; r < s.R; r++) {
@@ -469,26 +491,31 @@ static int bench_softmax(int64_t rows, int64_t cols, double copy_gbs)
 
 /* ----------------------------------------------------------- embedding */
 
+/* Index sets, outputs and upstream gradients rotate (R of each, different
+ * random indices); the table and grad_weight are one each. */
 typedef struct emb_case {
     int64_t V, D, Q;
-    void *weight, *out, *grad_out, *grad_w;
-    int32_t *idx;
+    int R;
+    void *weight, *grad_w;
+    void *out[8], *grad_out[8];
+    int32_t *idx[8];
     unsigned flags;
 } emb_case;
 
 static tk_status run_emb_fwd(void *user, int rot)
 {
     emb_case *e = user;
-    (void)rot;
-    return tk_embedding_f16_fwd(g_ctx, e->V, e->D, e->weight, e->Q, e->idx, e->out, NULL, NULL);
+    const int r = rot % e->R;
+    return tk_embedding_f16_fwd(g_ctx, e->V, e->D, e->weight, e->Q, e->idx[r], e->out[r], NULL,
+                                NULL);
 }
 
 static tk_status run_emb_bwd(void *user, int rot)
 {
     emb_case *e = user;
-    (void)rot;
-    return tk_embedding_f16_bwd(g_ctx, e->V, e->D, e->grad_w, e->Q, e->idx, e->grad_out, e->flags,
-                                NULL, NULL);
+    const int r = rot % e->R;
+    return tk_embedding_f16_bwd(g_ctx, e->V, e->D, e->grad_w, e->Q, e->idx[r], e->grad_out[r],
+                                e->flags, NULL, NULL);
 }
 
 static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
@@ -503,29 +530,33 @@ static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
 
     memset(&e, 0, sizeof e);
     e.V = V, e.D = D, e.Q = Q;
+    e.R = rotations(2.0 * (double)qn * 2, 4e9);
     fill_f16(w, wn, 1.0f);
     fill_f16(go, qn, 1.0f);
     fill_f16(gw0, wn, 0.01f);
-    for (int64_t q = 0; q < Q; q++)
-        idx[q] = (int32_t)(next_u64() % (uint64_t)V);
     e.weight = dalloc(wn * 2);
-    e.out = dalloc(qn * 2);
-    e.grad_out = dalloc(qn * 2);
     e.grad_w = dalloc(wn * 2);
-    e.idx = dalloc((size_t)Q * 4);
     CHECK(tk_mem_upload(g_ctx, e.weight, w, wn * 2));
-    CHECK(tk_mem_upload(g_ctx, e.grad_out, go, qn * 2));
-    CHECK(tk_mem_upload(g_ctx, e.idx, idx, (size_t)Q * 4));
     CHECK(tk_mem_upload(g_ctx, e.grad_w, gw0, wn * 2));
+    /* set 0's indices stay in idx for the checks */
+    for (int r = e.R - 1; r >= 0; r--) {
+        for (int64_t q = 0; q < Q; q++)
+            idx[q] = (int32_t)(next_u64() % (uint64_t)V);
+        e.out[r] = dalloc(qn * 2);
+        e.grad_out[r] = dalloc(qn * 2);
+        e.idx[r] = dalloc((size_t)Q * 4);
+        CHECK(tk_mem_upload(g_ctx, e.grad_out[r], go, qn * 2));
+        CHECK(tk_mem_upload(g_ctx, e.idx[r], idx, (size_t)Q * 4));
+    }
     snprintf(shape, sizeof shape, "%lldx%lld q%lld", (long long)V, (long long)D, (long long)Q);
 
     /* forward: rows read + rows written + indices */
     const double fb = 2.0 * (double)qn * 2 + (double)Q * 4;
-    float ms = median_ms(run_emb_fwd, &e, 3, iters_for(fb / 3e9));
-    CHECK(tk_mem_set(g_ctx, e.out, 0xFF, qn * 2));
+    float ms = median_ms(run_emb_fwd, &e, 3, iters_for(fb / 3e9), batch_for(fb / 3e9));
+    CHECK(tk_mem_set(g_ctx, e.out[0], 0xFF, qn * 2));
     CHECK(run_emb_fwd(&e, 0));
     CHECK(tk_stream_sync(g_ctx, NULL));
-    CHECK(tk_mem_download(g_ctx, out, e.out, qn * 2));
+    CHECK(tk_mem_download(g_ctx, out, e.out[0], qn * 2));
     for (int64_t q = 0; q < Q; q++)
         if (memcmp(out + q * D, w + (int64_t)idx[q] * D, (size_t)D * 2) != 0)
             ok_f = 0;
@@ -536,7 +567,7 @@ static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
     const double bb = 3.0 * (double)qn * 2 + (double)Q * 4;
     for (int det = 0; det < 2; det++) {
         e.flags = det ? TK_EMBEDDING_DETERMINISTIC : 0;
-        ms = median_ms(run_emb_bwd, &e, 3, iters_for(bb / 3e9));
+        ms = median_ms(run_emb_bwd, &e, 3, iters_for(bb / 3e9), batch_for(bb / 3e9));
         CHECK(tk_mem_upload(g_ctx, e.grad_w, gw0, wn * 2));
         CHECK(run_emb_bwd(&e, 0));
         CHECK(tk_stream_sync(g_ctx, NULL));
@@ -557,10 +588,12 @@ static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
             copy_gbs, "copy GB/s", ok);
     }
     tk_mem_free(g_ctx, e.weight);
-    tk_mem_free(g_ctx, e.out);
-    tk_mem_free(g_ctx, e.grad_out);
     tk_mem_free(g_ctx, e.grad_w);
-    tk_mem_free(g_ctx, e.idx);
+    for (int r = 0; r < e.R; r++) {
+        tk_mem_free(g_ctx, e.out[r]);
+        tk_mem_free(g_ctx, e.grad_out[r]);
+        tk_mem_free(g_ctx, e.idx[r]);
+    }
     free(w), free(go), free(out), free(gw0), free(gw), free(want), free(idx);
     return ok_f && ok_b && ok_d;
 }

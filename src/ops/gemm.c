@@ -137,10 +137,21 @@ typedef struct gemm_desc {
     char text[16][24];
 } gemm_desc;
 
+/* Decimal text of a non-negative value without printf: this runs on every
+ * operator call (the kernel lookup needs the defines), so it stays cheap. */
 static void add_def(gemm_desc *d, const char *name, int64_t value)
 {
-    size_t i = d->desc.n_defines++;
-    snprintf(d->text[i], sizeof d->text[i], "%lld", (long long)value);
+    const size_t i = d->desc.n_defines++;
+    char tmp[24], *out = d->text[i];
+    int n = 0;
+    uint64_t v = value < 0 ? 0 : (uint64_t)value;
+    do {
+        tmp[n++] = (char)('0' + (int)(v % 10));
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        *out++ = tmp[--n];
+    *out = '\0';
     d->defs[i].name = name;
     d->defs[i].value = d->text[i];
 }

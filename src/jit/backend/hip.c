@@ -180,6 +180,7 @@ static void load_once(void)
     tk__dl_path_of(dlsym(comgr, "amd_comgr_get_version"), g.comgr_path, sizeof g.comgr_path);
 
     g.rtc.hiprtcVersion(&g.rtc_major, &g.rtc_minor);
+    g.hip.hipRuntimeGetVersion(&g.runtime_version); /* 50221153: ROCm 5.2 */
     g.comgr.amd_comgr_get_version(&g.comgr_major, &g.comgr_minor);
     char id[128] = "unknown";
     if (tk__dl_library_id(rtc_sym, id, sizeof id) != TK_OK)
@@ -268,10 +269,15 @@ static tk_status hip_check_target(const char *target, char *canon, size_t size, 
         char list[600] = "";
         for (size_t i = 0; i < g.n_isas; i++)
             tk__strcat_fmt(list, sizeof list, "%s%s", i ? " " : "", g.isas[i]);
+        int major = g.runtime_version / 10000000, minor = (g.runtime_version / 100000) % 100;
         return tk__err_set(err, TK_UNSUPPORTED,
-                           "%s is unknown to this hipRTC (version %d.%d, ROCm 5.2's compiler "
-                           "does not know gfx942 or gfx11xx); it knows: %s",
-                           proc, g.rtc_major, g.rtc_minor, list);
+                           "%s is unknown to the installed hipRTC (ROCm %d.%d, hipRTC %d.%d)%s; "
+                           "it knows: %s",
+                           proc, major, minor, g.rtc_major, g.rtc_minor,
+                           major == 5 && minor < 7
+                               ? ": ROCm 5.2's compiler does not know gfx942 or gfx11xx"
+                               : "",
+                           list);
     }
     const char *f = target + n;
     while (*f == ':') {

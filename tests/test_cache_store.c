@@ -375,10 +375,12 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
     ck_assert_int_eq(tk_test_write_file(fresh, "x", 1), 0);
     set_mtime(stale, now - 3600);
     ck_assert(get_named(cache, "k06", 2000)); /* fresh mtimes: no refresh needed */
-    entry_path_of(root, "k00", path, sizeof(path));
-    set_mtime(path, now - 500);
-    entry_path_of(root, "k01", path, sizeof(path));
-    set_mtime(path, now - 400);
+    /* Explicit times: stores within one clock tick share an mtime. */
+    static const char *const order[] = {"k00", "k01", "k06", "k07", "k08"};
+    for (int i = 0; i < 5; i++) {
+        entry_path_of(root, order[i], path, sizeof(path));
+        set_mtime(path, now - 500 + 100 * i);
+    }
     uint64_t removed = 0;
     tk_assert_status(tk_cache_prune(cache, 2 * s + 10, &removed), TK_OK);
     ck_assert_uint_eq(removed, 4); /* k00, k01, k06 and the stale temp file */

@@ -292,6 +292,11 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
         free(cache);
         return TK_OUT_OF_MEMORY;
     }
+    if (pthread_mutex_init(&cache->evict_mu, NULL) != 0) {
+        pthread_mutex_destroy(&cache->mu);
+        free(cache);
+        return TK_OUT_OF_MEMORY;
+    }
     cache->log = opts->log;
     cache->log_user = opts->log_user;
     cache->read_only = opts->read_only != 0;
@@ -347,6 +352,7 @@ void tk_cache_close(tk_cache *cache)
         free(cache->lower[i]);
     free(cache->lower);
     free(cache->root_problem);
+    pthread_mutex_destroy(&cache->evict_mu);
     pthread_mutex_destroy(&cache->mu);
     free(cache);
 }
@@ -689,6 +695,7 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
     pthread_mutex_lock(&cache->mu);
     int known = cache->size_known;
     cache->size_tally += len;
+    cache->added_total += len;
     int over = known && cache->size_tally > cache->max_size;
     pthread_mutex_unlock(&cache->mu);
     if (known && !over)
@@ -768,6 +775,12 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
     size_t n = 0, cap = 0;
     uint64_t total = 0, removed = 0;
     time_t now = time(NULL);
+    /* One eviction at a time per handle; stores made while it scans are
+     * added to its result, so the tally never underestimates. */
+    pthread_mutex_lock(&cache->evict_mu);
+    pthread_mutex_lock(&cache->mu);
+    uint64_t added_before = cache->added_total;
+    pthread_mutex_unlock(&cache->mu);
     DIR *top = opendir(cache->fmt_dir);
     if (!top) {
         if (errno != ENOENT)
@@ -838,7 +851,8 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
         goto done;
     if (n_removed)
         prune_locks(cache->fmt_dir, all_temps, now); /* tools only, not after each store */
-    qsort(v, n, sizeof(*v), victim_cmp);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), victim_cmp);
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)
             continue;
@@ -849,9 +863,10 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
     }
     pthread_mutex_lock(&cache->mu);
     cache->size_known = 1;
-    cache->size_tally = total;
+    cache->size_tally = total + (cache->added_total - added_before);
     pthread_mutex_unlock(&cache->mu);
 done:
+    pthread_mutex_unlock(&cache->evict_mu);
     for (size_t i = 0; i < n; i++)
         free(v[i].path);
     free(v);

@@ -139,10 +139,12 @@ struct tk_cache {
     void *log_user;
     char *root_problem; /* why root_state is TK__ROOT_BAD */
 
-    pthread_mutex_t mu; /* guards everything below */
+    pthread_mutex_t evict_mu; /* one eviction scan at a time */
+    pthread_mutex_t mu;       /* guards everything below */
     int warned[TK__WARN_COUNT];
     int size_known;
-    uint64_t size_tally; /* this process's estimate of the user tier's bytes */
+    uint64_t size_tally;  /* this handle's estimate of the user tier's bytes */
+    uint64_t added_total; /* bytes this handle has stored, ever */
     char last_error[512];
 };
 

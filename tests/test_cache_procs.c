@@ -188,7 +188,7 @@ START_TEST(store_killed_mid_write_leaves_no_entry)
         _exit(0);
     }
     int entries = 0, temps = 0;
-    for (int i = 0; i < 500 && temps == 0; i++) {
+    for (int i = 0; i < 1000 && temps == 0; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
         count_shard(root, "shared", &entries, &temps);

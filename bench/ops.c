@@ -145,7 +145,7 @@ static int rotations(double bytes, double max_total)
 static void row(const char *op, const char *shape, double ms, double rate, const char *unit,
                 double ref, const char *ref_what, int ok)
 {
-    printf("| %-18s | %-20s | %9.4f | %8.1f %-6s | %8.1f %-11s | %5.2f | %-4s |\n", op, shape, ms,
+    printf("| %-18s | %-20s | %9.4f | %8.1f %-6s | %8.1f %-11s | %5.2f | %-5s |\n", op, shape, ms,
            rate, unit, ref, ref_what, ref > 0 ? rate / ref : 0.0, ok ? "pass" : "FAIL");
     fflush(stdout);
 }
@@ -633,9 +633,9 @@ int main(int argc, char **argv)
     printf("device %s (%s), compiler %s, policy %s\n\n", tk_context_target(g_ctx),
            tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx),
            policy == TK_POLICY_EXACT ? "exact" : "generic");
-    printf("| %-18s | %-20s | %9s | %-15s | %-20s | %5s | %-4s |\n", "op", "shape", "ms",
+    printf("| %-18s | %-20s | %9s | %-15s | %-20s | %5s | %-5s |\n", "op", "shape", "ms",
            "rate", "reference", "ratio", "check");
-    printf("|--------------------|----------------------|-----------|-----------------|----------------------|-------|------|\n");
+    printf("|--------------------|----------------------|-----------|-----------------|----------------------|-------|-------|\n");
 
     if (gemm) {
         static const int64_t shapes[][3] = {

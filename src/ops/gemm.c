@@ -4,8 +4,8 @@
  * Every op is mapped onto one formulation, C[m,n] = sum_k A(m,k) B(k,n), of
  * the kernel in kernel_src/gemm_f16.cu, which reads each operand either
  * K-contiguous or transposed (see that file). The specialiser picks a block
- * tile from the shape (tile table below, measured on an H100: bench notes in
- * bench/README-gemm.md) and bakes it, the layout, the alignment facts and,
+ * tile from the shape (tile table below, measured on an H100: see
+ * bench/NOTES-gemm.md) and bakes it, the layout, the alignment facts and,
  * under the exact policy, the shape itself as defines.
  *
  * Policies: exact bakes M, N, K (one compile per shape, the compiler folds
@@ -35,7 +35,7 @@ typedef struct gemm_tile {
  * launch does not do (yet); hence 3 stages on the large tile. */
 static const gemm_tile nv_tiles[] = {
     {128, 128, 32, 2, 2, 3}, /* enough 128x128 tiles to fill the chip: 48 KiB */
-    {64, 64, 32, 2, 2, 4},   /* mid sizes (1024^2-class outputs, K <= 2048): 32 KiB */
+    {64, 64, 32, 2, 2, 4},   /* mid sizes (~1024^2 outputs, K <= 2048): 32 KiB */
     {32, 64, 64, 1, 2, 4},   /* few output tiles, long K: 48 KiB */
     {16, 128, 32, 1, 4, 4},  /* one 16-row strip of tokens: 36 KiB */
 };
@@ -72,7 +72,7 @@ static const gemm_tile *pick_tile(int64_t M, int64_t N, int64_t K)
         return &nv_tiles[0];
     if (M <= 16)
         return &nv_tiles[3];
-    if (M * N >= (int64_t)1024 * 1024 && K <= 2048)
+    if (M * N >= (int64_t)768 * 1024 && K <= 2048)
         return &nv_tiles[1];
     return &nv_tiles[2];
 }
@@ -251,6 +251,9 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     launch_dims(&p, &blocks, &threads, &smem);
     if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
         return st;
+    if (p.K / 16 > INT32_MAX) /* the kernels count K tiles in 32-bit */
+        return tk__fail(ctx, TK_UNSUPPORTED, "%s: reduction length %lld is beyond the kernel's range",
+                        p.op, (long long)p.K);
 
     build_desc(&p, tk_context_policy(ctx), &d);
     st = tk__op_kernel(ctx, &d.desc, &kernel, NULL, NULL);
@@ -310,7 +313,20 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
     return tk__op_kernel(ctx, &d.desc, NULL, n_compiled, n_cached);
 }
 
-/* ------------------------------------------------------------ references */
+/* ------------------------------------------------------------ references
+ *
+ * Products and sums in double (exact products of fp16 values; the sum's
+ * error is far below fp32's), then one rounding: the forward returns that
+ * sum rounded to fp32, NOT rounded through fp16 as the origin's oracle did
+ * (the operator's output is fp32, so the reference keeps fp32 precision and
+ * the tolerance can be tight); the gradients round to fp32 and then to fp16
+ * (round to nearest even), the precision of their fp16 outputs. The double
+ * to fp32 to fp16 path can differ from a direct rounding only on exact fp16
+ * ties, by one fp16 ulp. Non-finite inputs propagate as IEEE arithmetic does
+ * (0 * inf = NaN). Tolerances used against the device: |got - want| <=
+ * 1e-5 * sum_k |a_k b_k| + 1e-6, plus 1e-3 * |want| (one fp16 ulp) for the
+ * gradients: the device accumulates in fp32 in another order.
+ */
 
 /* Sizes > 0 and every product of two of them representable in bytes. */
 static tk_status ref_check(int64_t M, int64_t N, int64_t K, const void *x, const void *y,

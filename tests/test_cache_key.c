@@ -141,6 +141,27 @@ START_TEST(key_failed_builder_refused)
 }
 END_TEST
 
+START_TEST(key_growth_any_sizes)
+{
+    /* Fields of every size across the buffer's growth points: a value must
+     * never be copied past the reserved space (ASan build catches it). */
+    static char big[70000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (char)('a' + i % 26);
+    for (size_t first = 0; first < 300; first += 7) {
+        tk__key key;
+        tk__key_init(&key);
+        size_t start = key.len;
+        tk__key_add_bytes(&key, "pad", big, first);
+        tk__key_add_bytes(&key, "source", big, sizeof(big));
+        tk_assert_status(tk__key_finish(&key), TK_OK);
+        ck_assert_uint_eq(key.len, start + (13 + 3 + first) + (13 + 6 + sizeof(big)));
+        ck_assert_mem_eq(key.bytes + key.len - sizeof(big), big, sizeof(big));
+        tk__key_free(&key);
+    }
+}
+END_TEST
+
 START_TEST(parse_size_cases)
 {
     static const struct {
@@ -338,6 +359,7 @@ static Suite *suite(void)
     tcase_add_test(tc, key_tag_and_kind_matter);
     tcase_add_test(tc, key_includes_format_version);
     tcase_add_test(tc, key_failed_builder_refused);
+    tcase_add_test(tc, key_growth_any_sizes);
     tcase_add_test(tc, parse_size_cases);
     tcase_add_test(tc, entry_encode_parse_roundtrip);
     tcase_add_test(tc, entry_fuzz_mutations);

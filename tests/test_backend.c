@@ -324,6 +324,124 @@ START_TEST(test_describe)
 }
 END_TEST
 
+/* Entry points of an embedded source: the names after "__global__ void"
+ * (and an optional __launch_bounds__(...)). Returns how many were found. */
+static int scan_entries(const char *text, char names[][128], int max)
+{
+    int n = 0;
+    const char *p = text;
+    while (n < max && (p = strstr(p, "__global__")) != NULL) {
+        const char *q = p + 10;
+        p = q;
+        while (*q == ' ' || *q == '\n' || *q == '\t')
+            q++;
+        if (strncmp(q, "void", 4) != 0)
+            continue;
+        q += 4;
+        while (*q == ' ' || *q == '\n' || *q == '\t')
+            q++;
+        if (strncmp(q, "__launch_bounds__", 17) == 0) {
+            q = strchr(q, ')');
+            if (!q)
+                break;
+            q++;
+            while (*q == ' ' || *q == '\n' || *q == '\t')
+                q++;
+        }
+        int i = 0;
+        while (i < 127 && ((q[i] >= 'a' && q[i] <= 'z') || (q[i] >= 'A' && q[i] <= 'Z') ||
+                           (q[i] >= '0' && q[i] <= '9') || q[i] == '_')) {
+            names[n][i] = q[i];
+            i++;
+        }
+        names[n][i] = '\0';
+        if (i)
+            n++;
+    }
+    return n;
+}
+
+/* Every embedded kernel, with its default specialisation, compiles for
+ * target, lands in the cache, and comes back from it without a compile. */
+static void embedded_for(tk_backend_kind kind, const char *target)
+{
+    char err[1024];
+    tk_context *ctx = offline(kind, target, NULL, err, sizeof err);
+    if (!ctx)
+        return;
+    enum { MAX_GOOD = 64 };
+    static const char *good_src[MAX_GOOD];
+    static char good_entry[MAX_GOOD][128];
+    int total = 0, tried = 0;
+    for (const char *const *name = tk_embedded_sources(); *name; name++) {
+        const char *text = tk__embedded_source(*name, NULL);
+        char entries[16][128];
+        int n = scan_entries(text, entries, 16), found = 0;
+        for (int i = 0; i < n; i++) {
+            tk_kernel_desc d = {.source_name = *name, .entry = entries[i]};
+            tk_kernel *k = NULL;
+            tried++;
+            tk_status st = tk_kernel_get(ctx, &d, &k);
+            if (st == TK_NOT_FOUND) {
+                /* Compiled, but this entry exists only under some define. */
+                ck_assert_ptr_nonnull(strstr(tk_context_last_error(ctx), "is not in the code"));
+                continue;
+            }
+            ck_assert_msg(st == TK_OK, "%s/%s for %s: %s: %s", *name, entries[i], target,
+                          tk_status_str(st), tk_context_last_error(ctx));
+            tk_kernel_info info;
+            tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
+            ck_assert_msg(info.resources.registers > 0, "%s/%s: no register count", *name,
+                          entries[i]);
+            found++;
+            if (total < MAX_GOOD) {
+                good_src[total] = *name;
+                memcpy(good_entry[total], entries[i], sizeof good_entry[0]);
+                total++;
+            }
+        }
+        if (n > 0)
+            ck_assert_msg(found > 0, "no entry of %s compiles with its defaults", *name);
+    }
+    tk_context_stats s;
+    tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
+    ck_assert_uint_le(s.compiles, (uint64_t)tried); /* an entry may appear twice */
+    tk_context_destroy(ctx);
+    if (total == 0) {
+        printf("skipped: no embedded kernels in this build\n");
+        return;
+    }
+    ctx = offline(kind, target, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(ctx);
+    for (int i = 0; i < total; i++) {
+        tk_origin origin = TK_ORIGIN_COMPILED;
+        tk_kernel_desc d = {.source_name = good_src[i], .entry = good_entry[i]};
+        tk_assert_status(tk_kernel_precompile(ctx, &d, &origin), TK_OK);
+        ck_assert_int_eq(origin, TK_ORIGIN_DISK);
+    }
+    tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
+    ck_assert_uint_eq(s.compiles, 0);
+    tk_context_destroy(ctx);
+}
+
+START_TEST(test_embedded_kernels_sm80)
+{
+    embedded_for(TK_BACKEND_CUDA, "sm_80");
+}
+END_TEST
+
+START_TEST(test_embedded_kernels_gfx90a)
+{
+    embedded_for(TK_BACKEND_HIP, "gfx90a");
+}
+END_TEST
+
+START_TEST(test_embedded_kernels_gfx1030)
+{
+    embedded_for(TK_BACKEND_HIP, "gfx1030");
+}
+END_TEST
+
 static int compiler_present(tk_backend_kind kind, const char *target)
 {
     tk_config *cfg = NULL;
@@ -359,6 +477,9 @@ int main(void)
     tcase_add_test(tc, test_hiprtc_gfx1101_unsupported);
     tcase_add_test(tc, test_hiprtc_compile_log);
     tcase_add_test(tc, test_describe);
+    tcase_add_test(tc, test_embedded_kernels_sm80);
+    tcase_add_test(tc, test_embedded_kernels_gfx90a);
+    tcase_add_test(tc, test_embedded_kernels_gfx1030);
     suite_add_tcase(s, tc);
     return tk_test_main(s);
 }

@@ -638,7 +638,18 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
             ctx->target, secs * 1e3, p->key.hex);
 
     tk_resource_usage res;
-    if (ctx->be->inspect(code.data, code.size, d->entry, &res, &e) != TK_OK) {
+    st = ctx->be->inspect(code.data, code.size, d->entry, &res, &e);
+    if (st == TK_NOT_FOUND) {
+        /* The code object has no such kernel (a typo, or an entry that only
+         * exists under some define): nothing worth storing or loading. */
+        tk__cache_unlock(lock);
+        st = tk__fail(ctx, TK_NOT_FOUND, "kernel %s is not in the code compiled from %s for %s: %s",
+                      d->entry, p->label, ctx->target, e.msg);
+        free(code.data);
+        free(e.log);
+        return st;
+    }
+    if (st != TK_OK) {
         tk__log(ctx, TK_LOG_DEBUG, "no resource usage for %s: %s", d->entry, e.msg);
         resources_unknown(&res);
     }

@@ -359,6 +359,10 @@ START_TEST(test_key_changes_with_every_input)
     src2[strlen(src2) - 2] = 'X';
     tk_kernel *after = get_ok(ctx, &v);
     ck_assert_ptr_ne(before, after);
+    ck_assert_ptr_eq(get_ok(ctx, &v), after);
+    src2[strlen(src2) - 2] = 'd';
+    ck_assert_ptr_eq(get_ok(ctx, &v), before);
+    ck_assert_uint_eq(stats_of(ctx).compiles, 9);
     free(src2);
     tk_context_destroy(ctx);
 }

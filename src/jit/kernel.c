@@ -6,8 +6,8 @@
  * entry, defines, options) for an embedded source; for a user source, first
  * the address of its text instead of the name, then, on a miss, the text
  * itself (XXH3-64). A kernel found by its text gets its caller's address as
- * an alias (a few per kernel at most), so a caller that keeps its source in
- * one buffer hashes no source text on a hit. A hit always compares the
+ * an alias (a few per kernel at most, one kernel per address), so a caller
+ * that keeps its source in one buffer hashes no source text on a hit. A hit always compares the
  * stored descriptor in full (for a user source, strcmp of the whole text:
  * about 0.03 us per 256 bytes), so neither an address reused for other text
  * nor a hash collision can return the wrong kernel. Open addressing read without a lock
@@ -138,6 +138,18 @@ static void slots_put(tk__ktable *t, uint64_t h, tk_kernel *k)
     __atomic_store_n(&t->slots[i].k, k, __ATOMIC_RELEASE);
 }
 
+/* 1 when some slot carries hash h (table_mu held). */
+static int table_has_hash(const tk__ktable *t, uint64_t h)
+{
+    if (!t)
+        return 0;
+    size_t mask = t->n_slots - 1;
+    for (size_t i = (size_t)h & mask; t->slots[i].k; i = (i + 1) & mask)
+        if (t->slots[i].h == h)
+            return 1;
+    return 0;
+}
+
 /* Makes room for one more slot (table_mu held). */
 static tk_status table_reserve(tk_context *ctx)
 {
@@ -169,7 +181,10 @@ static tk_status table_insert(tk_context *ctx, tk_kernel *k, uint64_t alias)
         ctx->owned = k;
         slots_put(ctx->table, k->mhash, k);
         ctx->n_used++;
-        if (alias != k->mhash && table_reserve(ctx) == TK_OK) {
+        /* One kernel per address alias: a buffer reused for many sources
+         * must not grow a probe chain; later ones are found by their text. */
+        if (alias != k->mhash && !table_has_hash(ctx->table, alias) &&
+            table_reserve(ctx) == TK_OK) {
             slots_put(ctx->table, alias, k);
             ctx->n_used++;
             k->n_aliases++;
@@ -182,10 +197,10 @@ static tk_status table_insert(tk_context *ctx, tk_kernel *k, uint64_t alias)
 #define MAX_ALIASES 4
 
 /* Lets a user source's address find k without hashing its text. Best effort. */
-static void table_alias(tk_context *ctx, uint64_t alias, tk_kernel *k, const tk_kernel_desc *d)
+static void table_alias(tk_context *ctx, uint64_t alias, tk_kernel *k)
 {
     pthread_mutex_lock(&ctx->table_mu);
-    if (k->n_aliases < MAX_ALIASES && table_find(ctx, alias, d) != k &&
+    if (k->n_aliases < MAX_ALIASES && !table_has_hash(ctx->table, alias) &&
         table_reserve(ctx) == TK_OK) {
         slots_put(ctx->table, alias, k);
         ctx->n_used++;
@@ -853,7 +868,7 @@ tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
         hc = desc_hash(desc, 1);
         k = table_find(ctx, hc, desc);
         if (k) {
-            table_alias(ctx, h, k, desc);
+            table_alias(ctx, h, k);
             count(&ctx->n_memory_hits, 1);
             *out = k;
             return TK_OK;
@@ -865,7 +880,7 @@ tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
     if (k) {
         /* Another thread obtained it while this one waited. */
         if (hc != h)
-            table_alias(ctx, h, k, desc);
+            table_alias(ctx, h, k);
         count(&ctx->n_memory_hits, 1);
         *out = k;
         return TK_OK;

@@ -116,7 +116,7 @@ void tk__ops_context_release(tk_context *ctx)
 typedef struct emb_plan {
     unsigned vec, tr, block;
     int64_t blocks, grid_y;
-    char d_vec[8], d_tr[8], d_block[8], d_d[24];
+    char d_vec[12], d_tr[12], d_block[12], d_d[24]; /* u32: 10 digits + NUL */
     tk_define defs[5];
     size_t n_defs;
     const char *entry;

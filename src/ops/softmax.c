@@ -24,7 +24,7 @@ typedef struct softmax_plan {
     unsigned vec, g, iters, block;
     int is_long;
     int64_t blocks;
-    char d_vec[8], d_g[8], d_iters[8], d_block[8], d_cols[24];
+    char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cols[24]; /* u32: 10 digits + NUL */
     tk_define defs[6];
     size_t n_defs;
     const char *source;

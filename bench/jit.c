@@ -25,7 +25,8 @@ static const char *const k_source =
     "    if (i < n) y[i] = __float2half(a * __half2float(x[i]) + __half2float(y[i]) + BIAS);\n"
     "}\n";
 
-static const char *const k_empty = "extern \"C\" __global__ void empty_kernel(int *p) { if (p) p[0] = 1; }\n";
+static const char *const k_empty =
+    "extern \"C\" __global__ void empty_kernel(int *p) { if (p) p[0] = 1; }\n";
 
 typedef int (*nvrtcCreateProgram_t)(void **, const char *, const char *, int, const char *const *,
                                     const char *const *);
@@ -291,8 +292,9 @@ int main(int argc, char **argv)
                 t++;
         }
         size_t n = 0;
-        while (n < sizeof emb_entry - 1 && (t[n] == '_' || (t[n] >= 'a' && t[n] <= 'z') ||
-                                            (t[n] >= 'A' && t[n] <= 'Z') || (t[n] >= '0' && t[n] <= '9')))
+        while (n < sizeof emb_entry - 1 &&
+               (t[n] == '_' || (t[n] >= 'a' && t[n] <= 'z') || (t[n] >= 'A' && t[n] <= 'Z') ||
+                (t[n] >= '0' && t[n] <= '9')))
             n++;
         memcpy(emb_entry, t, n);
         emb_entry[n] = '\0';
@@ -341,17 +343,21 @@ int main(int argc, char **argv)
 
     printf("\n| measure | tokitai-jit | raw | target | met |\n");
     printf("| --- | --- | --- | --- | --- |\n");
-    printf("| cold compile to launchable (median of %d) | %.2f ms | %.2f ms (NVRTC + cuModuleLoadData) | <= 1.05x raw | %s (%.3fx) |\n",
+    printf("| cold compile to launchable (median of %d) | %.2f ms | %.2f ms (NVRTC + "
+           "cuModuleLoadData) | <= 1.05x raw | %s (%.3fx) |\n",
            N_COMPILE, cold_engine * 1e3, cold_raw * 1e3,
            cold_engine <= 1.05 * cold_raw ? "yes" : "NO", cold_engine / cold_raw);
-    printf("| disk hit to launchable, fresh process (median of %d) | %.3f ms | - | <= 0.3 ms | %s |\n",
-           N_DISK, disk_hit * 1e3, disk_hit <= 0.3e-3 ? "yes" : "NO");
-    printf("| memory hit, user source, tk_kernel_get (median of %d x %d) | %.1f ns | - | <= 200 ns | %s |\n",
+    printf(
+        "| disk hit to launchable, fresh process (median of %d) | %.3f ms | - | <= 0.3 ms | %s |\n",
+        N_DISK, disk_hit * 1e3, disk_hit <= 0.3e-3 ? "yes" : "NO");
+    printf("| memory hit, user source, tk_kernel_get (median of %d x %d) | %.1f ns | - | <= 200 ns "
+           "| %s |\n",
            N_BATCH, PER_BATCH, memory_hit * 1e9, memory_hit <= 200e-9 ? "yes" : "NO");
     if (memory_hit_embedded >= 0)
         printf("| memory hit, embedded source %s/%s | %.1f ns | - | <= 200 ns | %s |\n", emb_name,
                emb_entry, memory_hit_embedded * 1e9, memory_hit_embedded <= 200e-9 ? "yes" : "NO");
-    printf("| launch, host cost (median of %d x %d) | %.3f us | %.3f us (cuLaunchKernel) | <= raw + 0.3 us | %s |\n",
+    printf("| launch, host cost (median of %d x %d) | %.3f us | %.3f us (cuLaunchKernel) | <= raw "
+           "+ 0.3 us | %s |\n",
            N_LB, PER_LB, launch_engine * 1e6, launch_raw * 1e6,
            launch_engine <= launch_raw + 0.3e-6 ? "yes" : "NO");
 

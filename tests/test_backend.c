@@ -40,8 +40,8 @@ static void teardown(void)
 
 /* Offline context for target, or NULL (and a "skipped" line) when the
  * compiler is not installed. */
-static tk_context *offline(tk_backend_kind kind, const char *target, tk_status *st_out,
-                           char *err, size_t err_size)
+static tk_context *offline(tk_backend_kind kind, const char *target, tk_status *st_out, char *err,
+                           size_t err_size)
 {
     tk_config *cfg = NULL;
     tk_context *ctx = NULL;
@@ -54,8 +54,8 @@ static tk_context *offline(tk_backend_kind kind, const char *target, tk_status *
     if (st_out)
         *st_out = st;
     if (st == TK_BACKEND_UNAVAILABLE) {
-        printf("skipped: %s compiler unavailable: %s\n", kind == TK_BACKEND_CUDA ? "NVRTC" : "hipRTC",
-               err);
+        printf("skipped: %s compiler unavailable: %s\n",
+               kind == TK_BACKEND_CUDA ? "NVRTC" : "hipRTC", err);
         return NULL;
     }
     return ctx;
@@ -70,10 +70,12 @@ static tk_context_stats stats_of(const tk_context *ctx)
 
 static tk_kernel *get_ok(tk_context *ctx)
 {
-    tk_kernel_desc d = {.source = k_source, .entry = "scale_half", .defines = k_defines, .n_defines = 1};
+    tk_kernel_desc d = {
+        .source = k_source, .entry = "scale_half", .defines = k_defines, .n_defines = 1};
     tk_kernel *k = NULL;
     tk_status st = tk_kernel_get(ctx, &d, &k);
-    ck_assert_msg(st == TK_OK, "tk_kernel_get: %s: %s", tk_status_str(st), tk_context_last_error(ctx));
+    ck_assert_msg(st == TK_OK, "tk_kernel_get: %s: %s", tk_status_str(st),
+                  tk_context_last_error(ctx));
     return k;
 }
 
@@ -183,8 +185,9 @@ START_TEST(test_nvrtc_unknown_target_and_log)
 
     ctx = offline(TK_BACKEND_CUDA, "sm_80", &st, err, sizeof err);
     ck_assert_ptr_nonnull(ctx);
-    tk_kernel_desc d = {.source = "extern \"C\" __global__ void broken(int *x) { x[0] = undeclared_thing; }\n",
-                        .entry = "broken"};
+    tk_kernel_desc d = {
+        .source = "extern \"C\" __global__ void broken(int *x) { x[0] = undeclared_thing; }\n",
+        .entry = "broken"};
     tk_kernel *k = NULL;
     tk_assert_status(tk_kernel_get(ctx, &d, &k), TK_COMPILE_FAILED);
     const char *msg = tk_context_last_error(ctx);
@@ -297,8 +300,9 @@ START_TEST(test_hiprtc_compile_log)
     tk_context *ctx = offline(TK_BACKEND_HIP, "gfx90a", NULL, err, sizeof err);
     if (!ctx)
         return;
-    tk_kernel_desc d = {.source = "extern \"C\" __global__ void broken(int *x) { x[0] = undeclared_thing; }\n",
-                        .entry = "broken"};
+    tk_kernel_desc d = {
+        .source = "extern \"C\" __global__ void broken(int *x) { x[0] = undeclared_thing; }\n",
+        .entry = "broken"};
     tk_kernel *k = NULL;
     tk_assert_status(tk_kernel_get(ctx, &d, &k), TK_COMPILE_FAILED);
     const char *msg = tk_context_last_error(ctx);
@@ -459,7 +463,8 @@ static int compiler_present(tk_backend_kind kind, const char *target)
 
 int main(void)
 {
-    if (!compiler_present(TK_BACKEND_CUDA, "sm_80") && !compiler_present(TK_BACKEND_HIP, "gfx90a")) {
+    if (!compiler_present(TK_BACKEND_CUDA, "sm_80") &&
+        !compiler_present(TK_BACKEND_HIP, "gfx90a")) {
         printf("skipped: neither NVRTC nor hipRTC is installed\n");
         return 77;
     }

@@ -16,12 +16,11 @@
 #include "jit/jit_internal.h"
 #include "tk_test.h"
 
-static const char *const k_source =
-    "extern \"C\" __global__ void add_one(float *x, int n)\n"
-    "{\n"
-    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i < n) x[i] += ADD;\n"
-    "}\n";
+static const char *const k_source = "extern \"C\" __global__ void add_one(float *x, int n)\n"
+                                    "{\n"
+                                    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                                    "    if (i < n) x[i] += ADD;\n"
+                                    "}\n";
 
 static char *g_dir;
 
@@ -63,7 +62,8 @@ static const tk_define k_defines[] = {{"ADD", "1.0f"}, {"UNUSED", NULL}};
 
 static tk_kernel_desc base_desc(void)
 {
-    tk_kernel_desc d = {.source = k_source, .entry = "add_one", .defines = k_defines, .n_defines = 2};
+    tk_kernel_desc d = {
+        .source = k_source, .entry = "add_one", .defines = k_defines, .n_defines = 2};
     return d;
 }
 
@@ -494,8 +494,7 @@ START_TEST(test_missing_libraries_are_named)
     ck_assert_msg(strstr(err, "libamdhip64_missing.so.5") != NULL, "message: %s", err);
     ck_assert_ptr_null(ctx);
 
-    tk_assert_status(tk_backend_describe(TK_BACKEND_CUDA, buf, sizeof buf),
-                     TK_BACKEND_UNAVAILABLE);
+    tk_assert_status(tk_backend_describe(TK_BACKEND_CUDA, buf, sizeof buf), TK_BACKEND_UNAVAILABLE);
     ck_assert_msg(strstr(buf, "libnvrtc_missing.so.13") != NULL, "describe: %s", buf);
     tk_assert_status(tk_backend_describe(TK_BACKEND_AUTO, buf, sizeof buf), TK_INVALID_ARGUMENT);
     tk_assert_status(tk_backend_describe(TK_BACKEND_STUB, buf, sizeof buf), TK_OK);

@@ -23,14 +23,13 @@ static const char *const k_axpb =
     "    if (i < n) y[i] = a * x[i] + b + OFFSET;\n"
     "}\n";
 
-static const char *const k_spin =
-    "extern \"C\" __global__ void spin(long long cycles, int *out)\n"
-    "{\n"
-    "    long long t0 = clock64();\n"
-    "    while (clock64() - t0 < cycles) {\n"
-    "    }\n"
-    "    if (threadIdx.x == 0) *out = 42;\n"
-    "}\n";
+static const char *const k_spin = "extern \"C\" __global__ void spin(long long cycles, int *out)\n"
+                                  "{\n"
+                                  "    long long t0 = clock64();\n"
+                                  "    while (clock64() - t0 < cycles) {\n"
+                                  "    }\n"
+                                  "    if (threadIdx.x == 0) *out = 42;\n"
+                                  "}\n";
 
 static const tk_define k_defines[] = {{"OFFSET", "0.5f"}};
 

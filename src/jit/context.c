@@ -424,9 +424,9 @@ void tk_context_reset_stats(tk_context *ctx)
 {
     if (!ctx)
         return;
-    uint64_t *fields[] = {&ctx->n_memory_hits, &ctx->n_disk_hits,     &ctx->n_compiles,
-                          &ctx->n_compile_failures, &ctx->n_loads, &ctx->n_load_failures,
-                          &ctx->n_cache_errors, &ctx->compile_ns};
+    uint64_t *fields[] = {&ctx->n_memory_hits,      &ctx->n_disk_hits, &ctx->n_compiles,
+                          &ctx->n_compile_failures, &ctx->n_loads,     &ctx->n_load_failures,
+                          &ctx->n_cache_errors,     &ctx->compile_ns};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         __atomic_store_n(fields[i], 0, __ATOMIC_RELAXED);
 }

@@ -39,13 +39,13 @@ struct tk_config {
 };
 
 struct tk_kernel {
-    uint64_t mhash;       /* memory-table hash of the descriptor (content) */
-    int n_aliases;        /* extra slots naming it (user source pointers) */
+    uint64_t mhash; /* memory-table hash of the descriptor (content) */
+    int n_aliases;  /* extra slots naming it (user source pointers) */
     /* The descriptor, copied, compared in full on a memory hit. */
-    char *source_name;    /* NULL for a user source */
-    char *source;         /* NULL for an embedded source */
+    char *source_name; /* NULL for a user source */
+    char *source;      /* NULL for an embedded source */
     char *entry;
-    tk_define *defines;   /* sorted by name, strings owned */
+    tk_define *defines; /* sorted by name, strings owned */
     size_t n_defines;
     char **options;
     size_t n_options;
@@ -54,9 +54,9 @@ struct tk_kernel {
     tk_origin origin;
     double compile_seconds;
     tk_resource_usage resources;
-    void *code;           /* code object, kept for the module's lifetime */
+    void *code; /* code object, kept for the module's lifetime */
     size_t code_size;
-    void *module;         /* NULL on an offline context */
+    void *module; /* NULL on an offline context */
     void *fn;
     struct tk_kernel *next_owned;
 };
@@ -67,7 +67,7 @@ typedef struct tk__slot {
 } tk__slot;
 
 typedef struct tk__ktable {
-    size_t n_slots; /* power of two */
+    size_t n_slots;           /* power of two */
     struct tk__ktable *older; /* replaced tables, freed with the context */
     tk__slot slots[];
 } tk__ktable;
@@ -97,8 +97,8 @@ struct tk_context {
     char *last_error;
 
     /* Counters: __atomic builtins. */
-    uint64_t n_memory_hits, n_disk_hits, n_compiles, n_compile_failures, n_loads,
-        n_load_failures, n_cache_errors, compile_ns;
+    uint64_t n_memory_hits, n_disk_hits, n_compiles, n_compile_failures, n_loads, n_load_failures,
+        n_cache_errors, compile_ns;
 
     /* In-memory table: open addressing on mhash. Readers take no lock: the
      * table pointer and the slots are read with acquire loads, writers

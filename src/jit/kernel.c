@@ -412,15 +412,15 @@ static void expand_source(sbuf *out, const char *text, size_t len, const char *f
 }
 
 typedef struct prep {
-    const char *text;       /* caller's source text (embedded or user) */
-    char label[64];         /* "gemm_f16" or "user:<16 hex>" for the cache metadata */
-    char file[80];          /* name given to the compiler */
-    sbuf full;              /* prelude + expanded source */
-    tk_define *sorted;      /* shallow copy of the defines, sorted by name */
-    char **define_opts;     /* "-DNAME=VALUE" */
-    const char **opts;      /* default + caller's + define options */
+    const char *text;   /* caller's source text (embedded or user) */
+    char label[64];     /* "gemm_f16" or "user:<16 hex>" for the cache metadata */
+    char file[80];      /* name given to the compiler */
+    sbuf full;          /* prelude + expanded source */
+    tk_define *sorted;  /* shallow copy of the defines, sorted by name */
+    char **define_opts; /* "-DNAME=VALUE" */
+    const char **opts;  /* default + caller's + define options */
     size_t n_opts;
-    sbuf opt_text;          /* the same, space-separated, for the metadata */
+    sbuf opt_text; /* the same, space-separated, for the metadata */
     tk__key key;
     int key_ready;
 } prep;
@@ -758,8 +758,8 @@ static tk_kernel *kernel_new(const tk_kernel_desc *d, const prep *p, uint64_t h)
 }
 
 /* The whole slow path for one kernel; *out on success. */
-static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_t h,
-                               uint64_t alias, tk_kernel **out)
+static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_t h, uint64_t alias,
+                               tk_kernel **out)
 {
     prep p;
     obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};

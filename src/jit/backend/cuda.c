@@ -34,53 +34,52 @@ typedef void *nvrtcProgram;
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 
 /* The driver API, written once. */
-#define TK__CU_FUNCS(X)                                                                        \
-    X(cuInit, CUresult, (unsigned))                                                            \
-    X(cuDriverGetVersion, CUresult, (int *))                                                   \
-    X(cuDeviceGetCount, CUresult, (int *))                                                     \
-    X(cuDeviceGet, CUresult, (CUdevice *, int))                                                \
-    X(cuDeviceGetAttribute, CUresult, (int *, int, CUdevice))                                  \
-    X(cuDeviceGetName, CUresult, (char *, int, CUdevice))                                      \
-    X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                             \
-    X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice))                                      \
-    X(cuCtxSetCurrent, CUresult, (CUcontext))                                                  \
-    X(cuCtxGetCurrent, CUresult, (CUcontext *))                                                \
-    X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                  \
-    X(cuModuleUnload, CUresult, (CUmodule))                                                    \
-    X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                   \
-    X(cuLaunchKernel, CUresult,                                                                \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,       \
-       CUstream, void **, void **))                                                            \
-    X(cuMemAlloc_v2, CUresult, (CUdeviceptr *, size_t))                                        \
-    X(cuMemFree_v2, CUresult, (CUdeviceptr))                                                   \
-    X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr, const void *, size_t))                          \
-    X(cuMemcpyDtoH_v2, CUresult, (void *, CUdeviceptr, size_t))                                \
-    X(cuMemsetD8_v2, CUresult, (CUdeviceptr, unsigned char, size_t))                           \
-    X(cuStreamSynchronize, CUresult, (CUstream))                                               \
-    X(cuStreamCreate, CUresult, (CUstream *, unsigned))                                        \
-    X(cuStreamDestroy_v2, CUresult, (CUstream))                                                \
-    X(cuEventCreate, CUresult, (CUevent *, unsigned))                                          \
-    X(cuEventRecord, CUresult, (CUevent, CUstream))                                            \
-    X(cuEventSynchronize, CUresult, (CUevent))                                                 \
-    X(cuEventElapsedTime, CUresult, (float *, CUevent, CUevent))                               \
-    X(cuEventDestroy_v2, CUresult, (CUevent))                                                  \
-    X(cuGetErrorName, CUresult, (CUresult, const char **))                                     \
+#define TK__CU_FUNCS(X)                                                                            \
+    X(cuInit, CUresult, (unsigned))                                                                \
+    X(cuDriverGetVersion, CUresult, (int *))                                                       \
+    X(cuDeviceGetCount, CUresult, (int *))                                                         \
+    X(cuDeviceGet, CUresult, (CUdevice *, int))                                                    \
+    X(cuDeviceGetAttribute, CUresult, (int *, int, CUdevice))                                      \
+    X(cuDeviceGetName, CUresult, (char *, int, CUdevice))                                          \
+    X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                                 \
+    X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice))                                          \
+    X(cuCtxSetCurrent, CUresult, (CUcontext))                                                      \
+    X(cuCtxGetCurrent, CUresult, (CUcontext *))                                                    \
+    X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                      \
+    X(cuModuleUnload, CUresult, (CUmodule))                                                        \
+    X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                       \
+    X(cuLaunchKernel, CUresult,                                                                    \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+       void **, void **))                                                                          \
+    X(cuMemAlloc_v2, CUresult, (CUdeviceptr *, size_t))                                            \
+    X(cuMemFree_v2, CUresult, (CUdeviceptr))                                                       \
+    X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr, const void *, size_t))                              \
+    X(cuMemcpyDtoH_v2, CUresult, (void *, CUdeviceptr, size_t))                                    \
+    X(cuMemsetD8_v2, CUresult, (CUdeviceptr, unsigned char, size_t))                               \
+    X(cuStreamSynchronize, CUresult, (CUstream))                                                   \
+    X(cuStreamCreate, CUresult, (CUstream *, unsigned))                                            \
+    X(cuStreamDestroy_v2, CUresult, (CUstream))                                                    \
+    X(cuEventCreate, CUresult, (CUevent *, unsigned))                                              \
+    X(cuEventRecord, CUresult, (CUevent, CUstream))                                                \
+    X(cuEventSynchronize, CUresult, (CUevent))                                                     \
+    X(cuEventElapsedTime, CUresult, (float *, CUevent, CUevent))                                   \
+    X(cuEventDestroy_v2, CUresult, (CUevent))                                                      \
+    X(cuGetErrorName, CUresult, (CUresult, const char **))                                         \
     X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))
 
 /* NVRTC, written once. */
-#define TK__NVRTC_FUNCS(X)                                                                     \
-    X(nvrtcGetErrorString, const char *, (int))                                                \
-    X(nvrtcVersion, int, (int *, int *))                                                       \
-    X(nvrtcGetNumSupportedArchs, int, (int *))                                                 \
-    X(nvrtcGetSupportedArchs, int, (int *))                                                    \
-    X(nvrtcCreateProgram, int,                                                                 \
-      (nvrtcProgram *, const char *, const char *, int, const char *const *,                   \
-       const char *const *))                                                                   \
-    X(nvrtcDestroyProgram, int, (nvrtcProgram *))                                              \
-    X(nvrtcCompileProgram, int, (nvrtcProgram, int, const char *const *))                      \
-    X(nvrtcGetProgramLogSize, int, (nvrtcProgram, size_t *))                                   \
-    X(nvrtcGetProgramLog, int, (nvrtcProgram, char *))                                         \
-    X(nvrtcGetCUBINSize, int, (nvrtcProgram, size_t *))                                        \
+#define TK__NVRTC_FUNCS(X)                                                                         \
+    X(nvrtcGetErrorString, const char *, (int))                                                    \
+    X(nvrtcVersion, int, (int *, int *))                                                           \
+    X(nvrtcGetNumSupportedArchs, int, (int *))                                                     \
+    X(nvrtcGetSupportedArchs, int, (int *))                                                        \
+    X(nvrtcCreateProgram, int,                                                                     \
+      (nvrtcProgram *, const char *, const char *, int, const char *const *, const char *const *)) \
+    X(nvrtcDestroyProgram, int, (nvrtcProgram *))                                                  \
+    X(nvrtcCompileProgram, int, (nvrtcProgram, int, const char *const *))                          \
+    X(nvrtcGetProgramLogSize, int, (nvrtcProgram, size_t *))                                       \
+    X(nvrtcGetProgramLog, int, (nvrtcProgram, char *))                                             \
+    X(nvrtcGetCUBINSize, int, (nvrtcProgram, size_t *))                                            \
     X(nvrtcGetCUBIN, int, (nvrtcProgram, char *))
 
 TK__DL_TABLE(cu_table, TK__CU_FUNCS)
@@ -185,8 +184,8 @@ static void load_nvrtc(void)
         snprintf(g.nvrtc_err, sizeof g.nvrtc_err, "NVRTC: %s", e.msg);
         return;
     }
-    g.nvrtc_status = tk__dl_resolve(lib, opened, nvrtc_syms, sizeof nvrtc_syms / sizeof nvrtc_syms[0],
-                                    &g.rtc, &e);
+    g.nvrtc_status = tk__dl_resolve(lib, opened, nvrtc_syms,
+                                    sizeof nvrtc_syms / sizeof nvrtc_syms[0], &g.rtc, &e);
     if (g.nvrtc_status != TK_OK) {
         snprintf(g.nvrtc_err, sizeof g.nvrtc_err, "NVRTC: %s", e.msg);
         return; /* the library stays open: dlclose of a half-used library gains nothing */
@@ -223,7 +222,8 @@ static void load_driver(void)
         snprintf(g.drv_err, sizeof g.drv_err, "CUDA driver: %s", e.msg);
         return;
     }
-    g.drv_status = tk__dl_resolve(lib, opened, cu_syms, sizeof cu_syms / sizeof cu_syms[0], &g.cu, &e);
+    g.drv_status =
+        tk__dl_resolve(lib, opened, cu_syms, sizeof cu_syms / sizeof cu_syms[0], &g.cu, &e);
     if (g.drv_status != TK_OK) {
         snprintf(g.drv_err, sizeof g.drv_err, "CUDA driver: %s", e.msg);
         memset(&g.cu, 0, sizeof g.cu);
@@ -351,7 +351,8 @@ static tk_status cuda_device_open(int ordinal, void **dev_handle, char *target, 
     CUresult r = g.cu.cuDeviceGet(&dev, ordinal);
     if (r != 0)
         return tk__err_set(err, TK_NO_DEVICE, "cuDeviceGet(%d): %s", ordinal, cu_err_name(r));
-    if ((r = g.cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) ||
+    if ((r = g.cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                       dev)) ||
         (r = g.cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)))
         return tk__err_set(err, TK_DEVICE_ERROR, "cuDeviceGetAttribute: %s", cu_err_name(r));
     cuda_dev *d = calloc(1, sizeof *d);
@@ -434,8 +435,8 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
             log[0] = '\0';
     }
     if (cr != 0) {
-        st = tk__err_set(err, TK_COMPILE_FAILED, "NVRTC %d.%d: %s compiling %s for %s",
-                         g.rtc_major, g.rtc_minor, g.rtc.nvrtcGetErrorString(cr), name, target);
+        st = tk__err_set(err, TK_COMPILE_FAILED, "NVRTC %d.%d: %s compiling %s for %s", g.rtc_major,
+                         g.rtc_minor, g.rtc.nvrtcGetErrorString(cr), name, target);
         goto done;
     }
     size_t size = 0;
@@ -712,8 +713,7 @@ static tk_status cuda_module_function(void *module, const char *entry, void **fn
     CUfunction f = NULL;
     CUresult r = g.cu.cuModuleGetFunction(&f, module, entry);
     if (r != 0)
-        return tk__err_set(err, TK_NOT_FOUND, "cuModuleGetFunction(%s): %s", entry,
-                           cu_err_name(r));
+        return tk__err_set(err, TK_NOT_FOUND, "cuModuleGetFunction(%s): %s", entry, cu_err_name(r));
     *fn = f;
     return TK_OK;
 }
@@ -776,8 +776,7 @@ static tk_status cuda_mem_set(void *dst, unsigned char byte, size_t bytes, tk__e
 static tk_status cuda_stream_sync(void *stream, tk__err *err)
 {
     CUresult r = g.cu.cuStreamSynchronize(stream);
-    return r ? tk__err_set(err, TK_DEVICE_ERROR, "cuStreamSynchronize: %s", cu_err_name(r))
-             : TK_OK;
+    return r ? tk__err_set(err, TK_DEVICE_ERROR, "cuStreamSynchronize: %s", cu_err_name(r)) : TK_OK;
 }
 
 static tk_status cuda_event_create(void **ev, tk__err *err)

@@ -26,9 +26,9 @@ typedef struct tk__dl_sym {
 } tk__dl_sym;
 
 #define TK__DL_MEMBER(name, ret, params) ret(*name) params;
-#define TK__DL_TABLE(tag, LIST)                                                                \
-    struct tag {                                                                               \
-        LIST(TK__DL_MEMBER)                                                                    \
+#define TK__DL_TABLE(tag, LIST)                                                                    \
+    struct tag {                                                                                   \
+        LIST(TK__DL_MEMBER)                                                                        \
     };
 /* Entry of a symbol list: pass as X with the table's struct tag bound by a
  * one-line wrapper, e.g. #define CU_SYM(n, r, p) TK__DL_SYM(cu_table, n) */
@@ -56,6 +56,7 @@ void tk__dl_path_of(const void *addr, char *buf, size_t size);
 tk_status tk__dl_library_id(const void *addr_in_lib, char *buf, size_t size);
 
 /* Appends printf-style text to buf (size bytes, always NUL-terminated). */
-void tk__strcat_fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tk__strcat_fmt(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -51,61 +51,61 @@ typedef struct comgr_md {
 #define HIP5_PROP_SIZE 792
 #define HIP5_PROP_GCN_ARCH_NAME 396
 
-#define TK__HIP_FUNCS(X)                                                                       \
-    X(hipInit, hipError_t, (unsigned))                                                         \
-    X(hipGetDeviceCount, hipError_t, (int *))                                                  \
-    X(hipSetDevice, hipError_t, (int))                                                         \
-    X(hipGetDevice, hipError_t, (int *))                                                       \
-    X(hipGetDeviceProperties, hipError_t, (void *, int))                                       \
-    X(hipRuntimeGetVersion, hipError_t, (int *))                                               \
-    X(hipDriverGetVersion, hipError_t, (int *))                                                \
-    X(hipModuleLoadData, hipError_t, (hipModule_t *, const void *))                            \
-    X(hipModuleUnload, hipError_t, (hipModule_t))                                              \
-    X(hipModuleGetFunction, hipError_t, (hipFunction_t *, hipModule_t, const char *))          \
-    X(hipModuleLaunchKernel, hipError_t,                                                       \
-      (hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,    \
-       hipStream_t, void **, void **))                                                         \
-    X(hipMalloc, hipError_t, (void **, size_t))                                                \
-    X(hipFree, hipError_t, (void *))                                                           \
-    X(hipMemcpyHtoD, hipError_t, (void *, void *, size_t))                                     \
-    X(hipMemcpyDtoH, hipError_t, (void *, void *, size_t))                                     \
-    X(hipMemset, hipError_t, (void *, int, size_t))                                            \
-    X(hipStreamSynchronize, hipError_t, (hipStream_t))                                         \
-    X(hipStreamCreate, hipError_t, (hipStream_t *))                                            \
-    X(hipStreamDestroy, hipError_t, (hipStream_t))                                             \
-    X(hipEventCreate, hipError_t, (hipEvent_t *))                                              \
-    X(hipEventRecord, hipError_t, (hipEvent_t, hipStream_t))                                   \
-    X(hipEventSynchronize, hipError_t, (hipEvent_t))                                           \
-    X(hipEventElapsedTime, hipError_t, (float *, hipEvent_t, hipEvent_t))                      \
-    X(hipEventDestroy, hipError_t, (hipEvent_t))                                               \
+#define TK__HIP_FUNCS(X)                                                                           \
+    X(hipInit, hipError_t, (unsigned))                                                             \
+    X(hipGetDeviceCount, hipError_t, (int *))                                                      \
+    X(hipSetDevice, hipError_t, (int))                                                             \
+    X(hipGetDevice, hipError_t, (int *))                                                           \
+    X(hipGetDeviceProperties, hipError_t, (void *, int))                                           \
+    X(hipRuntimeGetVersion, hipError_t, (int *))                                                   \
+    X(hipDriverGetVersion, hipError_t, (int *))                                                    \
+    X(hipModuleLoadData, hipError_t, (hipModule_t *, const void *))                                \
+    X(hipModuleUnload, hipError_t, (hipModule_t))                                                  \
+    X(hipModuleGetFunction, hipError_t, (hipFunction_t *, hipModule_t, const char *))              \
+    X(hipModuleLaunchKernel, hipError_t,                                                           \
+      (hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,        \
+       hipStream_t, void **, void **))                                                             \
+    X(hipMalloc, hipError_t, (void **, size_t))                                                    \
+    X(hipFree, hipError_t, (void *))                                                               \
+    X(hipMemcpyHtoD, hipError_t, (void *, void *, size_t))                                         \
+    X(hipMemcpyDtoH, hipError_t, (void *, void *, size_t))                                         \
+    X(hipMemset, hipError_t, (void *, int, size_t))                                                \
+    X(hipStreamSynchronize, hipError_t, (hipStream_t))                                             \
+    X(hipStreamCreate, hipError_t, (hipStream_t *))                                                \
+    X(hipStreamDestroy, hipError_t, (hipStream_t))                                                 \
+    X(hipEventCreate, hipError_t, (hipEvent_t *))                                                  \
+    X(hipEventRecord, hipError_t, (hipEvent_t, hipStream_t))                                       \
+    X(hipEventSynchronize, hipError_t, (hipEvent_t))                                               \
+    X(hipEventElapsedTime, hipError_t, (float *, hipEvent_t, hipEvent_t))                          \
+    X(hipEventDestroy, hipError_t, (hipEvent_t))                                                   \
     X(hipGetErrorName, const char *, (hipError_t))
 
-#define TK__HIPRTC_FUNCS(X)                                                                    \
-    X(hiprtcGetErrorString, const char *, (int))                                               \
-    X(hiprtcVersion, int, (int *, int *))                                                      \
-    X(hiprtcCreateProgram, int,                                                                \
-      (hiprtcProgram *, const char *, const char *, int, const char **, const char **))        \
-    X(hiprtcCompileProgram, int, (hiprtcProgram, int, const char **))                          \
-    X(hiprtcGetProgramLogSize, int, (hiprtcProgram, size_t *))                                 \
-    X(hiprtcGetProgramLog, int, (hiprtcProgram, char *))                                       \
-    X(hiprtcGetCodeSize, int, (hiprtcProgram, size_t *))                                       \
-    X(hiprtcGetCode, int, (hiprtcProgram, char *))                                             \
+#define TK__HIPRTC_FUNCS(X)                                                                        \
+    X(hiprtcGetErrorString, const char *, (int))                                                   \
+    X(hiprtcVersion, int, (int *, int *))                                                          \
+    X(hiprtcCreateProgram, int,                                                                    \
+      (hiprtcProgram *, const char *, const char *, int, const char **, const char **))            \
+    X(hiprtcCompileProgram, int, (hiprtcProgram, int, const char **))                              \
+    X(hiprtcGetProgramLogSize, int, (hiprtcProgram, size_t *))                                     \
+    X(hiprtcGetProgramLog, int, (hiprtcProgram, char *))                                           \
+    X(hiprtcGetCodeSize, int, (hiprtcProgram, size_t *))                                           \
+    X(hiprtcGetCode, int, (hiprtcProgram, char *))                                                 \
     X(hiprtcDestroyProgram, int, (hiprtcProgram *))
 
-#define TK__COMGR_FUNCS(X)                                                                     \
-    X(amd_comgr_get_version, void, (size_t *, size_t *))                                       \
-    X(amd_comgr_get_isa_count, int, (size_t *))                                                \
-    X(amd_comgr_get_isa_name, int, (size_t, const char **))                                    \
-    X(amd_comgr_create_data, int, (int, comgr_data *))                                         \
-    X(amd_comgr_release_data, int, (comgr_data))                                               \
-    X(amd_comgr_set_data, int, (comgr_data, size_t, const char *))                             \
-    X(amd_comgr_get_data_isa_name, int, (comgr_data, size_t *, char *))                        \
-    X(amd_comgr_get_data_metadata, int, (comgr_data, comgr_md *))                              \
-    X(amd_comgr_destroy_metadata, int, (comgr_md))                                             \
-    X(amd_comgr_get_metadata_kind, int, (comgr_md, int *))                                     \
-    X(amd_comgr_get_metadata_string, int, (comgr_md, size_t *, char *))                        \
-    X(amd_comgr_get_metadata_list_size, int, (comgr_md, size_t *))                             \
-    X(amd_comgr_index_list_metadata, int, (comgr_md, size_t, comgr_md *))                      \
+#define TK__COMGR_FUNCS(X)                                                                         \
+    X(amd_comgr_get_version, void, (size_t *, size_t *))                                           \
+    X(amd_comgr_get_isa_count, int, (size_t *))                                                    \
+    X(amd_comgr_get_isa_name, int, (size_t, const char **))                                        \
+    X(amd_comgr_create_data, int, (int, comgr_data *))                                             \
+    X(amd_comgr_release_data, int, (comgr_data))                                                   \
+    X(amd_comgr_set_data, int, (comgr_data, size_t, const char *))                                 \
+    X(amd_comgr_get_data_isa_name, int, (comgr_data, size_t *, char *))                            \
+    X(amd_comgr_get_data_metadata, int, (comgr_data, comgr_md *))                                  \
+    X(amd_comgr_destroy_metadata, int, (comgr_md))                                                 \
+    X(amd_comgr_get_metadata_kind, int, (comgr_md, int *))                                         \
+    X(amd_comgr_get_metadata_string, int, (comgr_md, size_t *, char *))                            \
+    X(amd_comgr_get_metadata_list_size, int, (comgr_md, size_t *))                                 \
+    X(amd_comgr_index_list_metadata, int, (comgr_md, size_t, comgr_md *))                          \
     X(amd_comgr_metadata_lookup, int, (comgr_md, const char *, comgr_md *))
 
 TK__DL_TABLE(hip_table, TK__HIP_FUNCS)
@@ -163,8 +163,8 @@ static void load_once(void)
         rtc = tk__dl_open_first("TK__HIPRTC_LIB", rtc_libs, rtc_opened, sizeof rtc_opened, &e);
         if (!rtc)
             return fail_load("hipRTC", &e);
-        if (tk__dl_resolve(rtc, rtc_opened, hiprtc_syms,
-                           sizeof hiprtc_syms / sizeof hiprtc_syms[0], &g.rtc, &e))
+        if (tk__dl_resolve(rtc, rtc_opened, hiprtc_syms, sizeof hiprtc_syms / sizeof hiprtc_syms[0],
+                           &g.rtc, &e))
             return fail_load("hipRTC", &e);
     }
     void *rtc_sym = dlsym(rtc, "hiprtcCompileProgram");
@@ -270,20 +270,20 @@ static tk_status hip_check_target(const char *target, char *canon, size_t size, 
         for (size_t i = 0; i < g.n_isas; i++)
             tk__strcat_fmt(list, sizeof list, "%s%s", i ? " " : "", g.isas[i]);
         int major = g.runtime_version / 10000000, minor = (g.runtime_version / 100000) % 100;
-        return tk__err_set(err, TK_UNSUPPORTED,
-                           "%s is unknown to the installed hipRTC (ROCm %d.%d, hipRTC %d.%d)%s; "
-                           "it knows: %s",
-                           proc, major, minor, g.rtc_major, g.rtc_minor,
-                           major == 5 && minor < 7
-                               ? ": ROCm 5.2's compiler does not know gfx942 or gfx11xx"
-                               : "",
-                           list);
+        return tk__err_set(
+            err, TK_UNSUPPORTED,
+            "%s is unknown to the installed hipRTC (ROCm %d.%d, hipRTC %d.%d)%s; "
+            "it knows: %s",
+            proc, major, minor, g.rtc_major, g.rtc_minor,
+            major == 5 && minor < 7 ? ": ROCm 5.2's compiler does not know gfx942 or gfx11xx" : "",
+            list);
     }
     const char *f = target + n;
     while (*f == ':') {
         f++;
         size_t fl = strcspn(f, ":");
-        if (!((fl == 7 && strncmp(f, "sramecc", 6) == 0) || (fl == 6 && strncmp(f, "xnack", 5) == 0)) ||
+        if (!((fl == 7 && strncmp(f, "sramecc", 6) == 0) ||
+              (fl == 6 && strncmp(f, "xnack", 5) == 0)) ||
             (f[fl - 1] != '+' && f[fl - 1] != '-'))
             return tk__err_set(err, TK_UNSUPPORTED,
                                "target %s: feature '%.*s' is not sramecc+/- or xnack+/-", target,
@@ -466,14 +466,14 @@ static tk_status hip_compile(const char *target, const char *name, const char *s
     }
     r = g.rtc.hiprtcGetCode(prog, codebuf);
     if (r != 0) {
-        st = tk__err_set(err, TK_COMPILE_FAILED, "hiprtcGetCode: %s",
-                         g.rtc.hiprtcGetErrorString(r));
+        st =
+            tk__err_set(err, TK_COMPILE_FAILED, "hiprtcGetCode: %s", g.rtc.hiprtcGetErrorString(r));
         goto done;
     }
     size_t off = 0, len = 0;
     if (!unbundle((const unsigned char *)codebuf, size, &off, &len)) {
-        st = tk__err_set(err, TK_COMPILE_FAILED, "hipRTC returned an offload bundle with no %s entry",
-                         target);
+        st = tk__err_set(err, TK_COMPILE_FAILED,
+                         "hipRTC returned an offload bundle with no %s entry", target);
         goto done;
     }
     if (off != 0) {

@@ -164,8 +164,8 @@ static tk_status stub_module_load(void *dev_handle, const void *code, size_t siz
 {
     __atomic_fetch_add(&g_counters.loads, 1, __ATOMIC_SEQ_CST);
     int left = __atomic_load_n(&g_counters.fail_next_loads, __ATOMIC_SEQ_CST);
-    while (left > 0 && !__atomic_compare_exchange_n(&g_counters.fail_next_loads, &left, left - 1,
-                                                    0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    while (left > 0 && !__atomic_compare_exchange_n(&g_counters.fail_next_loads, &left, left - 1, 0,
+                                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     }
     if (left > 0)
         return tk__err_set(err, TK_LOAD_FAILED, "stub: load refused (forced by the test)");

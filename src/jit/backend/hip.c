@@ -344,6 +344,19 @@ static tk_status hip_device_open(int ordinal, void **dev_handle, char *target, s
     char arch[257];
     memcpy(arch, prop + HIP5_PROP_GCN_ARCH_NAME, 256);
     arch[256] = '\0';
+    if (strncmp(arch, "gfx", 3) != 0) {
+        /* Another 5.x layout: gcnArchName is the one field that starts with
+         * "gfx" (the marketing name does not); find it. */
+        arch[0] = '\0';
+        for (size_t i = 0; i + 4 < 4096 - 256; i++) {
+            if ((i == 0 || prop[i - 1] == '\0') && memcmp(prop + i, "gfx", 3) == 0 &&
+                prop[i + 3] >= '0' && prop[i + 3] <= '9') {
+                memcpy(arch, prop + i, 256);
+                arch[256] = '\0';
+                break;
+            }
+        }
+    }
     free(prop);
     if (strncmp(arch, "gfx", 3) != 0)
         return tk__err_set(err, TK_DEVICE_ERROR,

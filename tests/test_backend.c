@@ -5,9 +5,13 @@
  * compiler is not installed prints "skipped: ..." and returns; when neither
  * is installed the whole program exits 77.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "jit/jit_internal.h"
 #include "tk_test.h"
@@ -446,6 +450,83 @@ START_TEST(test_embedded_kernels_gfx1030)
 }
 END_TEST
 
+/* In a child process (the backend loads once per process): the key of the
+ * test kernel for sm_80, written into key[33]; "" when NVRTC is absent. */
+static void key_in_child(const char *cuda_path, char key[33])
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (cuda_path)
+            setenv("CUDA_PATH", cuda_path, 1);
+        else
+            unsetenv("CUDA_PATH");
+        unsetenv("CUDA_HOME");
+        char err[512], out[64] = "";
+        tk_config *cfg = NULL;
+        tk_context *ctx = NULL;
+        tk_kernel *k = NULL;
+        tk_kernel_info info;
+        tk_config_create(&cfg);
+        tk_config_set_backend(cfg, TK_BACKEND_CUDA);
+        tk_config_set_target(cfg, "sm_80");
+        tk_config_set_cache_dir(cfg, g_dir);
+        tk_kernel_desc d = {
+            .source = k_source, .entry = "scale_half", .defines = k_defines, .n_defines = 1};
+        if (tk_context_create(cfg, &ctx, err, sizeof err) == TK_OK &&
+            tk_kernel_get(ctx, &d, &k) == TK_OK && tk_kernel_get_info(k, &info) == TK_OK)
+            snprintf(out, sizeof out, "%s", info.key_hex);
+        if (write(fds[1], out, 33) != 33)
+            _exit(1);
+        _exit(0);
+    }
+    close(fds[1]);
+    memset(key, 0, 33);
+    ck_assert_int_eq(read(fds[0], key, 33), 33);
+    key[32] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+}
+
+START_TEST(test_include_path_not_in_key)
+{
+    /* The same headers behind another folder give the same key. */
+    char key_default[33], key_moved[33];
+    key_in_child(NULL, key_default);
+    if (!key_default[0]) {
+        printf("skipped: NVRTC unavailable\n");
+        return;
+    }
+    char moved[4096], inc[4200];
+    snprintf(moved, sizeof moved, "%s/cuda-elsewhere", g_dir);
+    snprintf(inc, sizeof inc, "%s/include", moved);
+    ck_assert_int_eq(mkdir(moved, 0700), 0);
+    ck_assert_int_eq(mkdir(inc, 0700), 0);
+    const char *real_inc = "/usr/local/cuda/include";
+    DIR *dir = opendir(real_inc);
+    if (!dir) {
+        printf("skipped: no %s to mirror\n", real_inc);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char from[4600], to[4600];
+        snprintf(from, sizeof from, "%s/%s", real_inc, de->d_name);
+        snprintf(to, sizeof to, "%s/%s", inc, de->d_name);
+        ck_assert_int_eq(symlink(from, to), 0);
+    }
+    closedir(dir);
+    key_in_child(moved, key_moved);
+    ck_assert_str_eq(key_default, key_moved);
+}
+END_TEST
+
 static int compiler_present(tk_backend_kind kind, const char *target)
 {
     tk_config *cfg = NULL;
@@ -483,6 +564,7 @@ int main(void)
     tcase_add_test(tc, test_hiprtc_compile_log);
     tcase_add_test(tc, test_describe);
     tcase_add_test(tc, test_embedded_kernels_sm80);
+    tcase_add_test(tc, test_include_path_not_in_key);
     tcase_add_test(tc, test_embedded_kernels_gfx90a);
     tcase_add_test(tc, test_embedded_kernels_gfx1030);
     suite_add_tcase(s, tc);

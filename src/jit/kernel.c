@@ -17,7 +17,10 @@
  * library version, backend, compiler identity, full target id, entry point,
  * the whole source (prelude + embedded includes expanded), every option
  * (backend default options first, then the caller's, in the caller's order),
- * then every define as -DNAME[=VALUE] sorted by name.
+ * then every define as -DNAME[=VALUE] sorted by name. The backend's own -I
+ * options are left out: they are machine paths, and the headers behind them
+ * are part of the compiler identity instead, so that a cache filled on one
+ * machine hits on another with the same toolkit at another path.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,8 +549,13 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
     tk__key_add_str(&p->key, "target", ctx->target);
     tk__key_add_str(&p->key, "entry", d->entry);
     tk__key_add_bytes(&p->key, "source", p->full.p, p->full.len);
-    for (size_t i = 0; i < n_def + d->n_options; i++)
+    for (size_t i = 0; i < n_def + d->n_options; i++) {
+        /* A backend's include folders are machine paths; their headers enter
+         * the key through the compiler identity (see cuda.c, headers_hash). */
+        if (i < n_def && strncmp(p->opts[i], "-I", 2) == 0)
+            continue;
         tk__key_add_str(&p->key, "option", p->opts[i]);
+    }
     for (size_t i = 0; i < d->n_defines; i++)
         tk__key_add_str(&p->key, "define", p->define_opts[i]);
     if (tk__key_finish(&p->key) != TK_OK)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "jit/backend/dl.h"
 #include "jit/jit_internal.h"
@@ -157,6 +158,32 @@ static void find_include(void)
     snprintf(g.include_opt, sizeof g.include_opt, "-I/usr/local/cuda/include");
 }
 
+/* The include folder enters cache keys by the content of the headers the
+ * prelude pulls in, not by its path: the same toolkit sits at different
+ * paths on different machines (/usr/local/cuda-13.0/include, .../targets/
+ * x86_64-linux/include), and a cache filled on a build machine must hit. */
+static uint64_t headers_hash(const char *dir)
+{
+    static const char *const names[] = {"cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h",
+                                        "cuda_bf16.hpp", "vector_types.h"};
+    uint64_t h = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1300];
+        int n = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = (n > 0 && (size_t)n < sizeof path) ? fopen(path, "rb") : NULL;
+        if (!f) {
+            h = XXH3_64bits_withSeed(names[i], strlen(names[i]), h); /* absent: still a fact */
+            continue;
+        }
+        char buf[65536];
+        size_t r;
+        while ((r = fread(buf, 1, sizeof buf, f)) > 0)
+            h = XXH3_64bits_withSeed(buf, r, h);
+        fclose(f);
+    }
+    return h;
+}
+
 static void load_nvrtc(void)
 {
     tk__err e = {.msg = "", .log = NULL};
@@ -203,8 +230,9 @@ static void load_nvrtc(void)
     char id[128] = "unknown";
     if (tk__dl_library_id(sym, id, sizeof id) != TK_OK)
         snprintf(id, sizeof id, "unknown");
-    snprintf(g.identity, sizeof g.identity, "nvrtc-%d.%d+%s", g.rtc_major, g.rtc_minor, id);
     find_include();
+    snprintf(g.identity, sizeof g.identity, "nvrtc-%d.%d+%s;headers-%016llx", g.rtc_major,
+             g.rtc_minor, id, (unsigned long long)headers_hash(g.include_opt + 2));
     g.default_opts[0] = g.include_opt;
     g.default_opts[1] = "--std=c++17";
     g.default_opts[2] = "-default-device";

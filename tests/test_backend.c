@@ -266,6 +266,64 @@ START_TEST(test_hiprtc_gfx90a_features)
 }
 END_TEST
 
+/* Appends a u64, little-endian. */
+static size_t put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+    return 8;
+}
+
+START_TEST(test_hip_offload_bundle_is_unbundled)
+{
+    /* Some hipRTC releases return a clang offload bundle: comgr must be
+     * handed the amdgcn ELF inside it. */
+    char err[1024];
+    tk_context *ctx = offline(TK_BACKEND_HIP, "gfx90a", NULL, err, sizeof err);
+    if (!ctx)
+        return;
+    const tk_kernel *k = get_ok(ctx);
+    static const char host_id[] = "host-x86_64-unknown-linux";
+    static const char dev_id[] = "hipv4-amdgcn-amd-amdhsa--gfx90a";
+    size_t header = 24 + 8 + 2 * 24 + (sizeof host_id - 1) + (sizeof dev_id - 1);
+    size_t size = header + k->code_size;
+    unsigned char *b = calloc(1, size);
+    size_t p = 0;
+    memcpy(b, "__CLANG_OFFLOAD_BUNDLE__", 24);
+    p = 24;
+    p += put_u64(b + p, 2);
+    p += put_u64(b + p, header); /* host entry: empty */
+    p += put_u64(b + p, 0);
+    p += put_u64(b + p, sizeof host_id - 1);
+    memcpy(b + p, host_id, sizeof host_id - 1);
+    p += sizeof host_id - 1;
+    p += put_u64(b + p, header);
+    p += put_u64(b + p, k->code_size);
+    p += put_u64(b + p, sizeof dev_id - 1);
+    memcpy(b + p, dev_id, sizeof dev_id - 1);
+    p += sizeof dev_id - 1;
+    ck_assert_uint_eq(p, header);
+    memcpy(b + header, k->code, k->code_size);
+
+    tk__err e = {.msg = "", .log = NULL};
+    tk_resource_usage from_bundle, from_elf;
+    const tk__backend *hip = tk__backend_hip();
+    tk_assert_status(hip->inspect(k->code, k->code_size, "scale_half", &from_elf, &e), TK_OK);
+    tk_status st = hip->inspect(b, size, "scale_half", &from_bundle, &e);
+    ck_assert_msg(st == TK_OK, "inspect bundle: %s", e.msg);
+    ck_assert_int_eq(from_bundle.registers, from_elf.registers);
+    ck_assert_int_eq(from_bundle.wavefront_size, 64);
+    char isa[256];
+    tk_assert_status(tk__hip_code_isa(b, size, isa, sizeof isa, &e), TK_OK);
+    ck_assert_ptr_nonnull(strstr(isa, "gfx90a"));
+    /* A bundle with no amdgcn entry is refused, not misread. */
+    memcpy(b + header - (sizeof dev_id - 1), "hipv4-xxxxxx", 12);
+    tk_assert_status(hip->inspect(b, size, "scale_half", &from_bundle, &e), TK_CORRUPT);
+    free(b);
+    tk_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_hiprtc_gfx1101_unsupported)
 {
     char err[1024] = "";
@@ -561,6 +619,7 @@ int main(void)
     tcase_add_test(tc, test_hiprtc_gfx1030);
     tcase_add_test(tc, test_hiprtc_gfx90a_features);
     tcase_add_test(tc, test_hiprtc_gfx1101_unsupported);
+    tcase_add_test(tc, test_hip_offload_bundle_is_unbundled);
     tcase_add_test(tc, test_hiprtc_compile_log);
     tcase_add_test(tc, test_describe);
     tcase_add_test(tc, test_embedded_kernels_sm80);

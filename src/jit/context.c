@@ -510,7 +510,10 @@ tk_status tk_backend_describe(tk_backend_kind kind, char *buf, size_t size)
     int count = 0;
     st = be->device_count(&count, &e);
     if (st != TK_OK) {
-        tk__strcat_fmt(buf, size, "  devices: unavailable: %s\n", e.msg);
+        if (st == TK_BACKEND_UNAVAILABLE) /* the driver line above says why */
+            tk__strcat_fmt(buf, size, "  devices: none (no driver)\n");
+        else
+            tk__strcat_fmt(buf, size, "  devices: unavailable: %s\n", e.msg);
         free(e.log);
         return st;
     }

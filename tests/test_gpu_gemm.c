@@ -54,7 +54,27 @@ typedef struct problem {
     int64_t yr, yc, yld;  /* input 1 */
     int64_t ld_out;
     const uint16_t *x, *y;
+    const float *xf, *yf; /* fp32 copies for full checks (NULL: convert per use) */
 } problem;
+
+static double xv(const problem *p, int64_t i)
+{
+    return p->xf != NULL ? p->xf[i] : tk_f16_to_f32(p->x[i]);
+}
+
+static double yv(const problem *p, int64_t i)
+{
+    return p->yf != NULL ? p->yf[i] : tk_f16_to_f32(p->y[i]);
+}
+
+static float *to_f32(const uint16_t *h, size_t n)
+{
+    float *f = malloc(n * sizeof *f);
+    ck_assert(f != NULL);
+    for (size_t i = 0; i < n; i++)
+        f[i] = tk_f16_to_f32(h[i]);
+    return f;
+}
 
 static void want_at(const problem *p, int64_t r, int64_t c, double *want, double *absdot)
 {
@@ -64,16 +84,16 @@ static void want_at(const problem *p, int64_t r, int64_t c, double *want, double
         double u, v;
         switch (p->op) {
         case TK_OP_GEMM_F16_FWD: /* A[r,i] B[i,c] */
-            u = tk_f16_to_f32(p->x[r * p->xld + i]);
-            v = tk_f16_to_f32(p->y[i * p->yld + c]);
+            u = xv(p, r * p->xld + i);
+            v = yv(p, i * p->yld + c);
             break;
         case TK_OP_GEMM_F16_GRAD_A: /* gC[r,i] B[c,i] */
-            u = tk_f16_to_f32(p->x[r * p->xld + i]);
-            v = tk_f16_to_f32(p->y[c * p->yld + i]);
+            u = xv(p, r * p->xld + i);
+            v = yv(p, c * p->yld + i);
             break;
         default: /* A[i,r] gC[i,c] */
-            u = tk_f16_to_f32(p->x[i * p->xld + r]);
-            v = tk_f16_to_f32(p->y[i * p->yld + c]);
+            u = xv(p, i * p->xld + r);
+            v = yv(p, i * p->yld + c);
             break;
         }
         s += u * v;
@@ -112,6 +132,10 @@ static void run_case(tk_context *ctx, tk_op op, const shape *s)
     x = random_f16((size_t)(p.xr * p.xld));
     y = random_f16((size_t)(p.yr * p.yld));
     p.x = x, p.y = y;
+    if (!s->sampled) {
+        p.xf = to_f32(x, (size_t)(p.xr * p.xld));
+        p.yf = to_f32(y, (size_t)(p.yr * p.yld));
+    }
     const size_t out_bytes = (size_t)(p.rows * p.ld_out) * oe;
     out = malloc(out_bytes);
     ck_assert(out != NULL);
@@ -210,6 +234,8 @@ static void run_case(tk_context *ctx, tk_op op, const shape *s)
     tk_mem_free(ctx, dout);
     free(x);
     free(y);
+    free((void *)p.xf);
+    free((void *)p.yf);
     free(out);
 }
 

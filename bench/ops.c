@@ -9,10 +9,10 @@
  * Each figure is the median over many samples timed with device events
  * (tk_time_on_stream), each sample a short batch of back-to-back runs (so
  * that host enqueue cost overlaps device work, as in a training loop), after
- * a warm-up, over rotating input buffers when one set would fit in L2. Correctness is checked in the same run: GEMMs on 300
- * random outputs against fp64 dot products, softmax on sampled rows against
- * the CPU reference, embedding forward on sampled rows (exact), embedding
- * backward in full against the CPU reference.
+ * a warm-up, over rotating input buffers when one set would fit in L2. Correctness is checked in
+ * the same run: GEMMs on 300 random outputs against fp64 dot products, softmax on sampled rows
+ * against the CPU reference, embedding forward on sampled rows (exact), embedding backward in full
+ * against the CPU reference.
  *
  *   ops [--gemm-only | --mem-only] [--quick] [--policy exact|generic]
  *
@@ -54,14 +54,14 @@ static int cmp_float(const void *a, const void *b)
 
 static tk_context *g_ctx;
 
-#define CHECK(expr)                                                                        \
-    do {                                                                                   \
-        tk_status st_ = (expr);                                                            \
-        if (st_ != TK_OK) {                                                                \
-            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #expr,             \
-                    tk_status_str(st_), tk_context_last_error(g_ctx));                     \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        tk_status st_ = (expr);                                                                    \
+        if (st_ != TK_OK) {                                                                        \
+            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #expr, tk_status_str(st_), \
+                    tk_context_last_error(g_ctx));                                                 \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static void *dalloc(size_t bytes)
@@ -154,9 +154,8 @@ static void row(const char *op, const char *shape, double ms, double rate, const
 
 typedef int (*cublasCreate_t)(void **);
 typedef int (*cublasSetStream_t)(void *, void *);
-typedef int (*cublasGemmEx_t)(void *, int, int, int, int, int, const void *, const void *, int,
-                              int, const void *, int, int, const void *, void *, int, int, int,
-                              int);
+typedef int (*cublasGemmEx_t)(void *, int, int, int, int, int, const void *, const void *, int, int,
+                              const void *, int, int, const void *, void *, int, int, int, int);
 static struct {
     void *lib, *handle;
     cublasGemmEx_t gemm;
@@ -198,8 +197,7 @@ static tk_status run_ours(void *user, int rot)
     const int r = rot % g->R;
     switch (g->op) {
     case TK_OP_GEMM_F16_FWD:
-        return tk_gemm_f16_fwd(g_ctx, g->M, g->N, g->K, g->x[r], 0, g->y[r], 0, g->out[r], 0,
-                               NULL);
+        return tk_gemm_f16_fwd(g_ctx, g->M, g->N, g->K, g->x[r], 0, g->y[r], 0, g->out[r], 0, NULL);
     case TK_OP_GEMM_F16_GRAD_A:
         return tk_gemm_f16_grad_a(g_ctx, g->M, g->N, g->K, g->x[r], 0, g->y[r], 0, g->out[r], 0,
                                   NULL);
@@ -240,7 +238,9 @@ static int gemm_check(gemm_case *g, const uint16_t *x, const uint16_t *y)
     const int out16 = g->op != TK_OP_GEMM_F16_FWD;
     const int64_t rows = g->op == TK_OP_GEMM_F16_GRAD_B ? g->K : g->M;
     const int64_t cols = g->op == TK_OP_GEMM_F16_GRAD_A ? g->K : g->N;
-    const int64_t len = g->op == TK_OP_GEMM_F16_FWD ? g->K : g->op == TK_OP_GEMM_F16_GRAD_A ? g->N : g->M;
+    const int64_t len = g->op == TK_OP_GEMM_F16_FWD      ? g->K
+                        : g->op == TK_OP_GEMM_F16_GRAD_A ? g->N
+                                                         : g->M;
     const size_t ob = (size_t)g->out_elems * (out16 ? 2 : 4);
     unsigned char *out = malloc(ob);
     int bad = 0;
@@ -297,7 +297,8 @@ static int bench_gemm(tk_op op, int64_t M, int64_t N, int64_t K)
     g.x_elems = op == TK_OP_GEMM_F16_GRAD_A ? M * N : M * K;
     g.y_elems = op == TK_OP_GEMM_F16_GRAD_B ? M * N : K * N;
     g.out_elems = op == TK_OP_GEMM_F16_FWD ? M * N : op == TK_OP_GEMM_F16_GRAD_A ? M * K : K * N;
-    const double set_bytes = (double)(g.x_elems + g.y_elems) * 2 + (double)g.out_elems * (out16 ? 2 : 4);
+    const double set_bytes =
+        (double)(g.x_elems + g.y_elems) * 2 + (double)g.out_elems * (out16 ? 2 : 4);
     g.R = rotations(set_bytes, 8e9);
     g.x = calloc((size_t)g.R, sizeof *g.x);
     g.y = calloc((size_t)g.R, sizeof *g.y);
@@ -338,7 +339,8 @@ static int bench_gemm(tk_op op, int64_t M, int64_t N, int64_t K)
 
 /* Four independent 16-byte loads in flight per thread before the stores. */
 static const char copy_src[] =
-    "extern \"C\" __global__ void tk_bench_copy(const uint4 *__restrict__ s, uint4 *__restrict__ d,\n"
+    "extern \"C\" __global__ void tk_bench_copy(const uint4 *__restrict__ s, uint4 *__restrict__ "
+    "d,\n"
     "                                           unsigned long long n) {\n"
     "    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;\n"
     "    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
@@ -596,8 +598,8 @@ static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
             ok_d = ok;
         else
             ok_b = ok;
-        row(det ? "embedding_bwd det" : "embedding_bwd", shape, ms, bb / ms / 1e6, "GB/s",
-            copy_gbs, "copy GB/s", ok);
+        row(det ? "embedding_bwd det" : "embedding_bwd", shape, ms, bb / ms / 1e6, "GB/s", copy_gbs,
+            "copy GB/s", ok);
     }
     tk_mem_free(g_ctx, e.weight);
     tk_mem_free(g_ctx, e.grad_w);
@@ -629,7 +631,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
             policy = strcmp(argv[++i], "generic") == 0 ? TK_POLICY_GENERIC : TK_POLICY_EXACT;
         else {
-            fprintf(stderr, "usage: %s [--gemm-only | --mem-only] [--quick] [--policy exact|generic]\n",
+            fprintf(stderr,
+                    "usage: %s [--gemm-only | --mem-only] [--quick] [--policy exact|generic]\n",
                     argv[0]);
             return 2;
         }
@@ -645,9 +648,10 @@ int main(int argc, char **argv)
     printf("device %s (%s), compiler %s, policy %s\n\n", tk_context_target(g_ctx),
            tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx),
            policy == TK_POLICY_EXACT ? "exact" : "generic");
-    printf("| %-18s | %-20s | %9s | %-15s | %-20s | %5s | %-5s |\n", "op", "shape", "ms",
-           "rate", "reference", "ratio", "check");
-    printf("|--------------------|----------------------|-----------|-----------------|----------------------|-------|-------|\n");
+    printf("| %-18s | %-20s | %9s | %-15s | %-20s | %5s | %-5s |\n", "op", "shape", "ms", "rate",
+           "reference", "ratio", "check");
+    printf("|--------------------|----------------------|-----------|-----------------|------------"
+           "----------|-------|-------|\n");
 
     if (gemm) {
         static const int64_t shapes[][3] = {

@@ -57,12 +57,14 @@ typedef long long tk_i64;
 // Block-to-tile mapping: groups of TK_GROUP_M tile rows walk N together so
 // that the A and B panels they share stay in L2.
 __device__ __forceinline__ void tk_gemm_tile_of(tk_i64 pid, tk_i64 tiles_m, tk_i64 tiles_n,
-                                                tk_i64 *tm, tk_i64 *tn) {
+                                                tk_i64 *tm, tk_i64 *tn)
+{
     const tk_i64 width = (tk_i64)TK_GROUP_M * tiles_n;
     const tk_i64 group = pid / width;
     const tk_i64 first_m = group * TK_GROUP_M;
     tk_i64 gsz = tiles_m - first_m;
-    if (gsz > TK_GROUP_M) gsz = TK_GROUP_M;
+    if (gsz > TK_GROUP_M)
+        gsz = TK_GROUP_M;
     const tk_i64 in_group = pid - group * width;
     *tm = first_m + in_group % gsz;
     *tn = in_group / gsz;
@@ -93,69 +95,88 @@ __device__ __forceinline__ void tk_gemm_tile_of(tk_i64 pid, tk_i64 tiles_m, tk_i
 #define TK_STAGES 3
 #endif
 
-namespace tkg {
+namespace tkg
+{
 
-__device__ __forceinline__ unsigned smem_u32(const void *p) {
+__device__ __forceinline__ unsigned smem_u32(const void *p)
+{
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes)
+{
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
-                                        unsigned &r3) {
+                                        unsigned &r3)
+{
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                  : "r"(addr));
 }
 __device__ __forceinline__ void ldsm_x4_t(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
-                                          unsigned &r3) {
+                                          unsigned &r3)
+{
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                  : "r"(addr));
 }
 
-__device__ __forceinline__ void mma16816(float *c, const unsigned *a, const unsigned *b) {
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, const unsigned *b)
+{
     // Not volatile: a pure register operation, so the compiler may interleave
     // it with the next fragments' ldmatrix.
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile whose rows hold
 // W chunks. The XOR keeps the 8 rows an ldmatrix reads (same logical chunk)
 // in 8 different bank groups, and cp.async writes conflict-free as well.
-template <int W> __device__ __forceinline__ unsigned swz(int row, int chunk) {
+template <int W> __device__ __forceinline__ unsigned swz(int row, int chunk)
+{
     int x;
-    if (W >= 8) x = row & 7;
-    else if (W == 4) x = (row >> 1) & 3;
-    else if (W == 2) x = (row >> 2) & 1;
-    else x = 0;
+    if (W >= 8)
+        x = row & 7;
+    else if (W == 4)
+        x = (row >> 1) & 3;
+    else if (W == 2)
+        x = (row >> 2) & 1;
+    else
+        x = 0;
     return (unsigned)((row * W + (chunk ^ x)) * 16);
 }
 
-__device__ __forceinline__ unsigned short ld_h(const unsigned short *p) { return __ldg(p); }
+__device__ __forceinline__ unsigned short ld_h(const unsigned short *p)
+{
+    return __ldg(p);
+}
 
 // Copies a ROWS x (8*W) tile of 16-bit elements, row r at src + (r0+r)*ld +
 // c0, into swizzled shared memory. Elements outside [0,rlim) x [0,clim) are
 // zero.
 template <int ROWS, int W, int NT, bool ALIGNED>
 __device__ __forceinline__ void load_tile(unsigned sdst, const unsigned short *src, tk_i64 ld,
-                                          tk_i64 r0, tk_i64 c0, tk_i64 rlim, tk_i64 clim,
-                                          int tid) {
+                                          tk_i64 r0, tk_i64 c0, tk_i64 rlim, tk_i64 clim, int tid)
+{
     constexpr int CHUNKS = ROWS * W;
 #pragma unroll
     for (int i = 0; i < (CHUNKS + NT - 1) / NT; ++i) {
         const int c = tid + i * NT;
-        if (CHUNKS % NT != 0 && c >= CHUNKS) break;
+        if (CHUNKS % NT != 0 && c >= CHUNKS)
+            break;
         const int row = c / W;
         const int ch = c % W;
         const tk_i64 gr = r0 + row;
@@ -169,12 +190,14 @@ __device__ __forceinline__ void load_tile(unsigned sdst, const unsigned short *s
         } else {
             unsigned short v[8];
 #pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] = 0;
+            for (int e = 0; e < 8; ++e)
+                v[e] = 0;
             if (gr < rlim) {
                 const unsigned short *g = src + gr * ld + gc;
 #pragma unroll
                 for (int e = 0; e < 8; ++e)
-                    if (gc + e < clim) v[e] = ld_h(g + e);
+                    if (gc + e < clim)
+                        v[e] = ld_h(g + e);
             }
             const unsigned w0 = v[0] | ((unsigned)v[1] << 16), w1 = v[2] | ((unsigned)v[3] << 16);
             const unsigned w2 = v[4] | ((unsigned)v[5] << 16), w3 = v[6] | ((unsigned)v[7] << 16);
@@ -184,12 +207,14 @@ __device__ __forceinline__ void load_tile(unsigned sdst, const unsigned short *s
     }
 }
 
-__device__ __forceinline__ unsigned pack_h2(float lo, float hi) {
+__device__ __forceinline__ unsigned pack_h2(float lo, float hi)
+{
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
-__device__ __forceinline__ unsigned short to_h(float f) {
+__device__ __forceinline__ unsigned short to_h(float f)
+{
     unsigned short r;
     asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
     return r;
@@ -197,10 +222,10 @@ __device__ __forceinline__ unsigned short to_h(float f) {
 
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool AK, bool BKM, bool OUT16,
           bool ALIGNED, bool VEC>
-__device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
-                                          const unsigned short *__restrict__ B, void *C,
-                                          tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb,
-                                          tk_i64 ldc, unsigned char *smem) {
+__device__ __forceinline__ void
+gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict__ B, void *C,
+          tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb, tk_i64 ldc, unsigned char *smem)
+{
     constexpr int NT = WM * WN * 32;
     constexpr int WTM = BM / WM, WTN = BN / WN;
     constexpr int MI = WTM / 16, NI = WTN / 8;
@@ -219,7 +244,8 @@ __device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
     const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     tk_i64 tm, tn;
     tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
-    if (tm >= tiles_m) return;
+    if (tm >= tiles_m)
+        return;
     const tk_i64 m0 = tm * BM, n0 = tn * BN;
 
     const unsigned sbase = smem_u32(smem);
@@ -231,21 +257,27 @@ __device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
 #pragma unroll
         for (int j = 0; j < NI; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+            for (int e = 0; e < 4; ++e)
+                acc[i][j][e] = 0.f;
 
     auto load_stage = [&](int slot, int kt) {
         const tk_i64 k0 = (tk_i64)kt * BK;
         const unsigned sa = sbase + slot * STAGE_BYTES;
         const unsigned sb = sa + A_BYTES;
-        if (AK) load_tile<BM, AW, NT, ALIGNED>(sa, A, lda, m0, k0, M, K, tid);
-        else load_tile<BK, AW, NT, ALIGNED>(sa, A, lda, k0, m0, K, M, tid);
-        if (BKM) load_tile<BN, BW, NT, ALIGNED>(sb, B, ldb, n0, k0, N, K, tid);
-        else load_tile<BK, BW, NT, ALIGNED>(sb, B, ldb, k0, n0, K, N, tid);
+        if (AK)
+            load_tile<BM, AW, NT, ALIGNED>(sa, A, lda, m0, k0, M, K, tid);
+        else
+            load_tile<BK, AW, NT, ALIGNED>(sa, A, lda, k0, m0, K, M, tid);
+        if (BKM)
+            load_tile<BN, BW, NT, ALIGNED>(sb, B, ldb, n0, k0, N, K, tid);
+        else
+            load_tile<BK, BW, NT, ALIGNED>(sb, B, ldb, k0, n0, K, N, tid);
     };
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) load_stage(s, s);
+        if (s < KT)
+            load_stage(s, s);
         cp_async_commit();
     }
 
@@ -254,7 +286,8 @@ __device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
         __syncthreads();
         {
             const int nk = kt + STAGES - 1;
-            if (nk < KT) load_stage(nk % STAGES, nk);
+            if (nk < KT)
+                load_stage(nk % STAGES, nk);
             cp_async_commit();
         }
         const unsigned sa = sbase + (kt % STAGES) * STAGE_BYTES;
@@ -286,14 +319,14 @@ __device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
                 } else {
                     const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
                     const int ch = (ncol >> 3) + (lane >> 4);
-                    ldsm_x4_t(sb + swz<BW>(r, ch), bf[j][0], bf[j][1], bf[j + 1][0],
-                              bf[j + 1][1]);
+                    ldsm_x4_t(sb + swz<BW>(r, ch), bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1]);
                 }
             }
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < NI; ++j) mma16816(acc[i][j], af[i], bf[j]);
+                for (int j = 0; j < NI; ++j)
+                    mma16816(acc[i][j], af[i], bf[j]);
         }
     }
     cp_async_wait<0>();
@@ -304,7 +337,8 @@ __device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const tk_i64 r = m0 + wm * WTM + i * 16 + (lane >> 2) + h * 8;
-            if (r >= M) continue;
+            if (r >= M)
+                continue;
 #pragma unroll
             for (int j = 0; j < NI; ++j) {
                 const tk_i64 c = n0 + wn * WTN + j * 8 + (lane & 3) * 2;
@@ -314,16 +348,20 @@ __device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
                     if (VEC && c + 1 < N) {
                         *(unsigned *)out = pack_h2(v0, v1);
                     } else {
-                        if (c < N) out[0] = to_h(v0);
-                        if (c + 1 < N) out[1] = to_h(v1);
+                        if (c < N)
+                            out[0] = to_h(v0);
+                        if (c + 1 < N)
+                            out[1] = to_h(v1);
                     }
                 } else {
                     float *out = (float *)C + r * ldc + c;
                     if (VEC && c + 1 < N) {
                         *(float2 *)out = make_float2(v0, v1);
                     } else {
-                        if (c < N) out[0] = v0;
-                        if (c + 1 < N) out[1] = v1;
+                        if (c < N)
+                            out[0] = v0;
+                        if (c + 1 < N)
+                            out[1] = v1;
                     }
                 }
             }
@@ -336,15 +374,16 @@ __device__ __forceinline__ void gemm_body(const unsigned short *__restrict__ A,
 #ifndef TK_GEMM_NO_ENTRY
 extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
     tk_gemm_f16(const void *A, const void *B, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
-                tk_i64 ldb, tk_i64 ldc) {
+                tk_i64 ldb, tk_i64 ldc)
+{
     extern __shared__ __align__(128) unsigned char tk_gemm_smem[];
 #ifdef TK_M
     M = TK_M;
     N = TK_N;
     K = TK_K;
 #endif
-    tkg::gemm_body<TK_BM, TK_BN, TK_BK, TK_WM, TK_WN, TK_STAGES, TK_A_KMAJOR != 0,
-                   TK_B_KMAJOR != 0, TK_OUT_F16 != 0, TK_ALIGNED != 0, TK_VEC_OUT != 0>(
+    tkg::gemm_body<TK_BM, TK_BN, TK_BK, TK_WM, TK_WN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
+                   TK_OUT_F16 != 0, TK_ALIGNED != 0, TK_VEC_OUT != 0>(
         (const unsigned short *)A, (const unsigned short *)B, C, M, N, K, lda, ldb, ldc,
         tk_gemm_smem);
 }
@@ -352,8 +391,8 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
 
 #else /* TK_GEMM_AMD || TK_GEMM_SIMPLE */
 /* ======================================================================
- * AMD, and NVIDIA targets below sm_80 (TK_GEMM_SIMPLE). gfx90a (MI200): MFMA v_mfma_f32_32x32x8f16, one 32x32 output tile
- * per wavefront, 2x2 wavefronts per 64x64 block. Other targets: a portable
+ * AMD, and NVIDIA targets below sm_80 (TK_GEMM_SIMPLE). gfx90a (MI200): MFMA v_mfma_f32_32x32x8f16,
+ * one 32x32 output tile per wavefront, 2x2 wavefronts per 64x64 block. Other targets: a portable
  * shared-memory tiled kernel, fp32 accumulation. Both stage tiles through
  * LDS with scalar, bounds-checked loads (any alignment, any size).
  * Launch: 256 threads, grid = ceil(M/64) * ceil(N/64) blocks, no dynamic LDS.
@@ -364,24 +403,30 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
 #define TK_AMD_BK 32
 
 #if TK_GEMM_AMD
-__device__ __forceinline__ float tk_h2f(unsigned short u) {
+__device__ __forceinline__ float tk_h2f(unsigned short u)
+{
     return (float)__builtin_bit_cast(_Float16, u);
 }
-__device__ __forceinline__ unsigned short tk_f2h(float f) {
+__device__ __forceinline__ unsigned short tk_f2h(float f)
+{
     return __builtin_bit_cast(unsigned short, (_Float16)f);
 }
 #else
-__device__ __forceinline__ float tk_h2f(unsigned short u) {
+__device__ __forceinline__ float tk_h2f(unsigned short u)
+{
     return __half2float(__ushort_as_half(u));
 }
-__device__ __forceinline__ unsigned short tk_f2h(float f) {
+__device__ __forceinline__ unsigned short tk_f2h(float f)
+{
     return __half_as_ushort(__float2half_rn(f));
 }
 #endif
 
 __device__ __forceinline__ unsigned short tk_load_a(const unsigned short *A, tk_i64 lda, tk_i64 m,
-                                                    tk_i64 k, tk_i64 M, tk_i64 K) {
-    if (m >= M || k >= K) return 0;
+                                                    tk_i64 k, tk_i64 M, tk_i64 K)
+{
+    if (m >= M || k >= K)
+        return 0;
 #if TK_A_KMAJOR
     return A[m * lda + k];
 #else
@@ -389,8 +434,10 @@ __device__ __forceinline__ unsigned short tk_load_a(const unsigned short *A, tk_
 #endif
 }
 __device__ __forceinline__ unsigned short tk_load_b(const unsigned short *B, tk_i64 ldb, tk_i64 k,
-                                                    tk_i64 n, tk_i64 K, tk_i64 N) {
-    if (n >= N || k >= K) return 0;
+                                                    tk_i64 n, tk_i64 K, tk_i64 N)
+{
+    if (n >= N || k >= K)
+        return 0;
 #if TK_B_KMAJOR
     return B[n * ldb + k];
 #else
@@ -399,8 +446,10 @@ __device__ __forceinline__ unsigned short tk_load_b(const unsigned short *B, tk_
 }
 
 __device__ __forceinline__ void tk_store(void *C, tk_i64 ldc, tk_i64 r, tk_i64 c, tk_i64 M,
-                                         tk_i64 N, float v) {
-    if (r >= M || c >= N) return;
+                                         tk_i64 N, float v)
+{
+    if (r >= M || c >= N)
+        return;
 #if TK_OUT_F16
     ((unsigned short *)C)[r * ldc + c] = tk_f2h(v);
 #else
@@ -410,7 +459,8 @@ __device__ __forceinline__ void tk_store(void *C, tk_i64 ldc, tk_i64 r, tk_i64 c
 
 extern "C" __global__ void __launch_bounds__(256)
     tk_gemm_f16(const void *Av, const void *Bv, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
-                tk_i64 ldb, tk_i64 ldc) {
+                tk_i64 ldb, tk_i64 ldc)
+{
 #ifdef TK_M
     M = TK_M;
     N = TK_N;
@@ -427,7 +477,8 @@ extern "C" __global__ void __launch_bounds__(256)
     const tk_i64 tiles_n = (N + TK_AMD_BN - 1) / TK_AMD_BN;
     tk_i64 tm, tn;
     tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
-    if (tm >= tiles_m) return;
+    if (tm >= tiles_m)
+        return;
     const tk_i64 m0 = tm * TK_AMD_BM, n0 = tn * TK_AMD_BN;
 
 #if TK_GEMM_AMD && defined(__gfx90a__)
@@ -436,7 +487,8 @@ extern "C" __global__ void __launch_bounds__(256)
     const int lane = tid & 63, wave = tid >> 6;
     const int wr = (wave >> 1) * 32, wc = (wave & 1) * 32;
     float16_t acc;
-    for (int e = 0; e < 16; ++e) acc[e] = 0.f;
+    for (int e = 0; e < 16; ++e)
+        acc[e] = 0.f;
     for (tk_i64 k0 = 0; k0 < K; k0 += TK_AMD_BK) {
         for (int e = tid; e < TK_AMD_BM * TK_AMD_BK; e += 256) {
             const int r = e / TK_AMD_BK, c = e % TK_AMD_BK;
@@ -471,7 +523,8 @@ extern "C" __global__ void __launch_bounds__(256)
     const int tx = tid & 15, ty = tid >> 4;
     float acc[4][4];
     for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+        for (int j = 0; j < 4; ++j)
+            acc[i][j] = 0.f;
     for (tk_i64 k0 = 0; k0 < K; k0 += TK_AMD_BK) {
         for (int e = tid; e < TK_AMD_BM * TK_AMD_BK; e += 256) {
             const int r = e / TK_AMD_BK, c = e % TK_AMD_BK;
@@ -484,10 +537,13 @@ extern "C" __global__ void __launch_bounds__(256)
         __syncthreads();
         for (int kk = 0; kk < TK_AMD_BK; ++kk) {
             float a[4], b[4];
-            for (int i = 0; i < 4; ++i) a[i] = tk_h2f(As[ty + 16 * i][kk]);
-            for (int j = 0; j < 4; ++j) b[j] = tk_h2f(Bs[kk][tx + 16 * j]);
             for (int i = 0; i < 4; ++i)
-                for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+                a[i] = tk_h2f(As[ty + 16 * i][kk]);
+            for (int j = 0; j < 4; ++j)
+                b[j] = tk_h2f(Bs[kk][tx + 16 * j]);
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j)
+                    acc[i][j] += a[i] * b[j];
         }
         __syncthreads();
     }

@@ -38,9 +38,9 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {
-    {1, 1, 1, 0, 1, 0},        {17, 31, 13, 0, 1, 0},      {127, 509, 257, 0, 0, 0},
-    {129, 65, 33, 1, 1, 0},    {257, 129, 100, 0, 1, 0},   {200, 300, 40, 1, 1, 0},
-    {16, 4096, 1024, 0, 0, 0}, {1000, 1000, 1000, 0, 1, 0}, {512, 1024, 8192, 0, 0, 1},
+    {1, 1, 1, 0, 1, 0},          {17, 31, 13, 0, 1, 0},       {127, 509, 257, 0, 0, 0},
+    {129, 65, 33, 1, 1, 0},      {257, 129, 100, 0, 1, 0},    {200, 300, 40, 1, 1, 0},
+    {16, 4096, 1024, 0, 0, 0},   {1000, 1000, 1000, 0, 1, 0}, {512, 1024, 8192, 0, 0, 1},
     {4096, 4096, 4096, 0, 0, 1},
 };
 
@@ -49,9 +49,9 @@ static const shape shapes[] = {
 typedef struct problem {
     tk_op op;
     int64_t M, N, K;
-    int64_t rows, cols;   /* output */
-    int64_t xr, xc, xld;  /* input 0 [xr, xc] */
-    int64_t yr, yc, yld;  /* input 1 */
+    int64_t rows, cols;  /* output */
+    int64_t xr, xc, xld; /* input 0 [xr, xc] */
+    int64_t yr, yc, yld; /* input 1 */
     int64_t ld_out;
     const uint16_t *x, *y;
     const float *xf, *yf; /* fp32 copies for full checks (NULL: convert per use) */
@@ -298,8 +298,8 @@ START_TEST(test_checked_run)
         memset(&rep, 0, sizeof rep);
         tk_status st = tk_check_run(ctx, (tk_op)op, dims, 3, 7, &rep);
         ck_assert_msg(st == TK_OK, "%s: %s", tk_status_str(st), tk_context_last_error(ctx));
-        ck_assert_msg(rep.passed, "%s: max abs %g rel %g", tk_op_name((tk_op)op),
-                      rep.max_abs_error, rep.max_rel_error);
+        ck_assert_msg(rep.passed, "%s: max abs %g rel %g", tk_op_name((tk_op)op), rep.max_abs_error,
+                      rep.max_rel_error);
         tk_check_report_free(&rep);
     }
     tk_context_destroy(ctx);

@@ -215,13 +215,13 @@ START_TEST(test_op_bad_input)
     tk_assert_status(tk_gemm_f16_fwd(ctx, 0, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
                      TK_INVALID_ARGUMENT);
     assert_error_names(ctx, "M");
-    tk_assert_status(tk_gemm_f16_grad_a(ctx, 4, -2, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0,
-                                        NULL),
-                     TK_INVALID_ARGUMENT);
+    tk_assert_status(
+        tk_gemm_f16_grad_a(ctx, 4, -2, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
+        TK_INVALID_ARGUMENT);
     assert_error_names(ctx, "N");
-    tk_assert_status(tk_gemm_f16_grad_b(ctx, 4, 4, 0, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0,
-                                        NULL),
-                     TK_INVALID_ARGUMENT);
+    tk_assert_status(
+        tk_gemm_f16_grad_b(ctx, 4, 4, 0, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
+        TK_INVALID_ARGUMENT);
     assert_error_names(ctx, "K");
     tk_assert_status(tk_gemm_f16_fwd(ctx, 4, 4, 4, NULL, 0, P(0x2000), 0, P(0x3000), 0, NULL),
                      TK_INVALID_ARGUMENT);
@@ -239,29 +239,29 @@ START_TEST(test_op_bad_input)
     tk_assert_status(tk_gemm_f16_fwd(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3002), 0, NULL),
                      TK_MISALIGNED);
     assert_error_names(ctx, "d_C");
-    tk_assert_status(tk_gemm_f16_grad_a(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3001), 0,
-                                        NULL),
-                     TK_MISALIGNED);
+    tk_assert_status(
+        tk_gemm_f16_grad_a(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3001), 0, NULL),
+        TK_MISALIGNED);
     /* leading dimensions below the row length */
-    tk_assert_status(tk_gemm_f16_fwd(ctx, 4, 8, 16, P(0x1000), 15, P(0x2000), 0, P(0x3000), 0,
-                                     NULL),
-                     TK_INVALID_ARGUMENT);
+    tk_assert_status(
+        tk_gemm_f16_fwd(ctx, 4, 8, 16, P(0x1000), 15, P(0x2000), 0, P(0x3000), 0, NULL),
+        TK_INVALID_ARGUMENT);
     assert_error_names(ctx, "lda");
     tk_assert_status(tk_gemm_f16_fwd(ctx, 4, 8, 16, P(0x1000), 0, P(0x2000), 7, P(0x3000), 0, NULL),
                      TK_INVALID_ARGUMENT);
     assert_error_names(ctx, "ldb");
-    tk_assert_status(tk_gemm_f16_grad_a(ctx, 4, 8, 16, P(0x1000), 7, P(0x2000), 0, P(0x3000), 0,
-                                        NULL),
-                     TK_INVALID_ARGUMENT);
+    tk_assert_status(
+        tk_gemm_f16_grad_a(ctx, 4, 8, 16, P(0x1000), 7, P(0x2000), 0, P(0x3000), 0, NULL),
+        TK_INVALID_ARGUMENT);
     assert_error_names(ctx, "ldgc");
-    tk_assert_status(tk_gemm_f16_grad_b(ctx, 4, 8, 16, P(0x1000), 0, P(0x2000), 0, P(0x3000), 5,
-                                        NULL),
-                     TK_INVALID_ARGUMENT);
+    tk_assert_status(
+        tk_gemm_f16_grad_b(ctx, 4, 8, 16, P(0x1000), 0, P(0x2000), 0, P(0x3000), 5, NULL),
+        TK_INVALID_ARGUMENT);
     assert_error_names(ctx, "ldgb");
     /* sizes whose products overflow */
-    tk_assert_status(tk_gemm_f16_fwd(ctx, INT64_MAX / 4, 8, 16, P(0x1000), 0, P(0x2000), 0,
-                                     P(0x3000), 0, NULL),
-                     TK_OVERFLOW);
+    tk_assert_status(
+        tk_gemm_f16_fwd(ctx, INT64_MAX / 4, 8, 16, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
+        TK_OVERFLOW);
     tk_assert_status(tk_gemm_f16_grad_b(ctx, 3, (int64_t)1 << 40, (int64_t)1 << 40, P(0x1000), 0,
                                         P(0x2000), 0, P(0x3000), 0, NULL),
                      TK_OVERFLOW);
@@ -292,12 +292,12 @@ START_TEST(test_op_offline_no_device)
     ck_assert_msg(st == TK_OK, "offline stub context: %s", err);
     tk_assert_status(tk_gemm_f16_fwd(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
                      TK_NO_DEVICE);
-    tk_assert_status(tk_gemm_f16_grad_a(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0,
-                                        NULL),
-                     TK_NO_DEVICE);
-    tk_assert_status(tk_gemm_f16_grad_b(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0,
-                                        NULL),
-                     TK_NO_DEVICE);
+    tk_assert_status(
+        tk_gemm_f16_grad_a(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
+        TK_NO_DEVICE);
+    tk_assert_status(
+        tk_gemm_f16_grad_b(ctx, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
+        TK_NO_DEVICE);
     {
         const int64_t dims[3] = {64, 96, 40};
         unsigned nc = 9, nh = 9;
@@ -317,44 +317,44 @@ START_TEST(test_op_policies_and_variants)
     tk_context_stats s;
     uint64_t l0 = launches();
 
-    tk_assert_status(tk_gemm_f16_fwd(exact, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0,
-                                     NULL),
-                     TK_OK);
-    tk_assert_status(tk_gemm_f16_fwd(exact, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0,
-                                     NULL),
-                     TK_OK);
-    tk_assert_status(tk_gemm_f16_fwd(exact, 264, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0,
-                                     NULL),
-                     TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_fwd(exact, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_fwd(exact, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_fwd(exact, 264, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
     ck_assert_uint_eq(launches(), l0 + 3);
     tk_assert_status(tk_context_get_stats(exact, &s), TK_OK);
     ck_assert_uint_eq(s.compiles, 2);
 
-    tk_assert_status(tk_gemm_f16_fwd(generic, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000),
-                                     0, NULL),
-                     TK_OK);
-    tk_assert_status(tk_gemm_f16_fwd(generic, 264, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000),
-                                     0, NULL),
-                     TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_fwd(generic, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_fwd(generic, 264, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
     tk_assert_status(tk_context_get_stats(generic, &s), TK_OK);
     ck_assert_uint_eq(s.compiles, 1);
     /* 2-byte aligned (not 16) operand: the scalar-load variant */
-    tk_assert_status(tk_gemm_f16_fwd(generic, 256, 256, 64, P(0x1002), 0, P(0x2000), 0, P(0x4000),
-                                     0, NULL),
-                     TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_fwd(generic, 256, 256, 64, P(0x1002), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
     /* odd leading dimension: scalar-load variant again (same kernel) */
-    tk_assert_status(tk_gemm_f16_fwd(generic, 256, 256, 64, P(0x1000), 65, P(0x2000), 0, P(0x4000),
-                                     0, NULL),
-                     TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_fwd(generic, 256, 256, 64, P(0x1000), 65, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
     tk_assert_status(tk_context_get_stats(generic, &s), TK_OK);
     ck_assert_uint_eq(s.compiles, 2);
     /* the three layouts are three kernels */
-    tk_assert_status(tk_gemm_f16_grad_a(generic, 256, 256, 64, P(0x1000), 0, P(0x2000), 0,
-                                        P(0x4000), 0, NULL),
-                     TK_OK);
-    tk_assert_status(tk_gemm_f16_grad_b(generic, 256, 256, 64, P(0x1000), 0, P(0x2000), 0,
-                                        P(0x4000), 0, NULL),
-                     TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_grad_a(generic, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
+    tk_assert_status(
+        tk_gemm_f16_grad_b(generic, 256, 256, 64, P(0x1000), 0, P(0x2000), 0, P(0x4000), 0, NULL),
+        TK_OK);
     tk_assert_status(tk_context_get_stats(generic, &s), TK_OK);
     ck_assert_uint_eq(s.compiles, 4);
     ck_assert_uint_eq(launches(), l0 + 9);

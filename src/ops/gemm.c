@@ -54,8 +54,8 @@ typedef struct gemm_plan {
     int64_t lda, ldb, ldc; /* resolved */
     int a_kmajor, b_kmajor, out_f16;
     int aligned, vec_out;
-    int amd;         /* HIP backend: MFMA / portable kernel */
-    int simple;      /* NVIDIA target below sm_80: portable kernel */
+    int amd;    /* HIP backend: MFMA / portable kernel */
+    int simple; /* NVIDIA target below sm_80: portable kernel */
     gemm_tile tile;
 } gemm_plan;
 
@@ -125,8 +125,8 @@ static void plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
 static void plan_alignment(gemm_plan *p, const void *a, const void *b, const void *c)
 {
     const size_t out_elem = p->out_f16 ? 2 : 4;
-    p->aligned = ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0 && p->lda % 8 == 0 &&
-                 p->ldb % 8 == 0;
+    p->aligned =
+        ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0 && p->lda % 8 == 0 && p->ldb % 8 == 0;
     p->vec_out = ((uintptr_t)c % (2 * out_elem)) == 0 && p->ldc % 2 == 0;
 }
 
@@ -252,8 +252,9 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
         return st;
     if (p.K / 16 > INT32_MAX) /* the kernels count K tiles in 32-bit */
-        return tk__fail(ctx, TK_UNSUPPORTED, "%s: reduction length %lld is beyond the kernel's range",
-                        p.op, (long long)p.K);
+        return tk__fail(ctx, TK_UNSUPPORTED,
+                        "%s: reduction length %lld is beyond the kernel's range", p.op,
+                        (long long)p.K);
 
     build_desc(&p, tk_context_policy(ctx), &d);
     st = tk__op_kernel(ctx, &d.desc, &kernel, NULL, NULL);
@@ -276,9 +277,9 @@ tk_status tk_gemm_f16_fwd(tk_context *ctx, int64_t M, int64_t N, int64_t K, cons
                     "ldb", d_C, ldc, "d_C", "ldc", stream);
 }
 
-tk_status tk_gemm_f16_grad_a(tk_context *ctx, int64_t M, int64_t N, int64_t K,
-                             const void *d_grad_C, int64_t ldgc, const void *d_B, int64_t ldb,
-                             void *d_grad_A, int64_t ldga, void *stream)
+tk_status tk_gemm_f16_grad_a(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_grad_C,
+                             int64_t ldgc, const void *d_B, int64_t ldb, void *d_grad_A,
+                             int64_t ldga, void *stream)
 {
     return gemm_run(ctx, TK_OP_GEMM_F16_GRAD_A, M, N, K, d_grad_C, ldgc, "d_grad_C", "ldgc", d_B,
                     ldb, "d_B", "ldb", d_grad_A, ldga, "d_grad_A", "ldga", stream);
@@ -417,8 +418,8 @@ fail:
     return st;
 }
 
-tk_status tk_ref_gemm_f16_fwd(int64_t M, int64_t N, int64_t K, const uint16_t *A,
-                              const uint16_t *B, float *C)
+tk_status tk_ref_gemm_f16_fwd(int64_t M, int64_t N, int64_t K, const uint16_t *A, const uint16_t *B,
+                              float *C)
 {
     tk_status st = ref_check(M, N, K, A, B, C);
     return st != TK_OK ? st : ref_gemm(0, M, N, K, A, B, C, NULL);

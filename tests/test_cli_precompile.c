@@ -201,6 +201,24 @@ START_TEST(test_stub_failure_reports_log)
 }
 END_TEST
 
+/* A precompile that could store nothing has failed, whatever the compiler
+ * said. */
+START_TEST(test_nothing_stored_fails)
+{
+    char path[1024], kpath[1024];
+    write_manifest("user.cu", user_kernel, kpath, sizeof kpath);
+    write_manifest("stub.tkm", stub_manifest, path, sizeof path);
+    setenv("TOKITAI_JIT_CACHE_DISABLE", "1", 1);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
+    unsetenv("TOKITAI_JIT_CACHE_DISABLE");
+    ck_assert_msg(rc == CLI_FAIL, "exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "grew by 0 entries"), "stderr: %s", err);
+    free(out), free(err);
+    ck_assert_int_eq(n_entries(g_root), 0);
+}
+END_TEST
+
 /* --------------------------------------------------------- export, import */
 
 static void precompile_stub(const char *root)
@@ -460,6 +478,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_manifest_unknown_target);
     tcase_add_test(tc, test_stub_precompile);
     tcase_add_test(tc, test_stub_failure_reports_log);
+    tcase_add_test(tc, test_nothing_stored_fails);
     tcase_add_test(tc, test_export_import);
     tcase_add_test(tc, test_corrupt_bundle);
     tcase_add_test(tc, test_real_targets);

@@ -621,7 +621,8 @@ static int record_failure(failure **fails, size_t *n_fails, size_t item_idx, tk_
     return 0;
 }
 
-static int execute(run_state *s, int n_workers, double t_start, const char *root)
+static int execute(run_state *s, int n_workers, double t_start, const char *root,
+                   uint64_t *n_compiled)
 {
     worker *ws = calloc((size_t)n_workers, sizeof *ws);
     failure *fails = NULL;
@@ -775,6 +776,7 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
         free(fails[i].log);
     }
     free(fails);
+    *n_compiled = p.compiled;
     return p.failed ? TK__EXIT_FAIL : TK__EXIT_OK;
 }
 
@@ -860,11 +862,14 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         goto done;
     }
     root = strdup(tk_cache_root(cache));
-    tk_cache_close(cache);
     if (!root) {
         tk__cli_error("out of memory");
         goto done;
     }
+    /* The library never fails a compile because the cache cannot store it;
+     * a precompile that stored nothing has failed all the same. */
+    tk_cache_stats before, after;
+    int have_before = tk_cache_get_stats(cache, &before) == TK_OK;
 
     int n_workers = opts->jobs ? opts->jobs : default_workers();
     if ((size_t)n_workers > s.n_items)
@@ -874,9 +879,20 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
     printf("precompiling %zu jobs (%zu shapes x %zu targets) with %d worker process%s into %s\n",
            s.n_items, s.m.n_jobs, s.n_targets, n_workers, n_workers == 1 ? "" : "es", root);
     fflush(stdout);
-    rc = execute(&s, n_workers, t_start, root);
+    uint64_t n_compiled = 0;
+    rc = execute(&s, n_workers, t_start, root, &n_compiled);
+    if (have_before && n_compiled && tk_cache_get_stats(cache, &after) == TK_OK &&
+        after.entries < before.entries + n_compiled) {
+        tk__cli_error("%llu kernels compiled but the cache at %s grew by %lld entries: is it "
+                      "writable, disabled (TOKITAI_JIT_CACHE_DISABLE) or too small "
+                      "(TOKITAI_JIT_CACHE_MAX_SIZE)?",
+                      (unsigned long long)n_compiled, root,
+                      (long long)after.entries - (long long)before.entries);
+        rc = TK__EXIT_FAIL;
+    }
 
 done:
+    tk_cache_close(cache);
     free(root);
     for (size_t i = 0; i < s.n_targets; i++) {
         free(s.targets[i].name);

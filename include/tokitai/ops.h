@@ -15,6 +15,17 @@
  *    TK_MISALIGNED, TK_NO_DEVICE...) with a message naming the argument in
  *    tk_context_last_error(), and nothing is enqueued or written.
  *  - Thread-safe as the context is.
+ *  - Specialisation (tk_config_set_policy): TK_POLICY_EXACT, the default,
+ *    bakes the shape's constants (softmax cols, embedding D, GEMM tiles) into
+ *    each kernel: a model has a handful of distinct shapes, each costs one
+ *    compile once (then the disk cache), and the compiler gets exact loop
+ *    bounds. TK_POLICY_GENERIC passes sizes at run time and only varies the
+ *    variant (vector width, threads per row, registers per thread bucketed to
+ *    powers of two), for workloads whose shapes change on every call.
+ *    Both give the same results within the tolerances of the checked run.
+ *  - fp16 pointers need 2-byte alignment (TK_MISALIGNED otherwise), int32 /
+ *    uint32 pointers 4-byte; wider alignment, when present, selects 16-byte
+ *    vector variants, and its absence selects narrower ones, never an error.
  */
 #ifndef TOKITAI_OPS_H
 #define TOKITAI_OPS_H

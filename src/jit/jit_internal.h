@@ -58,6 +58,9 @@ struct tk_kernel {
     size_t code_size;
     void *module; /* NULL on an offline context */
     void *fn;
+    /* Dynamic shared memory the function is allowed so far (0: the default
+     * 48 KiB); raised by the first launch that asks for more. Atomic. */
+    unsigned shared_limit;
     struct tk_kernel *next_owned;
 };
 

@@ -914,6 +914,9 @@ tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out)
     return TK_OK;
 }
 
+/* Dynamic shared memory a launch gets without raising the limit. */
+#define TK__DEFAULT_SHARED (48u * 1024u)
+
 tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
                            const unsigned block[3], unsigned shared_bytes, void *stream,
                            void **args)
@@ -927,6 +930,18 @@ tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, const unsig
         return tk__fail(ctx, TK_NO_DEVICE, "tk_kernel_launch: the context targets %s offline",
                         ctx->target);
     tk_status st = ctx->be->device_bind(ctx->dev, &e);
+    if (st == TK_OK && shared_bytes > TK__DEFAULT_SHARED && ctx->be->raise_shared != NULL) {
+        /* Once per kernel and size: the kernel is shared by threads, so the
+         * cached limit is atomic (a race only raises it twice). The handle is
+         * the context's own allocation, the const is the API's promise to
+         * the caller. */
+        unsigned *limit = &((tk_kernel *)kernel)->shared_limit;
+        if (__atomic_load_n(limit, __ATOMIC_RELAXED) < shared_bytes) {
+            st = ctx->be->raise_shared(kernel->fn, shared_bytes, &e);
+            if (st == TK_OK)
+                __atomic_store_n(limit, shared_bytes, __ATOMIC_RELAXED);
+        }
+    }
     if (st == TK_OK)
         st = ctx->be->launch(kernel->fn, grid, block, shared_bytes, stream, args, &e);
     if (st != TK_OK)

@@ -93,6 +93,9 @@ struct tk__backend {
     void (*event_destroy)(void *ev);
     tk_status (*event_record)(void *ev, void *stream, tk__err *err);
     tk_status (*event_elapsed)(void *start, void *stop, float *ms, tk__err *err);
+    /* Raises fn's dynamic shared-memory limit to bytes (CUDA: a launch above
+     * 48 KiB fails until this is done). NULL where the backend needs none. */
+    tk_status (*raise_shared)(void *fn, unsigned bytes, tk__err *err);
 };
 
 const tk__backend *tk__backend_cuda(void);

@@ -66,7 +66,8 @@ typedef void *nvrtcProgram;
     X(cuEventElapsedTime, CUresult, (float *, CUevent, CUevent))                                   \
     X(cuEventDestroy_v2, CUresult, (CUevent))                                                      \
     X(cuGetErrorName, CUresult, (CUresult, const char **))                                         \
-    X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))
+    X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))                                     \
+    X(cuFuncSetAttribute, CUresult, (CUfunction, int, int))
 
 /* NVRTC, written once. */
 #define TK__NVRTC_FUNCS(X)                                                                         \
@@ -441,10 +442,20 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
     char *cubin = NULL;
     if (!opts)
         return tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
-    snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
-    opts[0] = arch;
+    /* A caller that names the architecture itself (sm_90a for Hopper-only
+     * instructions on an sm_90 device) gets exactly that one; the options are
+     * part of the cache key, so that kernel has its own entry. */
+    int n = 0;
+    int explicit_arch = 0;
     for (size_t i = 0; i < n_options; i++)
-        opts[i + 1] = options[i];
+        explicit_arch |= options[i] != NULL && (strncmp(options[i], "--gpu-architecture", 18) == 0 ||
+                                                strncmp(options[i], "-arch", 5) == 0);
+    if (!explicit_arch) {
+        snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
+        opts[n++] = arch;
+    }
+    for (size_t i = 0; i < n_options; i++)
+        opts[n++] = options[i];
 
     int r = g.rtc.nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
     if (r != 0) {
@@ -452,7 +463,7 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
                          g.rtc.nvrtcGetErrorString(r));
         goto done;
     }
-    int cr = g.rtc.nvrtcCompileProgram(prog, (int)(n_options + 1), opts);
+    int cr = g.rtc.nvrtcCompileProgram(prog, n, opts);
     /* The log first, whatever happened: it explains the failure. */
     size_t log_size = 0;
     if (g.rtc.nvrtcGetProgramLogSize(prog, &log_size) == 0 && log_size > 1) {
@@ -756,6 +767,19 @@ static tk_status cuda_launch(void *fn, const unsigned grid[3], const unsigned bl
     return TK_OK;
 }
 
+/* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+#define TK__CU_FUNC_MAX_DYN_SHARED 8
+
+static tk_status cuda_raise_shared(void *fn, unsigned bytes, tk__err *err)
+{
+    CUresult r = g.cu.cuFuncSetAttribute(fn, TK__CU_FUNC_MAX_DYN_SHARED, (int)bytes);
+    if (r != 0)
+        return tk__err_set(err, TK_LAUNCH_FAILED,
+                           "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u): %s", bytes,
+                           cu_err_name(r));
+    return TK_OK;
+}
+
 static tk_status cuda_mem_alloc(size_t bytes, void **out, tk__err *err)
 {
     CUdeviceptr p = 0;
@@ -876,6 +900,7 @@ static const tk__backend g_cuda = {
     .module_unload = cuda_module_unload,
     .module_function = cuda_module_function,
     .launch = cuda_launch,
+    .raise_shared = cuda_raise_shared,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_upload = cuda_mem_upload,

@@ -98,6 +98,7 @@ START_TEST(test_manifest_errors)
     expect_rejected("arch stub\npolicy fastest\nsoftmax_f16_fwd rows=8 cols=8\n", 2, "fastest");
     expect_rejected("arch stub\nkernel missing.cu entry\n", 2, "missing.cu");
     expect_rejected("# nothing\narch stub\n", 0, "nothing to compile");
+    expect_rejected("arch stub\nsoftmax_f16_fwd rows=8 cols=8 policy=fast\n", 2, "fast");
 }
 END_TEST
 
@@ -420,6 +421,32 @@ START_TEST(test_real_targets)
 }
 END_TEST
 
+/* "policy=" on a line overrides the manifest's policy for that line; the
+ * same shape under both policies is two jobs. */
+START_TEST(test_line_policy)
+{
+    char path[1024];
+    write_manifest("pol.tkm",
+                   "arch stub\npolicy exact\nsoftmax_f16_fwd rows=4 cols=100 policy=generic\n"
+                   "softmax_f16_fwd rows=4 cols=100\n",
+                   path, sizeof path);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--dry-run", "--manifest", path, "--cache-dir",
+                     g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
+    ck_assert_ptr_nonnull(strstr(out, "stub softmax_f16_fwd rows=4 cols=100 [generic]"));
+    ck_assert_ptr_nonnull(strstr(out, "stub softmax_f16_fwd rows=4 cols=100 [exact]"));
+    ck_assert_ptr_nonnull(strstr(out, "2 jobs"));
+    free(out), free(err);
+    /* --policy overrides both: one job. */
+    rc = cli_run(&out, &err, "--precompile", "--dry-run", "--policy", "exact", "--manifest", path,
+                 "--cache-dir", g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
+    ck_assert_ptr_nonnull(strstr(out, "1 jobs"));
+    free(out), free(err);
+}
+END_TEST
+
 /* With a device and no --arch, the device is the target (the stub backend's
  * device stands in for a GPU). */
 START_TEST(test_device_target)
@@ -482,6 +509,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_export_import);
     tcase_add_test(tc, test_corrupt_bundle);
     tcase_add_test(tc, test_real_targets);
+    tcase_add_test(tc, test_line_policy);
     tcase_add_test(tc, test_device_target);
     tcase_add_test(tc, test_default_manifest);
     suite_add_tcase(s, tc);

@@ -187,9 +187,28 @@ static int parse_op_line(parser *p, tk_op op, char **tok, int ntok)
     int n = op_dim_names(op, names);
     if (n < 0)
         return fail(p, tok[0], "the library reports no dimensions for this operator");
+    /* Static: 4 x 4096 values is too much for the stack; the tool is
+     * single-threaded. */
     static values vals[TK__MF_MAX_DIMS];
     int seen[TK__MF_MAX_DIMS] = {0};
+    unsigned policies = 0;
     for (int t = 1; t < ntok; t++) {
+        if (strncmp(tok[t], "policy=", 7) == 0) {
+            if (policies)
+                return fail(p, tok[t], "policy given twice");
+            char *save = NULL;
+            for (char *v = strtok_r(tok[t] + 7, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+                if (strcmp(v, "exact") == 0)
+                    policies |= 1u << TK_POLICY_EXACT;
+                else if (strcmp(v, "generic") == 0)
+                    policies |= 1u << TK_POLICY_GENERIC;
+                else
+                    return fail(p, v, "unknown policy (exact or generic)");
+            }
+            if (!policies)
+                return fail(p, tok[t], "names no policy (exact, generic, or exact,generic)");
+            continue;
+        }
         char *eq = strchr(tok[t], '=');
         if (!eq)
             return fail(p, tok[t], "expected NAME=VALUES (dimensions of %s: %s)", tok[0],
@@ -227,6 +246,7 @@ static int parse_op_line(parser *p, tk_op op, char **tok, int ntok)
         job.kernel = -1;
         job.op = op;
         job.n_dims = n;
+        job.policies = policies;
         job.line = p->line;
         for (int i = 0; i < n; i++)
             job.dims[i] = vals[i].v[idx[i]];
@@ -438,7 +458,8 @@ static void dedupe(tk__manifest *m)
         while (table[slot] != SIZE_MAX) {
             const tk__mf_job *o = &m->jobs[table[slot]];
             if (o->kernel == j->kernel && o->op == j->op && o->n_dims == j->n_dims &&
-                memcmp(o->dims, j->dims, sizeof o->dims) == 0 && j->kernel < 0) {
+                o->policies == j->policies && memcmp(o->dims, j->dims, sizeof o->dims) == 0 &&
+                j->kernel < 0) {
                 dup = 1;
                 break;
             }
@@ -570,6 +591,13 @@ void tk__manifest_free(tk__manifest *m)
     }
     free(m->kernels);
     memset(m, 0, sizeof *m);
+}
+
+void tk__manifest_clear_line_policies(tk__manifest *m)
+{
+    for (size_t i = 0; i < m->n_jobs; i++)
+        m->jobs[i].policies = 0;
+    dedupe(m);
 }
 
 static int item_matches(const tk__manifest *m, const tk__mf_job *j, const char *item)

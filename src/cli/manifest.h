@@ -35,6 +35,7 @@ typedef struct tk__mf_job {
     tk_op op;
     int n_dims;
     int64_t dims[TK__MF_MAX_DIMS];
+    unsigned policies; /* bit (1 << tk_policy) from "policy=" on the line; 0: the manifest's */
     int line;
 } tk__mf_job;
 
@@ -63,6 +64,10 @@ void tk__manifest_free(tk__manifest *m);
 /* Keeps only the jobs whose operator (or user kernel entry) is in the
  * comma/space-separated list; -1 with a message naming an unknown item. */
 int tk__manifest_filter(tk__manifest *m, const char *list, char *err, size_t err_size);
+
+/* Drops the per-line policies (--policy overrides them) and the jobs that
+ * then repeat. */
+void tk__manifest_clear_line_policies(tk__manifest *m);
 
 /* "gemm_f16_fwd M=512 N=1024 K=4096" or "kernel my_entry (file.cu)". */
 void tk__mf_job_describe(const tk__manifest *m, const tk__mf_job *job, char *buf, size_t size);

@@ -55,7 +55,8 @@ typedef struct run_state {
     tk__manifest m;
     target *targets;
     size_t n_targets;
-    unsigned policies;
+    unsigned policies;  /* default for jobs without their own */
+    int mixed_policies; /* items under both policies: name the policy */
     item *items;
     size_t n_items;
 } run_state;
@@ -510,7 +511,7 @@ static void describe_item(const run_state *s, const item *it, char *buf, size_t 
     char job[256];
     tk__mf_job_describe(&s->m, &s->m.jobs[it->job], job, sizeof job);
     const target *t = &s->targets[it->target];
-    if (s->policies == (1u << TK_POLICY_EXACT) || s->policies == (1u << TK_POLICY_GENERIC))
+    if (!s->mixed_policies)
         snprintf(buf, size, "%s %s", t->canon, job);
     else
         snprintf(buf, size, "%s %s [%s]", t->canon, job, policy_name(it->policy));
@@ -809,9 +810,10 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         rc = TK__EXIT_USAGE;
         goto done;
     }
-    if (opts->have_policy)
+    if (opts->have_policy) {
         s.policies = 1u << opts->policy;
-    else
+        tk__manifest_clear_line_policies(&s.m);
+    } else
         s.policies = s.m.policies ? s.m.policies : 1u << TK_POLICY_EXACT;
 
     rc = resolve_targets(&s);
@@ -819,26 +821,30 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         goto done;
     rc = TK__EXIT_FAIL;
 
-    /* Items: target-major, then policy, then the manifest's order. */
-    size_t n_pol = (s.policies & 1u) + ((s.policies >> 1) & 1u);
-    s.n_items = s.n_targets * n_pol * s.m.n_jobs;
-    s.items = calloc(s.n_items ? s.n_items : 1, sizeof *s.items);
+    /* Items: target-major, then policy, then the manifest's order. --policy
+     * overrides the manifest, "policy=" on a line overrides its "policy". */
+    s.items = calloc(s.n_targets * 2 * s.m.n_jobs + 1, sizeof *s.items);
     if (!s.items) {
         tk__cli_error("out of memory");
         goto done;
     }
-    size_t k = 0;
+    unsigned used = 0;
     for (size_t t = 0; t < s.n_targets; t++)
         for (int pol = 0; pol < 2; pol++) {
-            if (!(s.policies & (1u << pol)))
-                continue;
             for (size_t j = 0; j < s.m.n_jobs; j++) {
-                s.items[k].job = (uint32_t)j;
-                s.items[k].target = (uint16_t)t;
-                s.items[k].policy = (uint8_t)pol;
-                k++;
+                unsigned want = s.policies;
+                if (s.m.jobs[j].policies)
+                    want = s.m.jobs[j].policies;
+                if (!(want & (1u << pol)))
+                    continue;
+                item *it = &s.items[s.n_items++];
+                it->job = (uint32_t)j;
+                it->target = (uint16_t)t;
+                it->policy = (uint8_t)pol;
+                used |= 1u << pol;
             }
         }
+    s.mixed_policies = used == 3u;
 
     if (opts->dry_run) {
         for (size_t i = 0; i < s.n_items; i++) {
@@ -846,8 +852,8 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
             describe_item(&s, &s.items[i], what, sizeof what);
             printf("%s\n", what);
         }
-        printf("%zu jobs (%zu shapes x %zu targets x %zu policies); nothing compiled (--dry-run)\n",
-               s.n_items, s.m.n_jobs, s.n_targets, n_pol);
+        printf("%zu jobs (%zu shapes, %zu targets); nothing compiled (--dry-run)\n", s.n_items,
+               s.m.n_jobs, s.n_targets);
         rc = TK__EXIT_OK;
         goto done;
     }

@@ -371,7 +371,304 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
 
 } // namespace tkg
 
+/* ======================================================================
+ * NVIDIA sm_90a (Hopper): warpgroup MMA (wgmma.mma_async m64nNk16, fp32
+ * accumulators in registers), both operands read from shared memory through
+ * matrix descriptors in the 128-byte swizzle layout, the transpose bits
+ * serving the M-/N-major operands (so NN, NT and TN need no copies).
+ * Two consumer warpgroups (256 threads), each owning 64 rows of a
+ * 128 x TK_BN tile; all threads also load: cp.async with zero fill at the
+ * edges into a TK_STAGES-deep ring of K tiles of 64.
+ *
+ * Shared-memory layout of one stage (base 1024-byte aligned, the period of
+ * the 128-byte swizzle): the operand tile is a set of 64-element-wide
+ * column blocks, each ROWS rows of 128 bytes, 16-byte chunk c of row r at
+ * r*128 + ((c ^ (r & 7)) * 16). A K-major tile (rows = M or N, 64 k per
+ * row) is one block; an M-/N-major tile (rows = 64 k) has BM/64 or BN/64
+ * blocks. Descriptors: K-major SBO = 1024 (8-row groups), LBO unused; MN-
+ * major LBO = ROWS*128 (next 64-wide block), SBO = 1024 (next 8 k rows).
+ *
+ * Pipeline per K tile kt: wait for this thread's copies of tile kt, fence
+ * the generic-proxy writes for the async proxy, barrier (which also tells
+ * every thread that both warpgroups finished the wgmma of tile kt-2, see
+ * wait_group<1> below), issue the copies of tile kt+STAGES-2 into the slot
+ * of tile kt-2, issue the 4 wgmma of tile kt, commit, wait until at most
+ * one wgmma group (this one) is pending.
+ * ==================================================================== */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace tkw
+{
+
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) |
+           ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across the
+// asynchronous MMA's fence and wait.
+template <int R> __device__ __forceinline__ void fence_regs(float *d)
+{
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void mma_n128(float *d, unsigned long long da, unsigned long long db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+                 "}, %64, %65, p, 1, 1, %66, %67;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void mma_n256(float *d, unsigned long long da, unsigned long long db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                 "{"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+                 "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                 "}, %128, %129, p, 1, 1, %130, %131;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "n"(TA), "n"(TB));
+}
+
+// Copies a ROWS x COLS tile (COLS contiguous elements per row in global
+// memory, COLS % 64 == 0) into the swizzled block layout described above.
+// Elements outside [0,rlim) x [0,clim) are zero.
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void load_tile(unsigned sdst, const unsigned short *src, tk_i64 ld,
+                                          tk_i64 r0, tk_i64 c0, tk_i64 rlim, tk_i64 clim, int tid)
+{
+    constexpr int W = COLS / 8;
+    constexpr int CHUNKS = ROWS * W;
+    static_assert(CHUNKS % NT == 0, "tile chunks per thread");
+#pragma unroll
+    for (int i = 0; i < CHUNKS / NT; ++i) {
+        const int c = tid + i * NT;
+        const int row = c / W;
+        const int ch = c % W;
+        const tk_i64 gr = r0 + row;
+        const tk_i64 gc = c0 + (tk_i64)ch * 8;
+        const unsigned dst =
+            sdst + (unsigned)((ch >> 3) * ROWS * 128 + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
+        const tk_i64 rem = clim - gc;
+        const int bytes = (gr < rlim && rem > 0) ? (rem >= 8 ? 16 : (int)rem * 2) : 0;
+        const unsigned short *g = bytes ? src + gr * ld + gc : src;
+        tkg::cp_async16(dst, g, bytes);
+    }
+}
+
+template <int BN, int TA, int TB>
+__device__ __forceinline__ void mma(float *d, unsigned long long da, unsigned long long db)
+{
+    if constexpr (BN == 256)
+        mma_n256<TA, TB>(d, da, db);
+    else
+        mma_n128<TA, TB>(d, da, db);
+}
+
+template <int BM, int BN, int BK, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
+__device__ __forceinline__ void
+gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict__ B, void *C,
+          tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb, tk_i64 ldc, unsigned char *smem)
+{
+    constexpr int NT = 256;
+    static_assert(BM == 128 && BK == 64 && (BN == 128 || BN == 256) && STAGES >= 3, "wgmma tile");
+    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+    constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    constexpr int NACC = BN / 2;
+
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;
+    const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
+
+    const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    tk_i64 tm, tn;
+    tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
+    if (tm >= tiles_m)
+        return;
+    const tk_i64 m0 = tm * BM, n0 = tn * BN;
+
+    // 1024-byte alignment for the swizzle pattern (the host adds the slack).
+    const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
+    const int KT = (int)((K + BK - 1) / BK);
+
+    float acc[NACC];
+#pragma unroll
+    for (int i = 0; i < NACC; ++i)
+        acc[i] = 0.f;
+
+    auto load_stage = [&](int slot, int kt) {
+        const tk_i64 k0 = (tk_i64)kt * BK;
+        const unsigned sa = sbase + slot * STAGE_BYTES;
+        const unsigned sb = sa + A_BYTES;
+        if (AK)
+            load_tile<BM, BK, NT>(sa, A, lda, m0, k0, M, K, tid);
+        else
+            load_tile<BK, BM, NT>(sa, A, lda, k0, m0, K, M, tid);
+        if (BKM)
+            load_tile<BN, BK, NT>(sb, B, ldb, n0, k0, N, K, tid);
+        else
+            load_tile<BK, BN, NT>(sb, B, ldb, k0, n0, K, N, tid);
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 2; ++s) {
+        if (s < KT)
+            load_stage(s, s);
+        tkg::cp_async_commit();
+    }
+
+    for (int kt = 0; kt < KT; ++kt) {
+        tkg::cp_async_wait<STAGES - 3>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        {
+            const int nk = kt + STAGES - 2;
+            if (nk < KT)
+                load_stage(nk % STAGES, nk);
+            tkg::cp_async_commit();
+        }
+        const unsigned sa = sbase + (kt % STAGES) * STAGE_BYTES;
+        const unsigned sb = sa + A_BYTES;
+        fence_regs<NACC>(acc);
+        fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            unsigned long long da, db;
+            if (AK) // rows of 128 bytes, this warpgroup's 64 rows, k at 32 bytes a step
+                da = desc(sa + wg * 64 * 128 + kk * 32, 16, 1024);
+            else // 64 k rows per column block of 64 m; block wg; 16 k rows a step
+                da = desc(sa + wg * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+            if (BKM)
+                db = desc(sb + kk * 32, 16, 1024);
+            else
+                db = desc(sb + kk * 16 * 128, BK * 128, 1024);
+            mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc, da, db);
+        }
+        commit();
+        wait<1>();
+        fence_regs<NACC>(acc);
+    }
+    wait<0>();
+    fence_regs<NACC>(acc);
+    tkg::cp_async_wait<0>();
+
+    // Accumulator layout (per warp of the warpgroup, 16 rows): register
+    // 4j+2h+e holds row 8h + lane/4, column 8j + 2*(lane%4) + e.
+    const tk_i64 rbase = m0 + wg * 64 + warp_in_wg * 16 + (lane >> 2);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const tk_i64 r = rbase + h * 8;
+        if (r >= M)
+            continue;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const tk_i64 c = n0 + j * 8 + (lane & 3) * 2;
+            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+            if (OUT16) {
+                unsigned short *out = (unsigned short *)C + r * ldc + c;
+                if (VEC && c + 1 < N) {
+                    *(unsigned *)out = tkg::pack_h2(v0, v1);
+                } else {
+                    if (c < N)
+                        out[0] = tkg::to_h(v0);
+                    if (c + 1 < N)
+                        out[1] = tkg::to_h(v1);
+                }
+            } else {
+                float *out = (float *)C + r * ldc + c;
+                if (VEC && c + 1 < N) {
+                    *(float2 *)out = make_float2(v0, v1);
+                } else {
+                    if (c < N)
+                        out[0] = v0;
+                    if (c + 1 < N)
+                        out[1] = v1;
+                }
+            }
+        }
+    }
+}
+
+} // namespace tkw
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
 #ifndef TK_GEMM_NO_ENTRY
+#if defined(TK_WGMMA)
+// A compile error, not a kernel that silently does nothing, on a wrong target.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-architecture=sm_90a)");
+#endif
+static_assert(TK_ALIGNED, "TK_WGMMA needs TK_ALIGNED=1 (16-byte cp.async loads)");
+// Dynamic shared memory: TK_STAGES * (128 + TK_BN) * 64 * 2 + 1024 bytes.
+extern "C" __global__ void __launch_bounds__(256, 1)
+    tk_gemm_f16(const void *A, const void *B, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
+                tk_i64 ldb, tk_i64 ldc)
+{
+    extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
+#ifdef TK_M
+    M = TK_M;
+    N = TK_N;
+    K = TK_K;
+#endif
+    tkw::gemm_body<128, TK_BN, 64, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
+                   TK_OUT_F16 != 0, TK_VEC_OUT != 0>((const unsigned short *)A,
+                                                     (const unsigned short *)B, C, M, N, K, lda,
+                                                     ldb, ldc, tk_gemm_smem);
+}
+#else
 extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
     tk_gemm_f16(const void *A, const void *B, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
                 tk_i64 ldb, tk_i64 ldc)
@@ -387,7 +684,8 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
         (const unsigned short *)A, (const unsigned short *)B, C, M, N, K, lda, ldb, ldc,
         tk_gemm_smem);
 }
-#endif
+#endif /* TK_WGMMA */
+#endif /* TK_GEMM_NO_ENTRY */
 
 #else /* TK_GEMM_AMD || TK_GEMM_SIMPLE */
 /* ======================================================================

@@ -32,7 +32,9 @@ static uint16_t *random_f16(size_t n)
 
 typedef struct shape {
     int64_t M, N, K;
-    int pad_in;  /* input ld = cols + 5 (odd: the scalar-load variant) */
+    int pad_in;  /* 1: input ld = cols + 5 (odd: the scalar-load variant);
+                  * 2: ld = cols rounded up to a multiple of 8, + 8 (16-byte
+                  * aligned rows with padding: the cp.async / wgmma kernels) */
     int pad_out; /* output ld = cols + 3 */
     int sampled; /* check 400 random outputs instead of all */
 } shape;
@@ -40,8 +42,13 @@ typedef struct shape {
 static const shape shapes[] = {
     {1, 1, 1, 0, 1, 0},          {17, 31, 13, 0, 1, 0},       {127, 509, 257, 0, 0, 0},
     {129, 65, 33, 1, 1, 0},      {257, 129, 100, 0, 1, 0},    {200, 300, 40, 1, 1, 0},
-    {16, 4096, 1024, 0, 0, 0},   {1000, 1000, 1000, 0, 1, 0}, {512, 1024, 8192, 0, 0, 1},
-    {4096, 4096, 4096, 0, 0, 1},
+    {16, 4096, 1024, 0, 0, 0},   {1000, 1000, 1000, 0, 1, 0},
+    /* Enough 128-row tiles for the sm_90a wgmma kernel (on Hopper) in each
+     * op's turn (kernel M = N = 1500, K = 72: edges in M, N and K), checked
+     * in full; then 4097x4099x4103 (128x256 wgmma tiles for fwd and grad_a,
+     * 128x128 for grad_b; every edge). */
+    {1500, 1500, 72, 2, 1, 0},   {1500, 72, 1500, 2, 0, 0},   {72, 1500, 1500, 2, 1, 0},
+    {512, 1024, 8192, 0, 0, 1},  {4097, 4099, 4103, 2, 1, 1}, {4096, 4096, 4096, 0, 0, 1},
 };
 
 /* Operand access in the op's own terms: fwd C = A B; grad_a gA = gC B^T;
@@ -126,8 +133,8 @@ static void run_case(tk_context *ctx, tk_op op, const shape *s)
         p.rows = s->K, p.cols = s->N, p.xr = s->M, p.xc = s->K, p.yr = s->M, p.yc = s->N;
         break;
     }
-    p.xld = p.xc + (s->pad_in ? 5 : 0);
-    p.yld = p.yc + (s->pad_in ? 5 : 0);
+    p.xld = p.xc + (s->pad_in == 1 ? 5 : s->pad_in == 2 ? (8 - p.xc % 8) % 8 + 8 : 0);
+    p.yld = p.yc + (s->pad_in == 1 ? 5 : s->pad_in == 2 ? (8 - p.yc % 8) % 8 + 8 : 0);
     p.ld_out = p.cols + (s->pad_out ? 3 : 0);
     x = random_f16((size_t)(p.xr * p.xld));
     y = random_f16((size_t)(p.yr * p.yld));
@@ -274,7 +281,7 @@ END_TEST
 
 START_TEST(test_generic_policy)
 {
-    run_all(TK_POLICY_GENERIC, 9); /* all but 4096^3 */
+    run_all(TK_POLICY_GENERIC, 13); /* all but 4096^3 */
 }
 END_TEST
 

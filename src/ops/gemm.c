@@ -30,11 +30,11 @@ typedef struct gemm_tile {
     int bm, bn, bk, wm, wn, stages;
 } gemm_tile;
 
-/* Dynamic shared memory stays <= 48 KiB: above that a launch needs the
- * function's MAX_DYNAMIC_SHARED_SIZE_BYTES raised first, which the engine's
- * launch does not do (yet); hence 3 stages on the large tile. */
+/* Above 48 KiB of dynamic shared memory the engine's launch raises the
+ * function's limit first (once per kernel). 4 stages on the large tile: 5%
+ * over 3 on an H100 (bench/NOTES-gemm.md). */
 static const gemm_tile nv_tiles[] = {
-    {128, 128, 32, 2, 2, 3}, /* enough 128x128 tiles to fill the chip: 48 KiB */
+    {128, 128, 32, 2, 2, 4}, /* enough 128x128 tiles to fill the chip: 64 KiB */
     {64, 64, 32, 2, 2, 4},   /* mid sizes (~1024^2 outputs, K <= 2048): 32 KiB */
     {32, 64, 64, 1, 2, 4},   /* few output tiles, long K: 48 KiB */
     {16, 128, 32, 1, 4, 4},  /* one 16-row strip of tokens: 36 KiB */
@@ -56,6 +56,9 @@ typedef struct gemm_plan {
     int aligned, vec_out;
     int amd;    /* HIP backend: MFMA / portable kernel */
     int simple; /* NVIDIA target below sm_80: portable kernel */
+    int sm90;   /* NVIDIA sm_90 (Hopper): the wgmma kernel may serve */
+    int wgmma;  /* the sm_90a warpgroup-MMA kernel serves this call */
+    int wg_bn, wg_stages;
     gemm_tile tile;
 } gemm_plan;
 
@@ -90,13 +93,37 @@ static void plan_target(tk_context *ctx, gemm_plan *p)
     const char *backend = tk_context_backend_name(ctx);
     p->amd = backend != NULL && strcmp(backend, "hip") == 0;
     p->simple = 0;
+    p->sm90 = 0;
     if (!p->amd) {
         int sm = sm_number(tk_context_target(ctx));
         /* mma.m16n8k16 + cp.async need sm_80; an unknown target (stub)
          * takes the tensor-core kernel. */
         p->simple = sm > 0 && sm < 80;
+        p->sm90 = sm == 90;
     }
     p->tile = *pick_tile(p->M, p->N, p->K);
+}
+
+/* After plan_target and plan_alignment: the wgmma kernel (sm_90a) takes the
+ * shapes that fill the chip with 128-row tiles, when its 16-byte cp.async
+ * loads are allowed; 128x256 tiles where they alone fill it and A is
+ * K-major (forward, grad_a), 128x128 otherwise (grad_b reads both operands
+ * transposed, and measured faster on 128x128 tiles). Everything else stays
+ * on the mma.sync kernel. Measured on an H100: bench/NOTES-gemm.md. */
+static void plan_wgmma(gemm_plan *p)
+{
+    p->wgmma = 0;
+    if (!p->sm90 || !p->aligned || p->tile.bm != nv_tiles[0].bm || p->tile.bn != nv_tiles[0].bn)
+        return;
+    const int64_t tm = (p->M + 127) / 128;
+    p->wgmma = 1;
+    if (p->a_kmajor && (tm >= NV_SMS || ceil_div_gt(p->N, 256, (NV_SMS + tm - 1) / tm))) {
+        p->wg_bn = 256;
+        p->wg_stages = 4;
+    } else {
+        p->wg_bn = 128;
+        p->wg_stages = 5;
+    }
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -169,6 +196,16 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         /* One kernel shape on AMD; only layout and shape specialise it. */
     } else if (p->simple) {
         add_def(d, "TK_GEMM_SIMPLE", 1);
+    } else if (p->wgmma) {
+        /* wgmma needs the sm_90a target; the engine then adds no other. */
+        static const char *const wg_opts[] = {"--gpu-architecture=sm_90a"};
+        add_def(d, "TK_WGMMA", 1);
+        add_def(d, "TK_BN", p->wg_bn);
+        add_def(d, "TK_STAGES", p->wg_stages);
+        add_def(d, "TK_ALIGNED", 1);
+        add_def(d, "TK_VEC_OUT", p->vec_out);
+        d->desc.options = wg_opts;
+        d->desc.n_options = 1;
     } else {
         add_def(d, "TK_BM", p->tile.bm);
         add_def(d, "TK_BN", p->tile.bn);
@@ -192,6 +229,13 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
         *blocks = ((p->M + AMD_TILE - 1) / AMD_TILE) * ((p->N + AMD_TILE - 1) / AMD_TILE);
         *threads = AMD_THREADS;
         *smem = 0;
+        return;
+    }
+    if (p->wgmma) {
+        *blocks = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+        *threads = 256;
+        /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
+        *smem = (unsigned)(p->wg_stages * (128 + p->wg_bn) * 64 * 2 + 1024);
         return;
     }
     *blocks = ((p->M + p->tile.bm - 1) / p->tile.bm) * ((p->N + p->tile.bn - 1) / p->tile.bn);
@@ -248,6 +292,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     }
     plan_target(ctx, &p);
     plan_alignment(&p, d_a, d_b, d_c);
+    plan_wgmma(&p);
     launch_dims(&p, &blocks, &threads, &smem);
     if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
         return st;
@@ -310,6 +355,7 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
     p.ldc = p.N;
     plan_target(ctx, &p);
     plan_alignment(&p, NULL, NULL, NULL);
+    plan_wgmma(&p);
     build_desc(&p, tk_context_policy(ctx), &d);
     return tk__op_kernel(ctx, &d.desc, NULL, n_compiled, n_cached);
 }

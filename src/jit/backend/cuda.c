@@ -66,7 +66,7 @@ typedef void *nvrtcProgram;
     X(cuEventElapsedTime, CUresult, (float *, CUevent, CUevent))                                   \
     X(cuEventDestroy_v2, CUresult, (CUevent))                                                      \
     X(cuGetErrorName, CUresult, (CUresult, const char **))                                         \
-    X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))                                     \
+    X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))                                      \
     X(cuFuncSetAttribute, CUresult, (CUfunction, int, int))
 
 /* NVRTC, written once. */
@@ -448,8 +448,9 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
     int n = 0;
     int explicit_arch = 0;
     for (size_t i = 0; i < n_options; i++)
-        explicit_arch |= options[i] != NULL && (strncmp(options[i], "--gpu-architecture", 18) == 0 ||
-                                                strncmp(options[i], "-arch", 5) == 0);
+        explicit_arch |=
+            options[i] != NULL && (strncmp(options[i], "--gpu-architecture", 18) == 0 ||
+                                   strncmp(options[i], "-arch", 5) == 0);
     if (!explicit_arch) {
         snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
         opts[n++] = arch;

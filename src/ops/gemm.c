@@ -120,7 +120,7 @@ static void plan_wgmma(gemm_plan *p)
     /* 128x256 tiles also when they make ~0.9 of one wave (2048^3: 128 tiles on
      * 132 SMs ran 0.62 of cuBLAS against 0.56 for 256 128x128 tiles) */
     const int64_t fill = NV_SMS * 9 / 10;
-    if (p->a_kmajor && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
+    if (p->a_kmajor && p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
         p->wg_bn = 256;
         p->wg_stages = 4;
     } else {

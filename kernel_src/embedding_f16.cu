@@ -67,6 +67,8 @@ tk_embedding_f16_fwd(const unsigned short *__restrict__ weight, long long V, lon
 
 #else /* TK_BWD */
 
+#define TK_UNROLL 8
+
 static __device__ __forceinline__ float tk_h2f(unsigned short h)
 {
     return __half2float(__ushort_as_half(h));
@@ -107,33 +109,33 @@ tk_embedding_f16_bwd_gather(const unsigned long long *__restrict__ keys, long lo
         acc[k] = tk_h2f(w.h[k]);
 
     /* Keys are sorted, so rows never decrease: once a key leaves the run,
-     * every later one does too. Four loads in flight per step, added in
-     * ascending q. */
+     * every later one does too. TK_UNROLL loads in flight per step (a
+     * frequent row is summed serially), added in ascending q. */
     long long j = i;
     for (;;) {
-        unsigned long long kk[4];
-        bool in[4];
-        tk_vec g[4];
+        unsigned long long kk[TK_UNROLL];
+        bool in[TK_UNROLL];
+        tk_vec g[TK_UNROLL];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
+        for (int u = 0; u < TK_UNROLL; ++u) {
             kk[u] = (j + u < Q) ? keys[j + u] : ~0ull;
             in[u] = kk[u] != ~0ull && (unsigned int)(kk[u] >> 32) == row;
         }
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
+        for (int u = 0; u < TK_UNROLL; ++u)
             if (in[u])
                 g[u] = reinterpret_cast<const tk_vec *>(grad_out +
                                                         (long long)(unsigned int)kk[u] * D)[c];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
+        for (int u = 0; u < TK_UNROLL; ++u)
             if (in[u]) {
 #pragma unroll
                 for (int k = 0; k < TK_VEC; ++k)
                     acc[k] += tk_h2f(g[u].h[k]);
             }
-        if (!in[3])
+        if (!in[TK_UNROLL - 1])
             break;
-        j += 4;
+        j += TK_UNROLL;
     }
 
     tk_vec o;

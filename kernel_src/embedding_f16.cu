@@ -32,9 +32,9 @@ struct alignas(TK_VEC * 2) tk_vec {
 #ifndef TK_BWD
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
-tk_embedding_f16_fwd(const unsigned short *__restrict__ weight, long long V, long long D_arg,
-                     const int *__restrict__ idx, long long Q, unsigned short *__restrict__ out,
-                     unsigned int *bad)
+    tk_embedding_f16_fwd(const unsigned short *__restrict__ weight, long long V, long long D_arg,
+                         const int *__restrict__ idx, long long Q, unsigned short *__restrict__ out,
+                         unsigned int *bad)
 {
 #ifdef TK_D
     const long long D = TK_D;
@@ -80,9 +80,9 @@ static __device__ __forceinline__ unsigned short tk_f2h(float f)
 }
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
-tk_embedding_f16_bwd_gather(const unsigned long long *__restrict__ keys, long long Q,
-                            long long D_arg, const unsigned short *__restrict__ grad_out,
-                            unsigned short *__restrict__ grad_weight)
+    tk_embedding_f16_bwd_gather(const unsigned long long *__restrict__ keys, long long Q,
+                                long long D_arg, const unsigned short *__restrict__ grad_out,
+                                unsigned short *__restrict__ grad_weight)
 {
 #ifdef TK_D
     const long long D = TK_D;

@@ -12,8 +12,8 @@
 #define TK_SORT_T 1024
 
 extern "C" __global__ void __launch_bounds__(256)
-tk_embedding_sort_keys(const int *__restrict__ idx, long long Q, long long V, long long P,
-                       unsigned long long *__restrict__ keys, unsigned int *bad)
+    tk_embedding_sort_keys(const int *__restrict__ idx, long long Q, long long V, long long P,
+                           unsigned long long *__restrict__ keys, unsigned int *bad)
 {
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= P)
@@ -40,7 +40,7 @@ static __device__ __forceinline__ void tk_cas(unsigned long long *s, int i, int 
 
 /* Sorts each chunk of L keys (L = min(P, TK_SORT_L)) through stage k = L. */
 extern "C" __global__ void __launch_bounds__(TK_SORT_T)
-tk_embedding_sort_local(unsigned long long *__restrict__ keys, long long L)
+    tk_embedding_sort_local(unsigned long long *__restrict__ keys, long long L)
 {
     __shared__ unsigned long long s[TK_SORT_L];
     const long long base = (long long)blockIdx.x * L;
@@ -62,8 +62,8 @@ tk_embedding_sort_local(unsigned long long *__restrict__ keys, long long L)
 
 /* One compare-exchange pass of stage k at stride j >= TK_SORT_L. */
 extern "C" __global__ void __launch_bounds__(256)
-tk_embedding_sort_global(unsigned long long *__restrict__ keys, long long P, long long k,
-                         long long j)
+    tk_embedding_sort_global(unsigned long long *__restrict__ keys, long long P, long long k,
+                             long long j)
 {
     const long long t = (long long)blockIdx.x * 256 + threadIdx.x;
     if (t >= P / 2)
@@ -79,7 +79,7 @@ tk_embedding_sort_global(unsigned long long *__restrict__ keys, long long P, lon
 
 /* The strides TK_SORT_L / 2 .. 1 of stage k, in shared memory. */
 extern "C" __global__ void __launch_bounds__(TK_SORT_T)
-tk_embedding_sort_merge(unsigned long long *__restrict__ keys, long long k)
+    tk_embedding_sort_merge(unsigned long long *__restrict__ keys, long long k)
 {
     __shared__ unsigned long long s[TK_SORT_L];
     const long long base = (long long)blockIdx.x * TK_SORT_L;

@@ -113,9 +113,9 @@ static __device__ __forceinline__ float tk_sum_all(float v, float *red)
 #endif
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
-tk_softmax_f16_fwd(const unsigned short *__restrict__ in, long long ld_in,
-                   unsigned short *__restrict__ out, long long ld_out, long long rows,
-                   long long cols_arg)
+    tk_softmax_f16_fwd(const unsigned short *__restrict__ in, long long ld_in,
+                       unsigned short *__restrict__ out, long long ld_out, long long rows,
+                       long long cols_arg)
 {
 #ifdef TK_COLS
     const long long cols = TK_COLS;
@@ -195,9 +195,9 @@ static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m
 }
 
 extern "C" __global__ void __launch_bounds__(TK_G)
-tk_softmax_f16_fwd_long(const unsigned short *__restrict__ in, long long ld_in,
-                        unsigned short *__restrict__ out, long long ld_out, long long rows,
-                        long long cols_arg)
+    tk_softmax_f16_fwd_long(const unsigned short *__restrict__ in, long long ld_in,
+                            unsigned short *__restrict__ out, long long ld_out, long long rows,
+                            long long cols_arg)
 {
 #ifdef TK_COLS
     const long long cols = TK_COLS;

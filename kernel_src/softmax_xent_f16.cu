@@ -84,10 +84,10 @@ static __device__ __forceinline__ float tk_sum_all(float v, float *red)
 #endif
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
-tk_softmax_xent_f16_bwd(const unsigned short *__restrict__ s_in, long long ld_s,
-                        const unsigned short *__restrict__ g_in, long long ld_g,
-                        unsigned short *__restrict__ out, long long ld_out, long long rows,
-                        long long cols_arg)
+    tk_softmax_xent_f16_bwd(const unsigned short *__restrict__ s_in, long long ld_s,
+                            const unsigned short *__restrict__ g_in, long long ld_g,
+                            unsigned short *__restrict__ out, long long ld_out, long long rows,
+                            long long cols_arg)
 {
 #ifdef TK_COLS
     const long long cols = TK_COLS;
@@ -147,10 +147,10 @@ tk_softmax_xent_f16_bwd(const unsigned short *__restrict__ s_in, long long ld_s,
 #else /* TK_LONG */
 
 extern "C" __global__ void __launch_bounds__(TK_G)
-tk_softmax_xent_f16_bwd_long(const unsigned short *__restrict__ s_in, long long ld_s,
-                             const unsigned short *__restrict__ g_in, long long ld_g,
-                             unsigned short *__restrict__ out, long long ld_out, long long rows,
-                             long long cols_arg)
+    tk_softmax_xent_f16_bwd_long(const unsigned short *__restrict__ s_in, long long ld_s,
+                                 const unsigned short *__restrict__ g_in, long long ld_g,
+                                 unsigned short *__restrict__ out, long long ld_out, long long rows,
+                                 long long cols_arg)
 {
 #ifdef TK_COLS
     const long long cols = TK_COLS;

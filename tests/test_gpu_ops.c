@@ -66,10 +66,10 @@ static void down(tk_context *ctx, void *h, const void *d, size_t bytes)
 
 /* Per-element checks call Check only on failure: an assertion per element
  * costs a message to the runner each and makes large shapes crawl. */
-#define EXPECT(cond, ...)                                                                         \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            ck_abort_msg(__VA_ARGS__);                                                            \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
     } while (0)
 
 /* |got - want| <= abs + rel |want|, NaN never passes. */
@@ -78,8 +78,7 @@ static void expect_close(const char *what, int64_t i, uint16_t got, uint16_t wan
 {
     double g = tk_f16_to_f32(got), w = tk_f16_to_f32(want);
     EXPECT(fabs(g - w) <= abs_tol + rel_tol * fabs(w),
-                  "%s[%lld]: got %.8g (0x%04x), want %.8g (0x%04x)", what, (long long)i, g, got, w,
-                  want);
+           "%s[%lld]: got %.8g (0x%04x), want %.8g (0x%04x)", what, (long long)i, g, got, w, want);
 }
 
 /* --------------------------------------------------------------- softmax */
@@ -90,11 +89,10 @@ typedef struct sm_case {
 } sm_case;
 
 static const sm_case sm_cases[] = {
-    {1, 1, 0, 0},      {7, 13, 0, 0},     {1, 4099, 0, 0},    {3, 1024, 0, 0},
-    {33, 4096, 0, 0},  {5, 32000, 0, 0},  {300, 129, 0, 0},   {4100, 64, 0, 0},
-    {17, 2048, 0, 0},  {9, 2056, 0, 0},   {4, 70001, 0, 0},   {2, 262144, 0, 0},
-    {64, 5000, 5008, 0}, {11, 777, 800, 1}, {6, 4096, 0, 3},  {4097, 8, 0, 0},
-    {2, 16384, 0, 0},  {3, 33000, 0, 0},
+    {1, 1, 0, 0},     {7, 13, 0, 0},     {1, 4099, 0, 0},     {3, 1024, 0, 0},   {33, 4096, 0, 0},
+    {5, 32000, 0, 0}, {300, 129, 0, 0},  {4100, 64, 0, 0},    {17, 2048, 0, 0},  {9, 2056, 0, 0},
+    {4, 70001, 0, 0}, {2, 262144, 0, 0}, {64, 5000, 5008, 0}, {11, 777, 800, 1}, {6, 4096, 0, 3},
+    {4097, 8, 0, 0},  {2, 16384, 0, 0},  {3, 33000, 0, 0},
 };
 
 static void run_softmax_case(tk_context *ctx, const sm_case *c, int xent)
@@ -127,9 +125,9 @@ static void run_softmax_case(tk_context *ctx, const sm_case *c, int xent)
     up(ctx, dg, g, bytes);
     tk_assert_status(tk_mem_set(ctx, dy, 0xff, bytes), TK_OK);
     if (!xent) {
-        tk_assert_status(tk_softmax_f16_fwd(ctx, rows, cols, dx + c->offset, c->ld,
-                                            dy + c->offset, c->ld, NULL),
-                         TK_OK);
+        tk_assert_status(
+            tk_softmax_f16_fwd(ctx, rows, cols, dx + c->offset, c->ld, dy + c->offset, c->ld, NULL),
+            TK_OK);
         tk_assert_status(tk_ref_softmax_f16_fwd(rows, cols, xp, want), TK_OK);
     } else {
         tk_assert_status(tk_softmax_xent_f16_bwd(ctx, rows, cols, dx + c->offset, c->ld,
@@ -151,11 +149,9 @@ static void run_softmax_case(tk_context *ctx, const sm_case *c, int xent)
             sum += tk_f16_to_f32(gr[k]);
         }
         /* the padding between rows is never written */
-        for (int64_t k = cols; k < ld && (r + 1 < rows || c->offset + r * ld + k < (int64_t)n);
-             k++)
+        for (int64_t k = cols; k < ld && (r + 1 < rows || c->offset + r * ld + k < (int64_t)n); k++)
             EXPECT(gr[k] == POISON16, "%lldx%lld ld %lld: padding [%lld,%lld] written",
-                          (long long)rows, (long long)cols, (long long)ld, (long long)r,
-                          (long long)k);
+                   (long long)rows, (long long)cols, (long long)ld, (long long)r, (long long)k);
         if (!xent)
             EXPECT(fabs(sum - 1.0) < 1e-2, "row %lld sums to %g", (long long)r, sum);
     }
@@ -206,8 +202,8 @@ typedef struct emb_case {
 } emb_case;
 
 static const emb_case emb_cases[] = {
-    {1, 1, 1},       {7, 13, 11},    {1000, 13, 777},  {10, 4099, 5},    {50304, 1024, 4096},
-    {3, 64, 10000},  {100, 1, 3000}, {5000, 256, 4097}, {17, 2, 2049},   {64, 24, 65536},
+    {1, 1, 1},      {7, 13, 11},    {1000, 13, 777},   {10, 4099, 5}, {50304, 1024, 4096},
+    {3, 64, 10000}, {100, 1, 3000}, {5000, 256, 4097}, {17, 2, 2049}, {64, 24, 65536},
 };
 
 /* idx: random rows (so repeated ones), every 7th out of range on either side. */
@@ -233,7 +229,8 @@ static void run_embedding_fwd_case(tk_context *ctx, const emb_case *c)
     int32_t *idx = malloc((size_t)c->Q * 4);
     uint64_t n_bad = 0, ref_bad = 0;
     uint32_t dev_bad = 0;
-    void *dw = dalloc(ctx, wn * 2), *dout = dalloc(ctx, on * 2), *didx = dalloc(ctx, (size_t)c->Q * 4);
+    void *dw = dalloc(ctx, wn * 2), *dout = dalloc(ctx, on * 2),
+         *didx = dalloc(ctx, (size_t)c->Q * 4);
     uint32_t *dbad = dalloc(ctx, 4);
     ck_assert(w && got && want && idx);
     for (size_t i = 0; i < wn; i++)
@@ -243,7 +240,8 @@ static void run_embedding_fwd_case(tk_context *ctx, const emb_case *c)
     up(ctx, didx, idx, (size_t)c->Q * 4);
     tk_assert_status(tk_mem_set(ctx, dout, 0xff, on * 2), TK_OK);
     tk_assert_status(tk_mem_set(ctx, dbad, 0, 4), TK_OK);
-    tk_assert_status(tk_embedding_f16_fwd(ctx, c->V, c->D, dw, c->Q, didx, dout, dbad, NULL), TK_OK);
+    tk_assert_status(tk_embedding_f16_fwd(ctx, c->V, c->D, dw, c->Q, didx, dout, dbad, NULL),
+                     TK_OK);
     down(ctx, got, dout, on * 2);
     down(ctx, &dev_bad, dbad, 4);
     tk_assert_status(tk_ref_embedding_f16_fwd(c->V, c->D, w, c->Q, idx, want, &ref_bad), TK_OK);
@@ -253,10 +251,11 @@ static void run_embedding_fwd_case(tk_context *ctx, const emb_case *c)
                   (unsigned long long)n_bad);
     for (size_t i = 0; i < on; i++)
         EXPECT(got[i] == want[i], "V=%lld D=%lld Q=%lld: out[%zu] = 0x%04x, want 0x%04x",
-                      (long long)c->V, (long long)c->D, (long long)c->Q, i, got[i], want[i]);
+               (long long)c->V, (long long)c->D, (long long)c->Q, i, got[i], want[i]);
     /* without a counter too */
     tk_assert_status(tk_mem_set(ctx, dout, 0xff, on * 2), TK_OK);
-    tk_assert_status(tk_embedding_f16_fwd(ctx, c->V, c->D, dw, c->Q, didx, dout, NULL, NULL), TK_OK);
+    tk_assert_status(tk_embedding_f16_fwd(ctx, c->V, c->D, dw, c->Q, didx, dout, NULL, NULL),
+                     TK_OK);
     down(ctx, got, dout, on * 2);
     ck_assert(memcmp(got, want, on * 2) == 0);
     tk_mem_free(ctx, dw);
@@ -286,7 +285,8 @@ static void run_embedding_bwd_case(tk_context *ctx, const emb_case *c, unsigned 
     int32_t *idx = malloc((size_t)c->Q * 4);
     uint64_t n_bad = 0, ref_bad = 0;
     uint32_t dev_bad = 0;
-    void *dw = dalloc(ctx, wn * 2), *dgo = dalloc(ctx, on * 2), *didx = dalloc(ctx, (size_t)c->Q * 4);
+    void *dw = dalloc(ctx, wn * 2), *dgo = dalloc(ctx, on * 2),
+         *didx = dalloc(ctx, (size_t)c->Q * 4);
     uint32_t *dbad = dalloc(ctx, 4);
     ck_assert(w0 && go && got && got2 && want && idx);
     for (size_t i = 0; i < wn; i++)
@@ -304,9 +304,8 @@ static void run_embedding_bwd_case(tk_context *ctx, const emb_case *c, unsigned 
         uint16_t *dst = run == 0 ? got : got2;
         up(ctx, dw, w0, wn * 2);
         tk_assert_status(tk_mem_set(ctx, dbad, 0, 4), TK_OK);
-        tk_assert_status(tk_embedding_f16_bwd(ctx, c->V, c->D, dw, c->Q, didx, dgo, flags, dbad,
-                                              NULL),
-                         TK_OK);
+        tk_assert_status(
+            tk_embedding_f16_bwd(ctx, c->V, c->D, dw, c->Q, didx, dgo, flags, dbad, NULL), TK_OK);
         down(ctx, dst, dw, wn * 2);
         down(ctx, &dev_bad, dbad, 4);
         ck_assert_msg(dev_bad == n_bad, "V=%lld D=%lld Q=%lld: device counted %u bad, want %llu",
@@ -317,8 +316,8 @@ static void run_embedding_bwd_case(tk_context *ctx, const emb_case *c, unsigned 
         if (flags & TK_EMBEDDING_DETERMINISTIC)
             /* same fp32 order as the reference: the same bits */
             EXPECT(got[i] == want[i],
-                          "V=%lld D=%lld Q=%lld: grad_weight[%zu] = 0x%04x, want 0x%04x",
-                          (long long)c->V, (long long)c->D, (long long)c->Q, i, got[i], want[i]);
+                   "V=%lld D=%lld Q=%lld: grad_weight[%zu] = 0x%04x, want 0x%04x", (long long)c->V,
+                   (long long)c->D, (long long)c->Q, i, got[i], want[i]);
         else
             expect_close("grad_weight", (int64_t)i, got[i], want[i], 1e-3, 2e-3);
     }
@@ -364,7 +363,8 @@ START_TEST(test_embedding_bwd_one_hot_row)
     static int32_t idx[Q];
     static uint16_t go[Q * D];
     uint16_t w[2 * D], got[2 * D];
-    void *dw = dalloc(ctx, sizeof w), *dgo = dalloc(ctx, sizeof go), *didx = dalloc(ctx, sizeof idx);
+    void *dw = dalloc(ctx, sizeof w), *dgo = dalloc(ctx, sizeof go),
+         *didx = dalloc(ctx, sizeof idx);
     for (int q = 0; q < Q; q++)
         idx[q] = 1;
     for (int i = 0; i < Q * D; i++)
@@ -377,7 +377,7 @@ START_TEST(test_embedding_bwd_one_hot_row)
     tk_assert_status(tk_embedding_f16_bwd(ctx, 2, D, dw, Q, didx, dgo, 0, NULL, NULL), TK_OK);
     down(ctx, got, dw, sizeof got);
     for (int i = 0; i < D; i++) {
-        ck_assert_uint_eq(got[i], tk_f32_to_f16(2048.0f));  /* row 0 untouched */
+        ck_assert_uint_eq(got[i], tk_f32_to_f16(2048.0f)); /* row 0 untouched */
         ck_assert_uint_eq(got[D + i], tk_f32_to_f16(4096.0f));
     }
     tk_mem_free(ctx, dw);

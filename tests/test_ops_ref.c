@@ -10,10 +10,10 @@
 
 /* Loops over many values assert only on failure: each Check assertion costs
  * a message to the runner. */
-#define EXPECT(cond, ...)                                                                         \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            ck_abort_msg(__VA_ARGS__);                                                            \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
     } while (0)
 
 static uint16_t h(float f)
@@ -143,7 +143,9 @@ START_TEST(test_f16_round_trip_all)
             if (m)
                 continue;
         }
-        want = e == 0 ? ldexp((double)m, -24) : e == 0x1f ? INFINITY : ldexp(1024.0 + m, (int)e - 25);
+        want = e == 0      ? ldexp((double)m, -24)
+               : e == 0x1f ? INFINITY
+                           : ldexp(1024.0 + m, (int)e - 25);
         if (x & 0x8000)
             want = -want;
         EXPECT((double)f == want, "0x%04x -> %a, want %a", u, (double)f, want);
@@ -175,8 +177,8 @@ START_TEST(test_f16_against_compiler)
             continue;
         g = (_Float16)f;
         memcpy(&want, &g, 2);
-        EXPECT(h(f) == want, "%a (0x%08x): got 0x%04x, compiler 0x%04x", (double)f,
-                      f32_bits(f), h(f), want);
+        EXPECT(h(f) == want, "%a (0x%08x): got 0x%04x, compiler 0x%04x", (double)f, f32_bits(f),
+               h(f), want);
     }
 #else
     ck_assert(1); /* no _Float16: covered by the exhaustive tests above */

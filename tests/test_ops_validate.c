@@ -93,15 +93,15 @@ static uint64_t launches(void)
 }
 
 /* Expects status and a message containing `what`, no launch, no write. */
-#define EXPECT_BAD(call, status, what)                                                            \
-    do {                                                                                          \
-        uint64_t l0 = launches();                                                                 \
-        tk_assert_status((call), (status));                                                       \
-        ck_assert_msg(strstr(tk_context_last_error(ctx), (what)) != NULL,                         \
-                      "%s: message \"%s\" does not name %s", #call, tk_context_last_error(ctx),   \
-                      (what));                                                                    \
-        ck_assert_uint_eq(launches(), l0);                                                        \
-        assert_untouched(ctx, &B);                                                                \
+#define EXPECT_BAD(call, status, what)                                                             \
+    do {                                                                                           \
+        uint64_t l0 = launches();                                                                  \
+        tk_assert_status((call), (status));                                                        \
+        ck_assert_msg(strstr(tk_context_last_error(ctx), (what)) != NULL,                          \
+                      "%s: message \"%s\" does not name %s", #call, tk_context_last_error(ctx),    \
+                      (what));                                                                     \
+        ck_assert_uint_eq(launches(), l0);                                                         \
+        assert_untouched(ctx, &B);                                                                 \
     } while (0)
 
 START_TEST(test_softmax_fwd_bad_input)
@@ -119,8 +119,7 @@ START_TEST(test_softmax_fwd_bad_input)
     EXPECT_BAD(tk_softmax_f16_fwd(ctx, 4, 4, B.a + 1, 0, B.c, 0, NULL), TK_MISALIGNED, "d_in");
     EXPECT_BAD(tk_softmax_f16_fwd(ctx, 4, 4, B.a, 0, B.c + 1, 0, NULL), TK_MISALIGNED, "d_out");
     EXPECT_BAD(tk_softmax_f16_fwd(ctx, 4, 8, B.a, 7, B.c, 0, NULL), TK_INVALID_ARGUMENT, "ld_in");
-    EXPECT_BAD(tk_softmax_f16_fwd(ctx, 4, 8, B.a, 0, B.c, -1, NULL), TK_INVALID_ARGUMENT,
-               "ld_out");
+    EXPECT_BAD(tk_softmax_f16_fwd(ctx, 4, 8, B.a, 0, B.c, -1, NULL), TK_INVALID_ARGUMENT, "ld_out");
     EXPECT_BAD(tk_softmax_f16_fwd(ctx, INT64_MAX / 4, 8, B.a, 0, B.c, 0, NULL), TK_OVERFLOW,
                "ld_in");
     EXPECT_BAD(tk_softmax_f16_fwd(ctx, 2, 8, B.a, INT64_MAX / 2, B.c, 0, NULL), TK_OVERFLOW,
@@ -196,9 +195,9 @@ START_TEST(test_embedding_fwd_bad_input)
                "d_idx");
     EXPECT_BAD(tk_embedding_f16_fwd(ctx, 4, 8, B.a, 4, idx, NULL, NULL, NULL), TK_INVALID_ARGUMENT,
                "d_out");
-    EXPECT_BAD(tk_embedding_f16_fwd(ctx, 4, 8, B.a, 4, (const int32_t *)(B.idx + 2), B.c, NULL,
-                                    NULL),
-               TK_MISALIGNED, "d_idx");
+    EXPECT_BAD(
+        tk_embedding_f16_fwd(ctx, 4, 8, B.a, 4, (const int32_t *)(B.idx + 2), B.c, NULL, NULL),
+        TK_MISALIGNED, "d_idx");
     EXPECT_BAD(tk_embedding_f16_fwd(ctx, 4, 8, B.a + 1, 4, idx, B.c, NULL, NULL), TK_MISALIGNED,
                "d_weight");
     EXPECT_BAD(tk_embedding_f16_fwd(ctx, 4, 8, B.a, 4, idx, B.c, (uint32_t *)(B.bad + 1), NULL),
@@ -209,9 +208,8 @@ START_TEST(test_embedding_fwd_bad_input)
                TK_OVERFLOW, "V x D");
     {
         uint64_t l0 = launches();
-        tk_assert_status(tk_embedding_f16_fwd(ctx, 4, 13, B.a, 7, idx, B.c, (uint32_t *)B.bad,
-                                              NULL),
-                         TK_OK);
+        tk_assert_status(
+            tk_embedding_f16_fwd(ctx, 4, 13, B.a, 7, idx, B.c, (uint32_t *)B.bad, NULL), TK_OK);
         ck_assert_uint_eq(launches(), l0 + 1);
     }
     bufs_free(ctx, &B);
@@ -238,15 +236,15 @@ START_TEST(test_embedding_bwd_bad_input)
                TK_INVALID_ARGUMENT, "d_idx");
     EXPECT_BAD(tk_embedding_f16_bwd(ctx, 4, 8, B.c, 4, idx, NULL, 0, NULL, NULL),
                TK_INVALID_ARGUMENT, "d_grad_out");
-    EXPECT_BAD(tk_embedding_f16_bwd(ctx, 4, 8, B.c + 1, 4, idx, B.a, 0, NULL, NULL),
-               TK_MISALIGNED, "d_grad_weight");
+    EXPECT_BAD(tk_embedding_f16_bwd(ctx, 4, 8, B.c + 1, 4, idx, B.a, 0, NULL, NULL), TK_MISALIGNED,
+               "d_grad_weight");
     EXPECT_BAD(tk_embedding_f16_bwd(ctx, 4, 8, B.c, 4, idx, B.a, 0x80, NULL, NULL),
                TK_INVALID_ARGUMENT, "flags");
     EXPECT_BAD(tk_embedding_f16_bwd(ctx, 4, 8, B.c, INT64_MAX / 4, idx, B.a, 0, NULL, NULL),
                TK_OVERFLOW, "Q x D");
-    EXPECT_BAD(tk_embedding_f16_bwd(ctx, 4, 1, B.c, (int64_t)INT32_MAX + 1, idx, B.a, 0, NULL,
-                                    NULL),
-               TK_UNSUPPORTED, "Q");
+    EXPECT_BAD(
+        tk_embedding_f16_bwd(ctx, 4, 1, B.c, (int64_t)INT32_MAX + 1, idx, B.a, 0, NULL, NULL),
+        TK_UNSUPPORTED, "Q");
     {
         /* Q = 5000 > 2048: keys, local sort, global and merge passes, gather */
         uint64_t l0 = launches();
@@ -410,9 +408,9 @@ START_TEST(test_check_run_bad_args)
     tk_assert_status(tk_check_run(ctx, TK_OP_SOFTMAX_F16_FWD, d0, 2, 1, &r), TK_INVALID_ARGUMENT);
     tk_assert_status(tk_check_run(ctx, TK_OP_COUNT, d2, 2, 1, &r), TK_INVALID_ARGUMENT);
     tk_assert_status(tk_check_run(ctx, TK_OP_SOFTMAX_F16_FWD, d2, 2, 1, NULL), TK_INVALID_ARGUMENT);
-    tk_assert_status(tk_check_run_host(ctx, TK_OP_SOFTMAX_XENT_F16_BWD, d2, 2, host, NULL, NULL,
-                                       host, &r),
-                     TK_INVALID_ARGUMENT);
+    tk_assert_status(
+        tk_check_run_host(ctx, TK_OP_SOFTMAX_XENT_F16_BWD, d2, 2, host, NULL, NULL, host, &r),
+        TK_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(tk_context_last_error(ctx), "in1"));
     tk_context_destroy(ctx);
 }

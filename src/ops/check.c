@@ -58,7 +58,10 @@ static tk_status shape_make(tk_context *ctx, tk_op op, const int64_t *dims, int 
         return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: %s takes %d dims (%s), got %d", fn,
                         tk_op_name(op), want, names, dims == NULL ? 0 : n_dims);
     for (int i = 0; i < n_dims; i++) {
-        st = tk__op_check_size(ctx, fn, i == 0 ? "dims[0]" : i == 1 ? "dims[1]" : "dims[2]",
+        st = tk__op_check_size(ctx, fn,
+                               i == 0   ? "dims[0]"
+                               : i == 1 ? "dims[1]"
+                                        : "dims[2]",
                                dims[i]);
         if (st != TK_OK)
             return st;
@@ -162,8 +165,7 @@ static tk_status run_op(void *user)
     case TK_OP_SOFTMAX_XENT_F16_BWD:
         return tk_softmax_xent_f16_bwd(a->ctx, d[0], d[1], a->in0, 0, a->in1, 0, a->out, 0, NULL);
     case TK_OP_EMBEDDING_F16_FWD:
-        return tk_embedding_f16_fwd(a->ctx, d[0], d[1], a->in0, d[2], a->idx, a->out, a->bad,
-                                    NULL);
+        return tk_embedding_f16_fwd(a->ctx, d[0], d[1], a->in0, d[2], a->idx, a->out, a->bad, NULL);
     default:
         return tk_embedding_f16_bwd(a->ctx, d[0], d[1], a->out, d[2], a->idx, a->in1,
                                     TK_EMBEDDING_DETERMINISTIC, a->bad, NULL);
@@ -505,9 +507,9 @@ tk_status tk_check_run(tk_context *ctx, tk_op op, const int64_t *dims, int n_dim
         /* Every 97th index is out of range (negative or >= V), to exercise
          * and report the guard. */
         if (q % 97 == 96)
-            idx[q] = (r & 1) ? (int32_t)(-1 - (int32_t)(r % 5))
-                             : (int32_t)(V + (int64_t)(r % 7) > INT32_MAX ? -7
-                                                                          : V + (int64_t)(r % 7));
+            idx[q] = (r & 1)
+                         ? (int32_t)(-1 - (int32_t)(r % 5))
+                         : (int32_t)(V + (int64_t)(r % 7) > INT32_MAX ? -7 : V + (int64_t)(r % 7));
         else
             idx[q] = (int32_t)(r % (uint64_t)V);
     }

@@ -83,8 +83,8 @@ tk_status tk__op_check_grid(tk_context *ctx, const char *op, int64_t blocks, uns
                             int64_t grid_y)
 {
     /* CUDA: grid.x < 2^31, grid.y < 2^16; HIP: grid.x * block.x < 2^32. */
-    if (blocks < 1 || blocks > INT32_MAX || (uint64_t)blocks * block > UINT32_MAX ||
-        grid_y < 1 || grid_y > 65535)
+    if (blocks < 1 || blocks > INT32_MAX || (uint64_t)blocks * block > UINT32_MAX || grid_y < 1 ||
+        grid_y > 65535)
         return tk__fail(ctx, TK_UNSUPPORTED,
                         "%s: shape needs a launch of %lld x %lld blocks of %u threads, beyond "
                         "what the device accepts",
@@ -100,7 +100,7 @@ const char *tk__op_policy_name(tk_policy policy)
 /* ------------------------------------------------------------ identities */
 
 static const char *const op_names[TK_OP_COUNT] = {
-    "gemm_f16_fwd",    "gemm_f16_grad_a",   "gemm_f16_grad_b",  "softmax_f16_fwd",
+    "gemm_f16_fwd",         "gemm_f16_grad_a",   "gemm_f16_grad_b",   "softmax_f16_fwd",
     "softmax_xent_f16_bwd", "embedding_f16_fwd", "embedding_f16_bwd",
 };
 

@@ -211,8 +211,8 @@ static tk_status check_shape(tk_context *ctx, const char *op, int64_t V, int64_t
 /* ------------------------------------------------------------------- ops */
 
 tk_status tk_embedding_f16_fwd(tk_context *ctx, int64_t V, int64_t D, const void *d_weight,
-                               int64_t Q, const int32_t *d_idx, void *d_out,
-                               uint32_t *d_bad_count, void *stream)
+                               int64_t Q, const int32_t *d_idx, void *d_out, uint32_t *d_bad_count,
+                               void *stream)
 {
     static const char op[] = "tk_embedding_f16_fwd";
     emb_plan p;

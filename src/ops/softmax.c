@@ -232,8 +232,7 @@ tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
     tk_status st = check_shape(ctx, name, dims[0], dims[1]);
     if (st != TK_OK)
         return st;
-    plan_make(tk_context_policy(ctx), op, dims[0], dims[1], tk__op_vec_width(dims[1], NULL, 0),
-              &p);
+    plan_make(tk_context_policy(ctx), op, dims[0], dims[1], tk__op_vec_width(dims[1], NULL, 0), &p);
     d = plan_desc(&p);
     return tk__op_kernel(ctx, &d, NULL, n_compiled, n_cached);
 }

@@ -1,5 +1,5 @@
-// Experiment (not used by the library yet): the sm_90a wgmma GEMM of
-// kernel_src/gemm_f16.cu with TMA loads (cp.async.bulk.tensor, 128-byte
+// The TMA variant of the sm_90a wgmma GEMM of kernel_src/gemm_f16.cu
+// (tkw::gemm_body_tma, TK_WGMMA=2) with TMA loads (cp.async.bulk.tensor, 128-byte
 // swizzle, hardware zero fill at the edges) and warp specialisation: one
 // producer warpgroup (setmaxnreg down) issues the copies into a ring of
 // stages guarded by full/empty mbarriers; two consumer warpgroups (setmaxnreg
@@ -22,143 +22,15 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(1);} } while (0)
 #define CB(x) do { cublasStatus_t e_ = (x); if (e_ != CUBLAS_STATUS_SUCCESS) { printf("cuBLAS %d at %d\n", (int)e_, __LINE__); exit(1);} } while (0)
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-namespace tma {
-__device__ __forceinline__ void bar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
-    asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void load2d(unsigned dst, const CUtensorMap *map, int c0, int c1, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                 ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
-}
-
-template <int BN, int STAGES, bool AK, bool BKM, bool OUT16>
-__device__ __forceinline__ void body(const CUtensorMap *mA, const CUtensorMap *mB, void *C, tk_i64 M, tk_i64 N,
-                                     tk_i64 K, tk_i64 ldc, unsigned char *smem) {
-    constexpr int BM = 128, BK = 64;
-    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-    constexpr int NACC = BN / 2;
-    const int tid = threadIdx.x;
-    const int wg = tid >> 7;
-    const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    tk_i64 tm, tn;
-    tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
-    const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
-    const unsigned raw = tkg::smem_u32(smem);
-    const unsigned sbase = (raw + 1023u) & ~1023u;
-    const unsigned bars = sbase + STAGES * STAGE_BYTES; // full[s] at bars+8s, empty[s] at bars+8(STAGES+s)
-    const int KT = (int)((K + BK - 1) / BK);
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            bar_init(bars + 8 * s, 1);
-            bar_init(bars + 8 * (STAGES + s), 2);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (tm >= tiles_m)
-        return;
-    if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) {
-            for (int kt = 0; kt < KT; ++kt) {
-                const int s = kt % STAGES;
-                if (kt >= STAGES)
-                    bar_wait(bars + 8 * (STAGES + s), ((kt / STAGES) - 1) & 1);
-                const unsigned full = bars + 8 * s;
-                bar_expect(full, STAGE_BYTES);
-                const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
-                const int k0 = kt * BK;
-                if (AK)
-                    load2d(sa, mA, k0, m0, full);
-                else
-                    for (int b = 0; b < BM / 64; ++b)
-                        load2d(sa + b * BK * 128, mA, m0 + 64 * b, k0, full);
-                if (BKM)
-                    load2d(sb, mB, k0, n0, full);
-                else
-                    for (int b = 0; b < BN / 64; ++b)
-                        load2d(sb + b * BK * 128, mB, n0 + 64 * b, k0, full);
-            }
-        }
-    } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const int cw = wg - 1;
-        const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
-        float acc[NACC];
-#pragma unroll
-        for (int i = 0; i < NACC; ++i)
-            acc[i] = 0.f;
-        for (int kt = 0; kt < KT; ++kt) {
-            const int s = kt % STAGES;
-            bar_wait(bars + 8 * s, (kt / STAGES) & 1);
-            const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
-            tkw::fence_regs<NACC>(acc);
-            tkw::fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
-                unsigned long long da, db;
-                if (AK)
-                    da = tkw::desc(sa + cw * 64 * 128 + kk * 32, 16, 1024);
-                else
-                    da = tkw::desc(sa + cw * BK * 128 + kk * 16 * 128, BK * 128, 1024);
-                if (BKM)
-                    db = tkw::desc(sb + kk * 32, 16, 1024);
-                else
-                    db = tkw::desc(sb + kk * 16 * 128, BK * 128, 1024);
-                tkw::mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc, da, db);
-            }
-            tkw::commit();
-            tkw::wait<1>();
-            tkw::fence_regs<NACC>(acc);
-            if (kt > 0 && (tid & 127) == 0)
-                bar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
-        }
-        tkw::wait<0>();
-        tkw::fence_regs<NACC>(acc);
-        const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const tk_i64 r = rbase + h * 8;
-            if (r >= M)
-                continue;
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                const tk_i64 c = n0 + j * 8 + (lane & 3) * 2;
-                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-                if (OUT16) {
-                    unsigned short *out = (unsigned short *)C + r * ldc + c;
-                    if (c + 1 < N) *(unsigned *)out = tkg::pack_h2(v0, v1);
-                    else if (c < N) out[0] = tkg::to_h(v0);
-                } else {
-                    float *out = (float *)C + r * ldc + c;
-                    if (c + 1 < N) *(float2 *)out = make_float2(v0, v1);
-                    else if (c < N) out[0] = v0;
-                }
-            }
-        }
-    }
-}
-} // namespace tma
-#endif
+// The kernel body is the library's (tkw::gemm_body_tma in kernel_src/gemm_f16.cu).
 
 template <int L, int BN, int ST>
 __global__ void __launch_bounds__(384, 1) ktma(const __grid_constant__ CUtensorMap mA, const __grid_constant__ CUtensorMap mB,
                                                 void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 ldc) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smt[];
-    tma::body<BN, ST, L != 2, L == 1, L != 0>(&mA, &mB, C, M, N, K, ldc, smt);
+    tkw::gemm_body_tma<BN, ST, L != 2, L == 1, L != 0, true>((const tk_tmap *)&mA, (const tk_tmap *)&mB, C, M, N,
+                                                         K, ldc, smt);
 #endif
 }
 template <int L, int BN, int ST>

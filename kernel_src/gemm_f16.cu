@@ -395,6 +395,12 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
  * of tile kt-2, issue the 4 wgmma of tile kt, commit, wait until at most
  * one wgmma group (this one) is pending.
  * ==================================================================== */
+// A CUtensorMap (128 bytes, 64-byte aligned), opaque here.
+struct __align__(64) tk_tmap
+{
+    unsigned long long w[16];
+};
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace tkw
 {
@@ -649,11 +655,207 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
     }
 }
 
+/* ---- TMA variant (TK_WGMMA=2): the same MMA and smem layout, loads by the
+ * bulk tensor copy engine (cp.async.bulk.tensor.2d, 128-byte swizzle, zero
+ * fill outside the tensor done by the hardware) into a ring of stages
+ * guarded by full / empty mbarriers; warp-specialised: warpgroup 0 (its
+ * registers cut with setmaxnreg) has one thread issue the copies, warpgroups
+ * 1-2 (registers raised) run the wgmma and the epilogue. Tensor maps (built
+ * on the host with cuTensorMapEncodeTiled) describe the stored operands:
+ * K-major A [M,K] box 64 x 128, M-major A [K,M] box 64 x 64 (two per stage),
+ * K-major B [N,K] box 64 x BN, N-major B [K,N] box 64 x 64 (BN/64 per stage).
+ * Coordinates are 32-bit: the host keeps M, N, K below 2^31. */
+__device__ __forceinline__ void bar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n.reg .pred p;\nTK_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra TK_WAIT_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load2d(unsigned dst, const tk_tmap *map, int c0, int c1,
+                                           unsigned bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+// Consumer warpgroups 1-2 of gemm_body_tma: wgmma on each full stage, then
+// the epilogue. A function of its own so that the producer / consumer split
+// is one if / else (setmaxnreg applies per branch).
+template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
+__device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
+                                            tk_i64 N, int m0, int n0, tk_i64 ldc, void *C)
+{
+    constexpr int BM = 128, BK = 64;
+    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+    constexpr int NACC = BN / 2;
+    const int tid = threadIdx.x;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = (tid >> 7) - 1;
+    const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
+    float acc[NACC];
+#pragma unroll
+    for (int i = 0; i < NACC; ++i)
+        acc[i] = 0.f;
+    for (int kt = 0; kt < KT; ++kt) {
+        const int s = kt % STAGES;
+        bar_wait(bars + 8 * s, (kt / STAGES) & 1);
+        const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+        fence_regs<NACC>(acc);
+        fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            unsigned long long da, db;
+            if (AK)
+                da = desc(sa + cw * 64 * 128 + kk * 32, 16, 1024);
+            else
+                da = desc(sa + cw * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+            if (BKM)
+                db = desc(sb + kk * 32, 16, 1024);
+            else
+                db = desc(sb + kk * 16 * 128, BK * 128, 1024);
+            mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc, da, db);
+        }
+        commit();
+        wait<1>(); // the wgmma of tile kt - 1 is done: its stage is free
+        fence_regs<NACC>(acc);
+        if (kt > 0 && (tid & 127) == 0)
+            bar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
+    }
+    wait<0>();
+    fence_regs<NACC>(acc);
+    const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const tk_i64 r = rbase + h * 8;
+        if (r >= M)
+            continue;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const tk_i64 c = n0 + j * 8 + (lane & 3) * 2;
+            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+            if (OUT16) {
+                unsigned short *out = (unsigned short *)C + r * ldc + c;
+                if (VEC && c + 1 < N) {
+                    *(unsigned *)out = tkg::pack_h2(v0, v1);
+                } else {
+                    if (c < N)
+                        out[0] = tkg::to_h(v0);
+                    if (c + 1 < N)
+                        out[1] = tkg::to_h(v1);
+                }
+            } else {
+                float *out = (float *)C + r * ldc + c;
+                if (VEC && c + 1 < N) {
+                    *(float2 *)out = make_float2(v0, v1);
+                } else {
+                    if (c < N)
+                        out[0] = v0;
+                    if (c + 1 < N)
+                        out[1] = v1;
+                }
+            }
+        }
+    }
+}
+
+// Dynamic shared memory: STAGES * (128 + BN) * 64 * 2 + 2048 bytes (1 KiB of
+// alignment slack, then the barriers). 384 threads.
+template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
+__device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB, void *C,
+                                              tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 ldc,
+                                              unsigned char *smem)
+{
+    constexpr int BM = 128, BK = 64;
+    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;
+    const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    tk_i64 tm, tn;
+    tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
+    const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
+    const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
+    // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
+    // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup).
+    const unsigned bars = sbase + STAGES * STAGE_BYTES;
+    const int KT = (int)((K + BK - 1) / BK);
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            bar_init(bars + 8 * s, 1);
+            bar_init(bars + 8 * (STAGES + s), 2);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (tm >= tiles_m)
+        return;
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            for (int kt = 0; kt < KT; ++kt) {
+                const int s = kt % STAGES;
+                if (kt >= STAGES) // the consumers released the tile kt - STAGES
+                    bar_wait(bars + 8 * (STAGES + s), ((kt / STAGES) - 1) & 1);
+                const unsigned full = bars + 8 * s;
+                bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
+                const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+                const int k0 = kt * BK;
+                if (AK)
+                    tma_load2d(sa, mA, k0, m0, full);
+                else
+                    for (int b = 0; b < BM / 64; ++b)
+                        tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, k0, full);
+                if (BKM)
+                    tma_load2d(sb, mB, k0, n0, full);
+                else
+                    for (int b = 0; b < BN / 64; ++b)
+                        tma_load2d(sb + b * BK * 128, mB, n0 + 64 * b, k0, full);
+            }
+        }
+    } else {
+        consume_tma<BN, STAGES, AK, BKM, OUT16, VEC>(sbase, bars, KT, M, N, m0, n0, ldc, C);
+    }
+}
+
 } // namespace tkw
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 #ifndef TK_GEMM_NO_ENTRY
-#if defined(TK_WGMMA)
+#if defined(TK_WGMMA) && TK_WGMMA == 2
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-architecture=sm_90a)");
+#endif
+// Dynamic shared memory: TK_STAGES * (128 + TK_BN) * 64 * 2 + 2048 bytes.
+extern "C" __global__ void __launch_bounds__(384, 1)
+    tk_gemm_f16(const __grid_constant__ tk_tmap mA, const __grid_constant__ tk_tmap mB, void *C,
+                tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 ldc)
+{
+    extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
+#ifdef TK_M
+    M = TK_M;
+    N = TK_N;
+    K = TK_K;
+#endif
+    tkw::gemm_body_tma<TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0, TK_OUT_F16 != 0,
+                       TK_VEC_OUT != 0>(&mA, &mB, C, M, N, K, ldc, tk_gemm_smem);
+}
+#elif defined(TK_WGMMA)
 // A compile error, not a kernel that silently does nothing, on a wrong target.
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-architecture=sm_90a)");

@@ -20,6 +20,13 @@ void tk__log(tk_context *ctx, tk_log_level level, const char *fmt, ...)
  * offline-target context. */
 int tk__ctx_has_device(const tk_context *ctx);
 
+/* Tensor map of a row-major fp16 matrix for the bulk tensor copy engine
+ * (backend.h, tensor_map_f16): 128 bytes into out (64-byte aligned).
+ * TK_UNSUPPORTED (recorded on ctx) where the backend or driver has none. */
+tk_status tk__tensor_map_f16(tk_context *ctx, void *out, const void *base, uint64_t rows,
+                             uint64_t cols, uint64_t row_bytes, unsigned box_cols,
+                             unsigned box_rows);
+
 /* Embedded kernel source by name, or NULL. Static storage. */
 const char *tk__embedded_source(const char *name, size_t *len);
 

@@ -40,6 +40,17 @@ static const gemm_tile nv_tiles[] = {
     {16, 128, 32, 1, 4, 4},  /* one 16-row strip of tokens: 36 KiB */
 };
 
+/* 1: the sm_90a wgmma kernel loads through the bulk tensor copy engine (TMA,
+ * warp-specialised, tensor maps built per call; TK_WGMMA=2 in the kernel),
+ * 0: through cp.async (TK_WGMMA=1). On an H100 the TMA kernel ran 0.89-0.98
+ * of cuBLAS at 4096^3 / 8192^3 in bench/wgmma_tma_tune.cu against 0.49-0.59
+ * for cp.async, but its library integration (tensor maps, launch) has not
+ * run on a device yet: off until `ctest -L gpu -R gemm` and bench/ops have
+ * passed with -DTK_GEMM_TMA=1 (bench/NOTES-gemm.md). */
+#ifndef TK_GEMM_TMA
+#define TK_GEMM_TMA 0
+#endif
+
 /* The AMD kernel has one fixed 64x64 tile, 256 threads, static LDS. */
 #define AMD_TILE 64
 #define AMD_THREADS 256u
@@ -58,6 +69,7 @@ typedef struct gemm_plan {
     int simple; /* NVIDIA target below sm_80: portable kernel */
     int sm90;   /* NVIDIA sm_90 (Hopper): the wgmma kernel may serve */
     int wgmma;  /* the sm_90a warpgroup-MMA kernel serves this call */
+    int tma;    /* ... in its TMA form (tensor maps as arguments) */
     int wg_bn, wg_stages;
     gemm_tile tile;
 } gemm_plan;
@@ -113,13 +125,23 @@ static void plan_target(tk_context *ctx, gemm_plan *p)
 static void plan_wgmma(gemm_plan *p)
 {
     p->wgmma = 0;
+    p->tma = 0;
     if (!p->sm90 || !p->aligned || p->tile.bm != nv_tiles[0].bm || p->tile.bn != nv_tiles[0].bn)
         return;
     const int64_t tm = (p->M + 127) / 128;
+    const int64_t fill = NV_SMS * 9 / 10;
     p->wgmma = 1;
+    /* TMA coordinates are 32-bit */
+    if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
+        /* 128x256 won on every large shape and layout; 4 stages (192 KiB) */
+        p->tma = 1;
+        p->wg_bn =
+            p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm)) ? 256 : 128;
+        p->wg_stages = 4;
+        return;
+    }
     /* 128x256 tiles also when they make ~0.9 of one wave (2048^3: 128 tiles on
      * 132 SMs ran 0.62 of cuBLAS against 0.56 for 256 128x128 tiles) */
-    const int64_t fill = NV_SMS * 9 / 10;
     if (p->a_kmajor && p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
         p->wg_bn = 256;
         p->wg_stages = 4;
@@ -159,6 +181,11 @@ static void plan_alignment(gemm_plan *p, const void *a, const void *b, const voi
         ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0 && p->lda % 8 == 0 && p->ldb % 8 == 0;
     p->vec_out = ((uintptr_t)c % (2 * out_elem)) == 0 && p->ldc % 2 == 0;
 }
+
+/* A CUtensorMap: 128 bytes, 64-byte aligned. */
+typedef struct gemm_tmap {
+    _Alignas(64) unsigned char b[128];
+} gemm_tmap;
 
 /* Kernel description of a plan; defines point into `text`. */
 typedef struct gemm_desc {
@@ -202,7 +229,7 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
     } else if (p->wgmma) {
         /* wgmma needs the sm_90a target; the engine then adds no other. */
         static const char *const wg_opts[] = {"--gpu-architecture=sm_90a"};
-        add_def(d, "TK_WGMMA", 1);
+        add_def(d, "TK_WGMMA", p->tma ? 2 : 1);
         add_def(d, "TK_BN", p->wg_bn);
         add_def(d, "TK_STAGES", p->wg_stages);
         add_def(d, "TK_ALIGNED", 1);
@@ -236,9 +263,10 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
     }
     if (p->wgmma) {
         *blocks = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
-        *threads = 256;
+        /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
+        *threads = p->tma ? 384 : 256;
         /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
-        *smem = (unsigned)(p->wg_stages * (128 + p->wg_bn) * 64 * 2 + 1024);
+        *smem = (unsigned)(p->wg_stages * (128 + p->wg_bn) * 64 * 2 + (p->tma ? 2048 : 1024));
         return;
     }
     *blocks = ((p->M + p->tile.bm - 1) / p->tile.bm) * ((p->N + p->tile.bn - 1) / p->tile.bn);
@@ -312,6 +340,29 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
         const unsigned grid[3] = {(unsigned)blocks, 1, 1};
         const unsigned block[3] = {threads, 1, 1};
         long long m = p.M, n = p.N, k = p.K, la = p.lda, lb = p.ldb, lc = p.ldc;
+        if (p.tma) {
+            /* Stored operands as row-major matrices; boxes of 64 columns (128
+             * bytes, the swizzle width) by the kernel's rows per copy. */
+            gemm_tmap ma, mb;
+            if (p.a_kmajor)
+                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p.M, (uint64_t)p.K,
+                                        (uint64_t)p.lda * 2, 64, 128);
+            else
+                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p.K, (uint64_t)p.M,
+                                        (uint64_t)p.lda * 2, 64, 64);
+            if (st != TK_OK)
+                return st;
+            if (p.b_kmajor)
+                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p.N, (uint64_t)p.K,
+                                        (uint64_t)p.ldb * 2, 64, (unsigned)p.wg_bn);
+            else
+                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p.K, (uint64_t)p.N,
+                                        (uint64_t)p.ldb * 2, 64, 64);
+            if (st != TK_OK)
+                return st;
+            void *targs[] = {ma.b, mb.b, (void *)&d_c, &m, &n, &k, &lc};
+            return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, targs);
+        }
         void *args[] = {(void *)&d_a, (void *)&d_b, (void *)&d_c, &m, &n, &k, &la, &lb, &lc};
         return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, args);
     }

@@ -96,6 +96,14 @@ struct tk__backend {
     /* Raises fn's dynamic shared-memory limit to bytes (CUDA: a launch above
      * 48 KiB fails until this is done). NULL where the backend needs none. */
     tk_status (*raise_shared)(void *fn, unsigned bytes, tk__err *err);
+    /* Tensor map (CUDA 12+ driver, cuTensorMapEncodeTiled) of a row-major
+     * fp16 matrix of rows x cols with rows row_bytes apart, for 2D bulk
+     * tensor copies of box_cols x box_rows with the 128-byte swizzle and zero
+     * fill outside the matrix; out: 128 bytes, 64-byte aligned. NULL where
+     * the backend has none; TK_UNSUPPORTED when the driver lacks it. */
+    tk_status (*tensor_map_f16)(void *out, const void *base, uint64_t rows, uint64_t cols,
+                                uint64_t row_bytes, unsigned box_cols, unsigned box_rows,
+                                tk__err *err);
 };
 
 const tk__backend *tk__backend_cuda(void);

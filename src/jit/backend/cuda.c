@@ -108,6 +108,7 @@ static struct {
     tk_status drv_status;
     char drv_err[1200];
     char drv_path[1024];
+    void *tmap_encode; /* cuTensorMapEncodeTiled or NULL */
     struct cu_table cu;
     int driver_version;
 } g = {.once = PTHREAD_ONCE_INIT};
@@ -259,6 +260,7 @@ static void load_driver(void)
         return;
     }
     tk__dl_path_of(dlsym(lib, "cuInit"), g.drv_path, sizeof g.drv_path);
+    g.tmap_encode = dlsym(lib, "cuTensorMapEncodeTiled");
     CUresult r = g.cu.cuInit(0);
     if (r != 0) {
         g.drv_status = TK_NO_DEVICE;
@@ -768,6 +770,41 @@ static tk_status cuda_launch(void *fn, const unsigned grid[3], const unsigned bl
     return TK_OK;
 }
 
+/* cuTensorMapEncodeTiled (CUDA 12+ drivers; looked up apart from the table
+ * so that older drivers still load). Enum values from cuda.h. */
+typedef CUresult (*tk__cu_tmap_encode)(void *map, int dtype, unsigned rank, void *base,
+                                       const uint64_t *dims, const uint64_t *strides,
+                                       const unsigned *box, const unsigned *elem_strides,
+                                       int interleave, int swizzle, int l2_promotion, int oob_fill);
+#define TK__TMAP_FLOAT16 6
+#define TK__TMAP_INTERLEAVE_NONE 0
+#define TK__TMAP_SWIZZLE_128B 3
+#define TK__TMAP_L2_256B 3
+#define TK__TMAP_OOB_ZERO 0
+
+static tk_status cuda_tensor_map_f16(void *out, const void *base, uint64_t rows, uint64_t cols,
+                                     uint64_t row_bytes, unsigned box_cols, unsigned box_rows,
+                                     tk__err *err)
+{
+    tk__cu_tmap_encode encode = (tk__cu_tmap_encode)g.tmap_encode;
+    if (encode == NULL)
+        return tk__err_set(err, TK_UNSUPPORTED,
+                           "the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12)");
+    const uint64_t dims[2] = {cols, rows};
+    const uint64_t strides[1] = {row_bytes};
+    const unsigned box[2] = {box_cols, box_rows};
+    const unsigned elem_strides[2] = {1, 1};
+    CUresult r = encode(out, TK__TMAP_FLOAT16, 2, (void *)base, dims, strides, box, elem_strides,
+                        TK__TMAP_INTERLEAVE_NONE, TK__TMAP_SWIZZLE_128B, TK__TMAP_L2_256B,
+                        TK__TMAP_OOB_ZERO);
+    if (r != 0)
+        return tk__err_set(err, TK_LAUNCH_FAILED,
+                           "cuTensorMapEncodeTiled(%llu x %llu, row %llu bytes, box %u x %u): %s",
+                           (unsigned long long)rows, (unsigned long long)cols,
+                           (unsigned long long)row_bytes, box_cols, box_rows, cu_err_name(r));
+    return TK_OK;
+}
+
 /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
 #define TK__CU_FUNC_MAX_DYN_SHARED 8
 
@@ -902,6 +939,7 @@ static const tk__backend g_cuda = {
     .module_function = cuda_module_function,
     .launch = cuda_launch,
     .raise_shared = cuda_raise_shared,
+    .tensor_map_f16 = cuda_tensor_map_f16,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_upload = cuda_mem_upload,

@@ -50,8 +50,8 @@ static const shape shapes[] = {
     {1000, 1000, 1000, 0, 1, 0},
     /* Enough 128-row tiles for the sm_90a wgmma kernel (on Hopper) in each
      * op's turn (kernel M = N = 1500, K = 72: edges in M, N and K), checked
-     * in full; then 4097x4099x4103 (128x256 wgmma tiles for fwd and grad_a,
-     * 128x128 for grad_b; every edge). */
+     * in full (128x128 wgmma tiles); then 4097x4099x4103 (128x256 tiles,
+     * every edge). */
     {1500, 1500, 72, 2, 1, 0},
     {1500, 72, 1500, 2, 0, 0},
     {72, 1500, 1500, 2, 1, 0},

@@ -117,11 +117,10 @@ static void plan_target(tk_context *ctx, gemm_plan *p)
 }
 
 /* After plan_target and plan_alignment: the wgmma kernel (sm_90a) takes the
- * shapes that fill the chip with 128-row tiles, when its 16-byte cp.async
- * loads are allowed; 128x256 tiles where they (nearly) fill it and A is
- * K-major (forward, grad_a), 128x128 otherwise (grad_b reads both operands
- * transposed, and measured faster on 128x128 tiles). Everything else stays
- * on the mma.sync kernel. Measured on an H100: bench/NOTES-gemm.md. */
+ * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
+ * allowed; 128x256 tiles where they (nearly) fill it, 128x128 otherwise.
+ * Everything else stays on the mma.sync kernel. Measured on an H100:
+ * bench/NOTES-gemm.md. */
 static void plan_wgmma(gemm_plan *p)
 {
     p->wgmma = 0;
@@ -142,7 +141,7 @@ static void plan_wgmma(gemm_plan *p)
     }
     /* 128x256 tiles also when they make ~0.9 of one wave (2048^3: 128 tiles on
      * 132 SMs ran 0.62 of cuBLAS against 0.56 for 256 128x128 tiles) */
-    if (p->a_kmajor && p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
+    if (p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
         p->wg_bn = 256;
         p->wg_stages = 4;
     } else {

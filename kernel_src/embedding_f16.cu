@@ -25,9 +25,7 @@
 #define TK_TR 32
 #endif
 
-struct alignas(TK_VEC * 2) tk_vec {
-    unsigned short h[TK_VEC];
-};
+#include "common_f16.cuh"
 
 #ifndef TK_BWD
 
@@ -68,16 +66,6 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #else /* TK_BWD */
 
 #define TK_UNROLL 8
-
-static __device__ __forceinline__ float tk_h2f(unsigned short h)
-{
-    return __half2float(__ushort_as_half(h));
-}
-
-static __device__ __forceinline__ unsigned short tk_f2h(float f)
-{
-    return __half_as_ushort(__float2half_rn(f));
-}
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     tk_embedding_f16_bwd_gather(const unsigned long long *__restrict__ keys, long long Q,

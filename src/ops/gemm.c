@@ -42,13 +42,12 @@ static const gemm_tile nv_tiles[] = {
 
 /* 1: the sm_90a wgmma kernel loads through the bulk tensor copy engine (TMA,
  * warp-specialised, tensor maps built per call; TK_WGMMA=2 in the kernel),
- * 0: through cp.async (TK_WGMMA=1). On an H100 the TMA kernel ran 0.89-0.98
- * of cuBLAS at 4096^3 / 8192^3 in bench/wgmma_tma_tune.cu against 0.49-0.59
- * for cp.async, but its library integration (tensor maps, launch) has not
- * run on a device yet: off until `ctest -L gpu -R gemm` and bench/ops have
- * passed with -DTK_GEMM_TMA=1 (bench/NOTES-gemm.md). */
+ * 0: through cp.async (TK_WGMMA=1). On an H100 (2026-11-22, bench/ops, cuBLAS
+ * in the same run) the TMA kernel ran 0.85-0.97 of cuBLAS at 4096^3 / 8192^3
+ * and 0.82-0.98 at 2048^3, against 0.48-0.60 for cp.async; test_gpu_gemm
+ * passed with it. Build with -DTK_GEMM_TMA=0 to fall back. */
 #ifndef TK_GEMM_TMA
-#define TK_GEMM_TMA 0
+#define TK_GEMM_TMA 1
 #endif
 
 /* The AMD kernel has one fixed 64x64 tile, 256 threads, static LDS. */

@@ -14,7 +14,8 @@
  * against the CPU reference, embedding forward on sampled rows (exact), embedding backward in full
  * against the CPU reference.
  *
- *   ops [--gemm-only | --mem-only] [--quick] [--policy exact|generic]
+ *   ops [--gemm-only | --mem-only] [--quick] [--skinny] [--policy exact|generic]
+ *   (--skinny: only the GEMM shapes that fill few tiles: 1024^3 and M <= 512)
  *
  * Prints one table; exit 0 when every check passed, 1 otherwise, 77 without
  * a device. PyTorch's figures for the memory-bound ops: bench/torch_ref.py.
@@ -616,7 +617,7 @@ static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
 
 int main(int argc, char **argv)
 {
-    int gemm = 1, mem = 1, quick = 0, all_ok = 1;
+    int gemm = 1, mem = 1, quick = 0, skinny = 0, all_ok = 1;
     tk_config *cfg = NULL;
     char why[512] = "";
     tk_policy policy = TK_POLICY_EXACT;
@@ -628,11 +629,14 @@ int main(int argc, char **argv)
             gemm = 0;
         else if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[i], "--skinny") == 0)
+            skinny = 1;
         else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
             policy = strcmp(argv[++i], "generic") == 0 ? TK_POLICY_GENERIC : TK_POLICY_EXACT;
         else {
             fprintf(stderr,
-                    "usage: %s [--gemm-only | --mem-only] [--quick] [--policy exact|generic]\n",
+                    "usage: %s [--gemm-only | --mem-only] [--quick] [--skinny] [--policy "
+                    "exact|generic]\n",
                     argv[0]);
             return 2;
         }
@@ -661,9 +665,12 @@ int main(int argc, char **argv)
         const int n = quick ? 3 : (int)(sizeof shapes / sizeof shapes[0]);
         if (!cublas_open())
             printf("(cuBLAS not loadable: no reference column for the GEMMs)\n");
-        for (int s = 0; s < n; s++)
+        for (int s = 0; s < n; s++) {
+            if (skinny && s >= 1 && s <= 3)
+                continue;
             for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++)
                 all_ok &= bench_gemm((tk_op)op, shapes[s][0], shapes[s][1], shapes[s][2]);
+        }
     }
     if (mem) {
         const double copy = copy_bandwidth();

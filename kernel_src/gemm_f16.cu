@@ -23,6 +23,13 @@
 //   TK_VEC_OUT                             1: C pointer and ldc allow paired stores
 //   TK_M, TK_N, TK_K (optional)            exact policy: shape baked in; the
 //                                          run-time arguments are then ignored
+//   TK_SPLITK (optional, NVIDIA)           split-K: block row blockIdx.y of
+//                                          gridDim.y sums its share of the K
+//                                          tiles and writes fp32 partials to
+//                                          C + blockIdx.y * M * ldc (a
+//                                          workspace); TK_OUT_F16 is ignored
+//   TK_GEMM_REDUCE                         instead of the GEMM: the split-K
+//                                          reduction kernel (end of the file)
 //
 // Every size is handled: loads are predicated with zero fill, stores guarded.
 // Offsets are 64-bit.
@@ -47,6 +54,24 @@
 #endif
 
 typedef long long tk_i64;
+
+#ifndef TK_SPLITK
+#define TK_SPLITK 0
+#endif
+#if defined(TK_GEMM_REDUCE) && !defined(TK_GEMM_NO_ENTRY)
+#define TK_GEMM_NO_ENTRY 1
+#endif
+
+// Split-K share of block row blockIdx.y: K tiles [*kt0, *kt0 + *kt) of the
+// kt_all. gridDim.y == 1 gives the whole range.
+__device__ __forceinline__ void tk_gemm_k_range(int kt_all, int *kt0, int *kt)
+{
+    const int per = (kt_all + (int)gridDim.y - 1) / (int)gridDim.y;
+    const int first = (int)blockIdx.y * per;
+    const int n = kt_all - first;
+    *kt0 = first;
+    *kt = n < per ? (n < 0 ? 0 : n) : per;
+}
 
 #if defined(__HIP__) || defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__)
 #define TK_GEMM_AMD 1
@@ -249,7 +274,8 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
     const tk_i64 m0 = tm * BM, n0 = tn * BN;
 
     const unsigned sbase = smem_u32(smem);
-    const int KT = (int)((K + BK - 1) / BK);
+    int kt0, KT;
+    tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
 
     float acc[MI][NI][4];
 #pragma unroll
@@ -261,7 +287,7 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
                 acc[i][j][e] = 0.f;
 
     auto load_stage = [&](int slot, int kt) {
-        const tk_i64 k0 = (tk_i64)kt * BK;
+        const tk_i64 k0 = (tk_i64)(kt0 + kt) * BK;
         const unsigned sa = sbase + slot * STAGE_BYTES;
         const unsigned sb = sa + A_BYTES;
         if (AK)
@@ -555,7 +581,8 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
 
     // 1024-byte alignment for the swizzle pattern (the host adds the slack).
     const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
-    const int KT = (int)((K + BK - 1) / BK);
+    int kt0, KT;
+    tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
 
     float acc[NACC];
 #pragma unroll
@@ -563,7 +590,7 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
         acc[i] = 0.f;
 
     auto load_stage = [&](int slot, int kt) {
-        const tk_i64 k0 = (tk_i64)kt * BK;
+        const tk_i64 k0 = (tk_i64)(kt0 + kt) * BK;
         const unsigned sa = sbase + slot * STAGE_BYTES;
         const unsigned sb = sa + A_BYTES;
         if (AK)
@@ -794,7 +821,8 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
     // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup).
     const unsigned bars = sbase + STAGES * STAGE_BYTES;
-    const int KT = (int)((K + BK - 1) / BK);
+    int kt0, KT;
+    tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
@@ -815,7 +843,7 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
                 const unsigned full = bars + 8 * s;
                 bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
                 const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
-                const int k0 = kt * BK;
+                const int k0 = (kt0 + kt) * BK;
                 if (AK)
                     tma_load2d(sa, mA, k0, m0, full);
                 else
@@ -852,8 +880,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     N = TK_N;
     K = TK_K;
 #endif
-    tkw::gemm_body_tma<TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0, TK_OUT_F16 != 0,
-                       TK_VEC_OUT != 0>(&mA, &mB, C, M, N, K, ldc, tk_gemm_smem);
+    if (TK_SPLITK)
+        C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
+    tkw::gemm_body_tma<TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
+                       TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0>(&mA, &mB, C, M, N, K, ldc,
+                                                                       tk_gemm_smem);
 }
 #elif defined(TK_WGMMA)
 // A compile error, not a kernel that silently does nothing, on a wrong target.
@@ -861,6 +892,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-architecture=sm_90a)");
 #endif
 static_assert(TK_ALIGNED, "TK_WGMMA needs TK_ALIGNED=1 (16-byte cp.async loads)");
+static_assert(!TK_SPLITK, "split-K runs on the TMA and mma.sync kernels only");
 // Dynamic shared memory: TK_STAGES * (128 + TK_BN) * 64 * 2 + 1024 bytes.
 extern "C" __global__ void __launch_bounds__(256, 1)
     tk_gemm_f16(const void *A, const void *B, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
@@ -887,8 +919,10 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
     N = TK_N;
     K = TK_K;
 #endif
+    if (TK_SPLITK)
+        C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
     tkg::gemm_body<TK_BM, TK_BN, TK_BK, TK_WM, TK_WN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
-                   TK_OUT_F16 != 0, TK_ALIGNED != 0, TK_VEC_OUT != 0>(
+                   TK_OUT_F16 != 0 && !TK_SPLITK, TK_ALIGNED != 0, TK_VEC_OUT != 0>(
         (const unsigned short *)A, (const unsigned short *)B, C, M, N, K, lda, ldb, ldc,
         tk_gemm_smem);
 }
@@ -1060,3 +1094,49 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 #endif /* TK_GEMM_AMD || TK_GEMM_SIMPLE */
+
+#ifdef TK_GEMM_REDUCE
+/* ======================================================================
+ * Split-K reduction (NVIDIA): C[r,c] = sum over s = 0..splits-1, in that
+ * order, of W[s][r][c] (fp32 workspace, M rows of N), converted to the output
+ * type (TK_OUT_F16) and stored with ldc. The fixed order gives the same bits
+ * on every run. Four consecutive elements per thread, grid-stride. */
+extern "C" __global__ void __launch_bounds__(256)
+    tk_gemm_f16(const float *__restrict__ W, void *C, tk_i64 M, tk_i64 N, tk_i64 ldc, int splits)
+{
+    const tk_i64 total = M * N;
+    const tk_i64 step = (tk_i64)gridDim.x * blockDim.x * 4;
+    for (tk_i64 i = ((tk_i64)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < total; i += step) {
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
+        const int n = total - i < 4 ? (int)(total - i) : 4;
+        if (n == 4 && (N & 3) == 0) {
+            for (int s = 0; s < splits; ++s) {
+                const float4 w = *(const float4 *)(W + s * total + i);
+                v[0] += w.x;
+                v[1] += w.y;
+                v[2] += w.z;
+                v[3] += w.w;
+            }
+        } else {
+            for (int s = 0; s < splits; ++s)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (e < n)
+                        v[e] += W[s * total + i + e];
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            if (e >= n)
+                break;
+            const tk_i64 r = (i + e) / N, c = (i + e) - r * N;
+#if TK_OUT_F16
+            unsigned short h;
+            asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(v[e]));
+            ((unsigned short *)C)[r * ldc + c] = h;
+#else
+            ((float *)C)[r * ldc + c] = v[e];
+#endif
+        }
+    }
+}
+#endif /* TK_GEMM_REDUCE */

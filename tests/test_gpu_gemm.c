@@ -48,6 +48,14 @@ static const shape shapes[] = {
     {200, 300, 40, 1, 1, 0},
     {16, 4096, 1024, 0, 0, 0},
     {1000, 1000, 1000, 0, 1, 0},
+    /* Split-K (few output tiles, long K: gemm.c plan_split): on sm_90 the
+     * TMA kernel with 128x128 tiles in each layout's turn (kernel shape
+     * 130 x 300 x 2049: edges in M, N and K, 4 splits), then the mma.sync
+     * scalar-load variant (kernel 40 x 1000 x 3001, unaligned). */
+    {130, 300, 2049, 2, 1, 0},
+    {130, 2049, 300, 2, 1, 0},
+    {2049, 300, 130, 2, 1, 0},
+    {40, 1000, 3001, 1, 1, 0},
     /* Enough 128-row tiles for the sm_90a wgmma kernel (on Hopper) in each
      * op's turn (kernel M = N = 1500, K = 72: edges in M, N and K), checked
      * in full (128x128 wgmma tiles); then 4097x4099x4103 (128x256 tiles,
@@ -299,7 +307,7 @@ END_TEST
 
 START_TEST(test_generic_policy)
 {
-    run_all(TK_POLICY_GENERIC, 0, 13); /* all but 4096^3 */
+    run_all(TK_POLICY_GENERIC, 0, 17); /* all but 4096^3 */
 }
 END_TEST
 

@@ -379,6 +379,48 @@ START_TEST(test_op_policies_and_variants)
 }
 END_TEST
 
+/* Few output tiles and a long K: split-K, two kernels (the GEMM into the
+ * context's workspace, then the fixed-order reduction), both of which the
+ * precompile compiles, under either policy; the workspace is reused. */
+START_TEST(test_op_split_k)
+{
+    static const tk_policy pols[] = {TK_POLICY_EXACT, TK_POLICY_GENERIC};
+    static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
+    for (int pi = 0; pi < 2; pi++) {
+        tk_context *ctx = stub_ctx(pols[pi]);
+        tk_context_stats s;
+        for (int i = 0; i < 3; i++) {
+            /* kernel shape 16 x 1024 x 4096 in each layout */
+            const int64_t dims[3] = {i == 2 ? 4096 : 16, i == 1 ? 4096 : 1024,
+                                     i == 0 ? 4096 : (i == 1 ? 1024 : 16)};
+            unsigned nc = 0, nh = 0;
+            tk_assert_status(tk_op_precompile(ctx, ops[i], dims, 3, &nc, &nh), TK_OK);
+            ck_assert_uint_eq(nc + nh, 2);
+            tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
+            const uint64_t before = s.compiles, l0 = launches();
+            for (int rep = 0; rep < 2; rep++) {
+                tk_status st;
+                if (i == 0)
+                    st = tk_gemm_f16_fwd(ctx, dims[0], dims[1], dims[2], P(0x1000), 0, P(0x2000), 0,
+                                         P(0x4000), 0, NULL);
+                else if (i == 1)
+                    st = tk_gemm_f16_grad_a(ctx, dims[0], dims[1], dims[2], P(0x1000), 0, P(0x2000),
+                                            0, P(0x4000), 0, NULL);
+                else
+                    st = tk_gemm_f16_grad_b(ctx, dims[0], dims[1], dims[2], P(0x1000), 0, P(0x2000),
+                                            0, P(0x4000), 0, NULL);
+                tk_assert_status(st, TK_OK);
+            }
+            ck_assert_uint_eq(launches(), l0 + 4);
+            tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
+            ck_assert_uint_eq(s.compiles, before);
+        }
+        tk_context_destroy(ctx);
+    }
+    remove_cache_dirs();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ops_gemm_ref");
@@ -393,6 +435,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_op_bad_input);
     tcase_add_test(tc, test_op_offline_no_device);
     tcase_add_test(tc, test_op_policies_and_variants);
+    tcase_add_test(tc, test_op_split_k);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -57,7 +57,7 @@ static tk_status ws_get(tk_context *ctx, void *stream, size_t need, void **out)
             size_t cap = ws_cap ? ws_cap * 2 : 8;
             ws_entry *t = realloc(ws_table, cap * sizeof *t);
             if (t == NULL)
-                return tk__fail(ctx, TK_OUT_OF_MEMORY, "tk_embedding_f16_bwd: out of host memory");
+                return tk__fail(ctx, TK_OUT_OF_MEMORY, "operator workspace: out of host memory");
             ws_table = t;
             ws_cap = cap;
         }
@@ -86,6 +86,21 @@ static tk_status ws_get(tk_context *ctx, void *stream, size_t need, void **out)
     }
     *out = e->ptr;
     return TK_OK;
+}
+
+tk_status tk__op_workspace_acquire(tk_context *ctx, void *stream, size_t need, void **out)
+{
+    tk_status st;
+    pthread_mutex_lock(&ws_lock);
+    st = ws_get(ctx, stream, need, out);
+    if (st != TK_OK)
+        pthread_mutex_unlock(&ws_lock);
+    return st;
+}
+
+void tk__op_workspace_release(void)
+{
+    pthread_mutex_unlock(&ws_lock);
 }
 
 void tk__ops_context_release(tk_context *ctx)

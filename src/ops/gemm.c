@@ -13,6 +13,15 @@
  * fixed (3 layouts x 4 tiles x 2 alignment variants x 2 store variants at
  * most) and a new shape never compiles. The tile choice is the same in both.
  *
+ * Split-K (NVIDIA, sm_80 and up): shapes with too few output tiles for the
+ * chip and a long reduction run gridDim.y = splits block rows, each summing
+ * its share of the K tiles into an fp32 workspace [splits][M][N] (the
+ * context's operator workspace, src/ops/embedding.c); a second kernel
+ * (TK_GEMM_REDUCE) sums the splits in a fixed order and converts to the
+ * output type, so results are the same on every run. On sm_90 those shapes
+ * take the TMA wgmma kernel with 128x128 tiles (M, N >= 128), else the mma.sync
+ * tile. plan_split holds the model.
+ *
  * Alignment: fp16 operands need 2-byte aligned pointers and the fp32 output
  * 4-byte ones (TK_MISALIGNED otherwise). The fast variant's 16-byte cp.async
  * loads need both inputs 16-byte aligned with leading dimensions multiple of
@@ -50,6 +59,22 @@ static const gemm_tile nv_tiles[] = {
 #define TK_GEMM_TMA 1
 #endif
 
+/* 1: split-K for few-tile shapes (plan_split); build with -DTK_GEMM_SPLITK=0
+ * to turn it off. */
+#ifndef TK_GEMM_SPLITK
+#define TK_GEMM_SPLITK 1
+#endif
+#define SPLIT_MAX 16
+/* K tiles per split at least: 16 of 64 (1024 of K) on the TMA kernel, 8 of BK
+ * (256-512) on mma.sync. On an H100 (bench/NOTES-gemm.md) 1024^3 split in
+ * two 512-long halves on the TMA kernel ran 0.48-0.62 of cuBLAS against
+ * 0.63-0.81 unsplit on the mma.sync 64x64 tile; 16x4096x1024 on mma.sync ran
+ * better with 256-long splits (1.02 / 1.49) than with 512 (0.77 / 1.31). */
+#define SPLIT_MIN_KT_TMA 16
+#define SPLIT_MIN_KT_MMA 8
+/* fp32 partials kept below this (bytes): beyond it the shape has tiles enough */
+#define SPLIT_WS_MAX ((int64_t)64 << 20)
+
 /* The AMD kernel has one fixed 64x64 tile, 256 threads, static LDS. */
 #define AMD_TILE 64
 #define AMD_THREADS 256u
@@ -70,6 +95,7 @@ typedef struct gemm_plan {
     int wgmma;  /* the sm_90a warpgroup-MMA kernel serves this call */
     int tma;    /* ... in its TMA form (tensor maps as arguments) */
     int wg_bn, wg_stages;
+    int splits; /* > 1: split-K into the workspace, then the reduce kernel */
     gemm_tile tile;
 } gemm_plan;
 
@@ -146,6 +172,49 @@ static void plan_wgmma(gemm_plan *p)
     } else {
         p->wg_bn = 128;
         p->wg_stages = 5;
+    }
+}
+
+/* After plan_wgmma: split-K when the output tiles fill well under one wave
+ * of the chip and K is long. Splits = SMs / tiles (one wave at most), each
+ * split at least SPLIT_MIN_KT_* K tiles (1024 of K on the TMA kernel, 256 or
+ * 512 on mma.sync),
+ * at most SPLIT_MAX, fp32 partials within SPLIT_WS_MAX. On sm_90 (aligned,
+ * kernel M and N >= 128) the split runs on the TMA kernel with 128x128 tiles. */
+static void plan_split(gemm_plan *p)
+{
+    int64_t bm, bn, bk, tiles, kt, s, per;
+    int tma;
+    p->splits = 1;
+    if (!TK_GEMM_SPLITK || p->amd || p->simple || p->wgmma)
+        return;
+    /* no tensor-map box larger than the matrix (128 rows of A and B) */
+    tma = TK_GEMM_TMA && p->sm90 && p->aligned && p->M >= 128 && p->N >= 128 && p->M < INT32_MAX &&
+          p->N < INT32_MAX && p->K < INT32_MAX;
+    bm = tma ? 128 : p->tile.bm;
+    bn = tma ? 128 : p->tile.bn;
+    bk = tma ? 64 : p->tile.bk;
+    tiles = ((p->M + bm - 1) / bm) * ((p->N + bn - 1) / bn);
+    kt = (p->K + bk - 1) / bk;
+    s = NV_SMS / tiles;
+    if (s > kt / (tma ? SPLIT_MIN_KT_TMA : SPLIT_MIN_KT_MMA))
+        s = kt / (tma ? SPLIT_MIN_KT_TMA : SPLIT_MIN_KT_MMA);
+    if (s > SPLIT_MAX)
+        s = SPLIT_MAX;
+    while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
+        s--;
+    if (s < 2)
+        return;
+    per = (kt + s - 1) / s; /* the kernel's share per split; no empty split */
+    s = (kt + per - 1) / per;
+    if (s < 2)
+        return;
+    p->splits = (int)s;
+    if (tma) {
+        p->wgmma = 1;
+        p->tma = 1;
+        p->wg_bn = 128;
+        p->wg_stages = 4;
     }
 }
 
@@ -231,7 +300,9 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_BN", p->wg_bn);
         add_def(d, "TK_STAGES", p->wg_stages);
         add_def(d, "TK_ALIGNED", 1);
-        add_def(d, "TK_VEC_OUT", p->vec_out);
+        add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
+        if (p->splits > 1)
+            add_def(d, "TK_SPLITK", 1);
         d->desc.options = wg_opts;
         d->desc.n_options = 1;
     } else {
@@ -242,13 +313,36 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_WN", p->tile.wn);
         add_def(d, "TK_STAGES", p->tile.stages);
         add_def(d, "TK_ALIGNED", p->aligned);
-        add_def(d, "TK_VEC_OUT", p->vec_out);
+        add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
+        if (p->splits > 1)
+            add_def(d, "TK_SPLITK", 1);
     }
     if (policy == TK_POLICY_EXACT) {
         add_def(d, "TK_M", p->M);
         add_def(d, "TK_N", p->N);
         add_def(d, "TK_K", p->K);
     }
+}
+
+/* The split-K reduction kernel for p's output type (shape at run time under
+ * both policies: it is a plain element-wise pass). */
+static void build_reduce_desc(const gemm_plan *p, gemm_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->desc.source_name = "gemm_f16";
+    d->desc.entry = "tk_gemm_f16";
+    d->desc.defines = d->defs;
+    add_def(d, "TK_GEMM_REDUCE", 1);
+    add_def(d, "TK_OUT_F16", p->out_f16);
+}
+
+#define REDUCE_THREADS 256u
+
+static int64_t reduce_blocks(const gemm_plan *p)
+{
+    const int64_t quads = (p->M * p->N + 3) / 4;
+    const int64_t b = (quads + REDUCE_THREADS - 1) / REDUCE_THREADS;
+    return b < NV_SMS * 16 ? b : NV_SMS * 16;
 }
 
 static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, unsigned *smem)
@@ -271,6 +365,10 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
     *threads = (unsigned)(p->tile.wm * p->tile.wn * 32);
     *smem = (unsigned)(p->tile.stages * (p->tile.bm + p->tile.bn) * p->tile.bk * 2);
 }
+
+static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, int64_t blocks,
+                             unsigned threads, unsigned smem, const void *d_a, const void *d_b,
+                             void *d_c, int64_t ldc, void *stream);
 
 /* Validates, plans and launches. The operand names are the op's own. */
 static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
@@ -322,8 +420,9 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     plan_target(ctx, &p);
     plan_alignment(&p, d_a, d_b, d_c);
     plan_wgmma(&p);
+    plan_split(&p);
     launch_dims(&p, &blocks, &threads, &smem);
-    if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
+    if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, p.splits)) != TK_OK)
         return st;
     if (p.K / 16 > INT32_MAX) /* the kernels count K tiles in 32-bit */
         return tk__fail(ctx, TK_UNSUPPORTED,
@@ -334,28 +433,63 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     st = tk__op_kernel(ctx, &d.desc, &kernel, NULL, NULL);
     if (st != TK_OK)
         return st;
+    if (p.splits > 1) {
+        /* Both kernels first, so a compile failure enqueues nothing. */
+        gemm_desc rd;
+        tk_kernel *reduce = NULL;
+        void *ws = NULL;
+        build_reduce_desc(&p, &rd);
+        st = tk__op_kernel(ctx, &rd.desc, &reduce, NULL, NULL);
+        if (st != TK_OK)
+            return st;
+        st = tk__op_workspace_acquire(ctx, stream,
+                                      (size_t)p.splits * (size_t)p.M * (size_t)p.N * 4u, &ws);
+        if (st != TK_OK)
+            return st;
+        st = gemm_launch(ctx, &p, kernel, blocks, threads, smem, d_a, d_b, ws, p.N, stream);
+        if (st == TK_OK) {
+            const unsigned rgrid[3] = {(unsigned)reduce_blocks(&p), 1, 1};
+            const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};
+            long long m = p.M, n = p.N, lc = p.ldc;
+            int splits = p.splits;
+            void *rargs[] = {&ws, &d_c, &m, &n, &lc, &splits};
+            st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);
+        }
+        tk__op_workspace_release();
+        return st;
+    }
+    return gemm_launch(ctx, &p, kernel, blocks, threads, smem, d_a, d_b, d_c, p.ldc, stream);
+}
+
+/* Launches the GEMM kernel of p into c (leading dimension ldc: the output's,
+ * or N for the split-K workspace). */
+static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, int64_t blocks,
+                             unsigned threads, unsigned smem, const void *d_a, const void *d_b,
+                             void *d_c, int64_t ldc, void *stream)
+{
+    tk_status st;
     {
-        const unsigned grid[3] = {(unsigned)blocks, 1, 1};
+        const unsigned grid[3] = {(unsigned)blocks, (unsigned)p->splits, 1};
         const unsigned block[3] = {threads, 1, 1};
-        long long m = p.M, n = p.N, k = p.K, la = p.lda, lb = p.ldb, lc = p.ldc;
-        if (p.tma) {
+        long long m = p->M, n = p->N, k = p->K, la = p->lda, lb = p->ldb, lc = ldc;
+        if (p->tma) {
             /* Stored operands as row-major matrices; boxes of 64 columns (128
              * bytes, the swizzle width) by the kernel's rows per copy. */
             gemm_tmap ma, mb;
-            if (p.a_kmajor)
-                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p.M, (uint64_t)p.K,
-                                        (uint64_t)p.lda * 2, 64, 128);
+            if (p->a_kmajor)
+                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p->M, (uint64_t)p->K,
+                                        (uint64_t)p->lda * 2, 64, 128);
             else
-                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p.K, (uint64_t)p.M,
-                                        (uint64_t)p.lda * 2, 64, 64);
+                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p->K, (uint64_t)p->M,
+                                        (uint64_t)p->lda * 2, 64, 64);
             if (st != TK_OK)
                 return st;
-            if (p.b_kmajor)
-                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p.N, (uint64_t)p.K,
-                                        (uint64_t)p.ldb * 2, 64, (unsigned)p.wg_bn);
+            if (p->b_kmajor)
+                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p->N, (uint64_t)p->K,
+                                        (uint64_t)p->ldb * 2, 64, (unsigned)p->wg_bn);
             else
-                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p.K, (uint64_t)p.N,
-                                        (uint64_t)p.ldb * 2, 64, 64);
+                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p->K, (uint64_t)p->N,
+                                        (uint64_t)p->ldb * 2, 64, 64);
             if (st != TK_OK)
                 return st;
             void *targs[] = {ma.b, mb.b, (void *)&d_c, &m, &n, &k, &lc};
@@ -408,7 +542,14 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
     plan_target(ctx, &p);
     plan_alignment(&p, NULL, NULL, NULL);
     plan_wgmma(&p);
+    plan_split(&p);
     build_desc(&p, tk_context_policy(ctx), &d);
+    {
+        tk_status st = tk__op_kernel(ctx, &d.desc, NULL, n_compiled, n_cached);
+        if (st != TK_OK || p.splits < 2)
+            return st;
+    }
+    build_reduce_desc(&p, &d);
     return tk__op_kernel(ctx, &d.desc, NULL, n_compiled, n_cached);
 }
 

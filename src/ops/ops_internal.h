@@ -61,4 +61,12 @@ tk_status tk__op_check_grid(tk_context *ctx, const char *op, int64_t blocks, uns
 /* Short text of the context's policy: "exact" / "generic". */
 const char *tk__op_policy_name(tk_policy policy);
 
+/* The device workspace of (ctx, stream), at least need bytes, shared by the
+ * operators (src/ops/embedding.c; freed by tk__ops_context_release). On TK_OK
+ * the workspace lock is held: enqueue the work that uses *out, then call
+ * tk__op_workspace_release(). On failure the lock is not held. Growing it
+ * syncs the stream before the old buffer is freed. */
+tk_status tk__op_workspace_acquire(tk_context *ctx, void *stream, size_t need, void **out);
+void tk__op_workspace_release(void);
+
 #endif

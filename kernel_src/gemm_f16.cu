@@ -58,6 +58,12 @@ typedef long long tk_i64;
 #ifndef TK_SPLITK
 #define TK_SPLITK 0
 #endif
+// TMA kernel epilogue: 1 stages each warpgroup's tile in the (then free)
+// shared-memory ring and writes rows with 16-byte stores; 0 stores the
+// accumulator pairs straight from registers (4 or 8 bytes per thread).
+#ifndef TK_EPI_SMEM
+#define TK_EPI_SMEM 1
+#endif
 #if defined(TK_GEMM_REDUCE) && !defined(TK_GEMM_NO_ENTRY)
 #define TK_GEMM_NO_ENTRY 1
 #endif
@@ -767,6 +773,67 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     }
     wait<0>();
     fence_regs<NACC>(acc);
+    if (TK_EPI_SMEM) {
+        // Short-K shapes (grad_b with K = the op's M) are bound by this write:
+        // the register layout gives each warp 8 rows x 16-32 bytes per store,
+        // staged rows go out as whole 16-byte vectors, a warp per 512 bytes.
+        constexpr int ES = OUT16 ? 2 : 4;
+        // Row padding: the pair stores of 8 rows hit distinct banks (16 bytes
+        // shift 4 banks a row for 4-byte pairs, 32 bytes 8 banks for 8-byte).
+        constexpr int STRIDE = BN * ES + (OUT16 ? 16 : 32);
+        constexpr int CH = BN * ES / 16, PER = 16 / ES;
+        static_assert(2 * 64 * STRIDE <= STAGES * STAGE_BYTES, "staging exceeds the ring");
+        // Both consumer warpgroups are past their last wgmma (and the producer
+        // past its last copy) before either overwrites the ring.
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        const unsigned st = sbase + cw * 64 * STRIDE;
+        const int rl = warp_in_wg * 16 + (lane >> 2);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const unsigned off =
+                    st + (unsigned)((rl + 8 * h) * STRIDE + (j * 8 + (lane & 3) * 2) * ES);
+                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+                if (OUT16)
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off), "r"(tkg::pack_h2(v0, v1))
+                                 : "memory");
+                else
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off), "f"(v0), "f"(v1)
+                                 : "memory");
+            }
+        }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+        const bool v16 = VEC && ((unsigned long long)C % 16 == 0) && ((ldc * ES) % 16 == 0);
+        for (int i = tid & 127; i < 64 * CH; i += 128) {
+            const int row = i / CH, ch = i % CH;
+            const tk_i64 r = m0 + cw * 64 + row, c = n0 + ch * PER;
+            if (r >= M)
+                break; // rows grow with i
+            unsigned x0, x1, x2, x3;
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                         : "r"(st + (unsigned)(row * STRIDE + ch * 16))
+                         : "memory");
+            char *out = (char *)C + (r * ldc + c) * ES;
+            if (v16 && c + PER <= N) {
+                *(uint4 *)out = make_uint4(x0, x1, x2, x3);
+            } else {
+                const unsigned xs[4] = {x0, x1, x2, x3};
+#pragma unroll
+                for (int e = 0; e < PER; ++e) {
+                    if (c + e >= N)
+                        break;
+                    if (OUT16)
+                        ((unsigned short *)out)[e] =
+                            (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
+                    else
+                        ((unsigned *)out)[e] = xs[e];
+                }
+            }
+        }
+        return;
+    }
     const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -65,6 +65,18 @@ static const gemm_tile nv_tiles[] = {
 #define TK_GEMM_SPLITK 1
 #endif
 #define SPLIT_MAX 16
+/* TMA kernel epilogue staged through shared memory (TK_EPI_SMEM in the
+ * kernel); build with -DTK_GEMM_EPI_SMEM=0 for the register-pair stores. */
+#ifndef TK_GEMM_EPI_SMEM
+#define TK_GEMM_EPI_SMEM 1
+#endif
+/* Shapes left unsplit with at least this many 128x128 tiles (but too few for
+ * the large tile) run the TMA kernel with 128x128 tiles instead of mma.sync
+ * (1024^3: 64 tiles); 0: never. Off: on an H100 1024^3 took the same time
+ * on both kernels (15.3 vs 15.4 us fwd, bench/NOTES-gemm.md). */
+#ifndef TK_GEMM_TMA_MIN_TILES
+#define TK_GEMM_TMA_MIN_TILES 0
+#endif
 /* K tiles per split at least: 16 of 64 (1024 of K) on the TMA kernel, 8 of BK
  * (256-512) on mma.sync. On an H100 (bench/NOTES-gemm.md) 1024^3 split in
  * two 512-long halves on the TMA kernel ran 0.48-0.62 of cuBLAS against
@@ -205,10 +217,19 @@ static void plan_split(gemm_plan *p)
         s--;
     if (s < 2)
         return;
-    per = (kt + s - 1) / s; /* the kernel's share per split; no empty split */
-    s = (kt + per - 1) / per;
-    if (s < 2)
+    if (s >= 2) {
+        per = (kt + s - 1) / s; /* the kernel's share per split; no empty split */
+        s = (kt + per - 1) / per;
+    }
+    if (s < 2) {
+        if (tma && TK_GEMM_TMA_MIN_TILES > 0 && tiles >= TK_GEMM_TMA_MIN_TILES) {
+            p->wgmma = 1;
+            p->tma = 1;
+            p->wg_bn = 128;
+            p->wg_stages = 4;
+        }
         return;
+    }
     p->splits = (int)s;
     if (tma) {
         p->wgmma = 1;
@@ -303,6 +324,8 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
         if (p->splits > 1)
             add_def(d, "TK_SPLITK", 1);
+        if (p->tma && !TK_GEMM_EPI_SMEM)
+            add_def(d, "TK_EPI_SMEM", 0);
         d->desc.options = wg_opts;
         d->desc.n_options = 1;
     } else {

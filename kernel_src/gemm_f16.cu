@@ -825,8 +825,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
                     if (c + e >= N)
                         break;
                     if (OUT16)
-                        ((unsigned short *)out)[e] =
-                            (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
+                        ((unsigned short *)out)[e] = (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
                     else
                         ((unsigned *)out)[e] = xs[e];
                 }

@@ -563,6 +563,48 @@ __device__ __forceinline__ void mma(float *d, unsigned long long da, unsigned lo
         mma_n128<TA, TB>(d, da, db);
 }
 
+// Register epilogue shared by the wgmma kernels. Accumulator layout (per warp
+// of a warpgroup, 16 rows): register 4j+2h+e holds row rbase + 8h, column
+// n0 + 8j + 2*(lane%4) + e.
+template <int BN, bool OUT16, bool VEC, int NACC>
+__device__ __forceinline__ void store_acc_regs(const float (&acc)[NACC], void *C, tk_i64 ldc,
+                                               tk_i64 M, tk_i64 N, tk_i64 rbase, tk_i64 n0,
+                                               int lane)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const tk_i64 r = rbase + h * 8;
+        if (r >= M)
+            continue;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const tk_i64 c = n0 + j * 8 + (lane & 3) * 2;
+            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+            if (OUT16) {
+                unsigned short *out = (unsigned short *)C + r * ldc + c;
+                if (VEC && c + 1 < N) {
+                    *(unsigned *)out = tkg::pack_h2(v0, v1);
+                } else {
+                    if (c < N)
+                        out[0] = tkg::to_h(v0);
+                    if (c + 1 < N)
+                        out[1] = tkg::to_h(v1);
+                }
+            } else {
+                float *out = (float *)C + r * ldc + c;
+                if (VEC && c + 1 < N) {
+                    *(float2 *)out = make_float2(v0, v1);
+                } else {
+                    if (c < N)
+                        out[0] = v0;
+                    if (c + 1 < N)
+                        out[1] = v1;
+                }
+            }
+        }
+    }
+}
+
 template <int BM, int BN, int BK, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
 __device__ __forceinline__ void
 gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict__ B, void *C,
@@ -651,41 +693,8 @@ gemm_body(const unsigned short *__restrict__ A, const unsigned short *__restrict
     fence_regs<NACC>(acc);
     tkg::cp_async_wait<0>();
 
-    // Accumulator layout (per warp of the warpgroup, 16 rows): register
-    // 4j+2h+e holds row 8h + lane/4, column 8j + 2*(lane%4) + e.
-    const tk_i64 rbase = m0 + wg * 64 + warp_in_wg * 16 + (lane >> 2);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const tk_i64 r = rbase + h * 8;
-        if (r >= M)
-            continue;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const tk_i64 c = n0 + j * 8 + (lane & 3) * 2;
-            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-            if (OUT16) {
-                unsigned short *out = (unsigned short *)C + r * ldc + c;
-                if (VEC && c + 1 < N) {
-                    *(unsigned *)out = tkg::pack_h2(v0, v1);
-                } else {
-                    if (c < N)
-                        out[0] = tkg::to_h(v0);
-                    if (c + 1 < N)
-                        out[1] = tkg::to_h(v1);
-                }
-            } else {
-                float *out = (float *)C + r * ldc + c;
-                if (VEC && c + 1 < N) {
-                    *(float2 *)out = make_float2(v0, v1);
-                } else {
-                    if (c < N)
-                        out[0] = v0;
-                    if (c + 1 < N)
-                        out[1] = v1;
-                }
-            }
-        }
-    }
+    store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, m0 + wg * 64 + warp_in_wg * 16 + (lane >> 2),
+                                   n0, lane);
 }
 
 /* ---- TMA variant (TK_WGMMA=2): the same MMA and smem layout, loads by the
@@ -833,39 +842,8 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         }
         return;
     }
-    const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const tk_i64 r = rbase + h * 8;
-        if (r >= M)
-            continue;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const tk_i64 c = n0 + j * 8 + (lane & 3) * 2;
-            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-            if (OUT16) {
-                unsigned short *out = (unsigned short *)C + r * ldc + c;
-                if (VEC && c + 1 < N) {
-                    *(unsigned *)out = tkg::pack_h2(v0, v1);
-                } else {
-                    if (c < N)
-                        out[0] = tkg::to_h(v0);
-                    if (c + 1 < N)
-                        out[1] = tkg::to_h(v1);
-                }
-            } else {
-                float *out = (float *)C + r * ldc + c;
-                if (VEC && c + 1 < N) {
-                    *(float2 *)out = make_float2(v0, v1);
-                } else {
-                    if (c < N)
-                        out[0] = v0;
-                    if (c + 1 < N)
-                        out[1] = v1;
-                }
-            }
-        }
-    }
+    store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2),
+                                   n0, lane);
 }
 
 // Dynamic shared memory: STAGES * (128 + BN) * 64 * 2 + 2048 bytes (1 KiB of

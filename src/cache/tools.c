@@ -148,6 +148,28 @@ static char *view_strings(const tk__entry_view *v, const char *ptrs[TK__ENTRY_N_
     return s;
 }
 
+/* The public view of one entry; every pointer borrowed from the caller's. */
+static void fill_info(tk_cache_entry_info *info, const char *hex, const char *path,
+                      const char *const s[TK__ENTRY_N_STRINGS], const tk__entry_view *v,
+                      const struct stat *st, int read_only_tier)
+{
+    memset(info, 0, sizeof(*info));
+    info->key_hex = hex;
+    info->path = path;
+    info->kernel = s[0];
+    info->source = s[1];
+    info->backend = s[2];
+    info->arch = s[3];
+    info->compiler = s[4];
+    info->options = s[5];
+    info->payload_size = v->payload_size;
+    info->file_size = (uint64_t)st->st_size;
+    info->created = v->created;
+    info->last_used = (int64_t)st->st_mtim.tv_sec;
+    info->resources = v->resources;
+    info->read_only_tier = read_only_tier;
+}
+
 /* ------------------------------------------------------------------- list */
 
 typedef struct list_ctx {
@@ -175,21 +197,7 @@ static int list_one(void *p, const char *path, enum file_kind kind, const char *
     char *strings = strcmp(fp, hex) == 0 ? view_strings(&v, s) : NULL;
     if (strings) {
         tk_cache_entry_info info;
-        memset(&info, 0, sizeof(info));
-        info.key_hex = hex;
-        info.path = path;
-        info.kernel = s[0];
-        info.source = s[1];
-        info.backend = s[2];
-        info.arch = s[3];
-        info.compiler = s[4];
-        info.options = s[5];
-        info.payload_size = v.payload_size;
-        info.file_size = (uint64_t)st.st_size;
-        info.created = v.created;
-        info.last_used = (int64_t)st.st_mtim.tv_sec;
-        info.resources = v.resources;
-        info.read_only_tier = c->read_only_tier;
+        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier);
         stop = c->visit(c->user, &info);
     } else if (strcmp(fp, hex) == 0) {
         c->status = TK_OUT_OF_MEMORY;
@@ -271,7 +279,8 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
     memset(&c, 0, sizeof(c));
     c.s.max_bytes = cache->max_size;
     int stopped = 0;
-    if (cache->root_state == TK__ROOT_OK && walk_tier(cache->fmt_dir, stats_one, &c, &stopped) != TK_OK)
+    if (cache->root_state == TK__ROOT_OK &&
+        walk_tier(cache->fmt_dir, stats_one, &c, &stopped) != TK_OK)
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
     *out = c.s;
     return TK_OK;
@@ -280,8 +289,8 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
 /* ----------------------------------------------------------------- verify */
 
 /* Reads and fully checks one entry file; *bytes is malloc'd on success. */
-static tk_status read_entry_file(const char *path, int user_tier, const char *hex,
-                                 uint8_t **bytes, size_t *len, tk__entry_view *v, const char **why)
+static tk_status read_entry_file(const char *path, int user_tier, const char *hex, uint8_t **bytes,
+                                 size_t *len, tk__entry_view *v, const char **why)
 {
     *why = "unreadable";
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -496,21 +505,7 @@ static int select_one(export_ctx *c, const char *path, const char *hex)
     int take = 0;
     if (strings) {
         tk_cache_entry_info info;
-        memset(&info, 0, sizeof(info));
-        info.key_hex = hex;
-        info.path = path;
-        info.kernel = s[0];
-        info.source = s[1];
-        info.backend = s[2];
-        info.arch = s[3];
-        info.compiler = s[4];
-        info.options = s[5];
-        info.payload_size = v.payload_size;
-        info.file_size = (uint64_t)st.st_size;
-        info.created = v.created;
-        info.last_used = (int64_t)st.st_mtim.tv_sec;
-        info.resources = v.resources;
-        info.read_only_tier = c->read_only_tier;
+        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier);
         take = c->select(c->user, &info) != 0;
     } else {
         c->status = TK_OUT_OF_MEMORY;
@@ -540,8 +535,8 @@ static int export_one(void *p, const char *path, enum file_kind kind, const char
     uint8_t lenbuf[8];
     put_le(lenbuf, len, 8);
     if (write_all(c->f, lenbuf, 8) != 0 || write_all(c->f, bytes, len) != 0) {
-        c->status = tk__cache_fail(c->cache, TK_IO_ERROR, "cannot write the bundle: %s",
-                                   strerror(errno));
+        c->status =
+            tk__cache_fail(c->cache, TK_IO_ERROR, "cannot write the bundle: %s", strerror(errno));
         free(bytes);
         return 1;
     }
@@ -658,8 +653,7 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
         goto done;
     }
     if (cache->disabled || !cache->writable) {
-        st = tk__cache_fail(cache, TK_IO_ERROR, "the cache under %s is not writable",
-                            cache->root);
+        st = tk__cache_fail(cache, TK_IO_ERROR, "the cache under %s is not writable", cache->root);
         goto done;
     }
     uint64_t count = get_le(head + 16, 8);
@@ -750,12 +744,23 @@ tk_status tk_parse_size(const char *text, uint64_t *out)
     }
     int shift = 0;
     switch (toupper((unsigned char)*p)) {
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 'T': shift = 40; break;
-    case 'P': shift = 50; break;
-    default: break;
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    case 'P':
+        shift = 50;
+        break;
+    default:
+        break;
     }
     if (shift) {
         p++;

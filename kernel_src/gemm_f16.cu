@@ -21,8 +21,10 @@
 //                                          ld % 8 == 0 (cp.async path);
 //                                          0: scalar loads, any alignment
 //   TK_VEC_OUT                             1: C pointer and ldc allow paired stores
-//   TK_M, TK_N, TK_K (optional)            exact policy: shape baked in; the
-//                                          run-time arguments are then ignored
+//   TK_M, TK_N, TK_K (each optional)       dimensions baked in (exact policy:
+//                                          all three; stable: the two that are
+//                                          not the token count); the baked
+//                                          ones' run-time arguments are ignored
 //   TK_SPLITK (optional, NVIDIA)           split-K: block row blockIdx.y of
 //                                          gridDim.y sums its share of the K
 //                                          tiles and writes fp32 partials to
@@ -921,7 +923,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
 #ifdef TK_M
     M = TK_M;
+#endif
+#ifdef TK_N
     N = TK_N;
+#endif
+#ifdef TK_K
     K = TK_K;
 #endif
     if (TK_SPLITK)
@@ -945,7 +951,11 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
 #ifdef TK_M
     M = TK_M;
+#endif
+#ifdef TK_N
     N = TK_N;
+#endif
+#ifdef TK_K
     K = TK_K;
 #endif
     tkw::gemm_body<128, TK_BN, 64, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0, TK_OUT_F16 != 0,
@@ -960,7 +970,11 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
     extern __shared__ __align__(128) unsigned char tk_gemm_smem[];
 #ifdef TK_M
     M = TK_M;
+#endif
+#ifdef TK_N
     N = TK_N;
+#endif
+#ifdef TK_K
     K = TK_K;
 #endif
     if (TK_SPLITK)
@@ -1047,7 +1061,11 @@ extern "C" __global__ void __launch_bounds__(256)
 {
 #ifdef TK_M
     M = TK_M;
+#endif
+#ifdef TK_N
     N = TK_N;
+#endif
+#ifdef TK_K
     K = TK_K;
 #endif
     const unsigned short *A = (const unsigned short *)Av;

@@ -175,6 +175,14 @@ typedef struct tk_check_report {
     char *device;
     char *arch;
     char *policy;
+    /* Build mode (tk_build_mode) during the first, untimed run: calls served
+     * by a fallback kernel, background builds pending right after it and done
+     * before the timed run (which waits for them), time the run waited for
+     * compiles. Both runs' outputs are checked. */
+    uint64_t fallback_calls;
+    uint64_t builds_done;
+    uint64_t builds_pending;
+    double wait_ms;
 } tk_check_report;
 
 TK_API void tk_check_report_free(tk_check_report *report);

@@ -69,7 +69,8 @@ TK_API const char *tk_version_string(void);
     X(MISALIGNED, 13, "pointer or leading dimension not aligned")                          \
     X(OVERFLOW, 14, "size arithmetic overflows")                                           \
     X(OUT_OF_TOLERANCE, 15, "result outside tolerance")                                    \
-    X(INTERNAL, 16, "internal error")
+    X(INTERNAL, 16, "internal error")                                                      \
+    X(TIMEOUT, 17, "timed out")
 
 typedef enum tk_status {
 #define TK__STATUS_ENUM(name, value, text) TK_##name = value,
@@ -103,11 +104,28 @@ typedef enum tk_backend_kind {
     TK_BACKEND_STUB = 3  /* testing: compiles nothing real, counts calls */
 } tk_backend_kind;
 
-/* Specialisation policy of the operators. */
+/* Specialisation policy of the operators (what each op bakes, per op, is
+ * written down in tokitai/ops.h, "Specialisation policies"). */
 typedef enum tk_policy {
-    TK_POLICY_EXACT = 0,  /* shape baked into each kernel: fastest, compile per shape */
-    TK_POLICY_GENERIC = 1 /* run-time shapes: one compile per variant, any shape */
+    TK_POLICY_EXACT = 0,   /* every dimension baked, the moving ones too: a compile
+                            * per distinct shape (per token count in a MoE step) */
+    TK_POLICY_GENERIC = 1, /* nothing baked: one compile per variant, any shape */
+    TK_POLICY_STABLE = 2   /* the default: the dimensions a model keeps fixed
+                            * (weights, vocabulary, hidden size) baked, the ones that
+                            * move every step (tokens, rows) at run time */
 } tk_policy;
+
+/* How an operator call gets a kernel that is not ready (not in memory, not
+ * on disk). */
+typedef enum tk_build_mode {
+    /* The default: when a more generic kernel that serves the call is
+     * available, the call runs with it at once and the specialised one is
+     * built by a background worker; later calls use it once it is ready.
+     * The caller waits only when no usable kernel exists at all. */
+    TK_BUILD_ASYNC = 0,
+    /* Every call compiles (and waits for) the kernel it prefers. */
+    TK_BUILD_SYNC = 1
+} tk_build_mode;
 
 /* Options for a context or a cache. Not thread-safe; may be destroyed as soon
  * as the context or cache using it has been created (everything is copied). */
@@ -137,8 +155,19 @@ TK_API tk_status tk_config_set_device(tk_config *cfg, int ordinal);
 /* Offline target ("sm_90", "gfx90a", "gfx90a:sramecc+:xnack-"): the context
  * compiles for it with no device present and cannot launch. NULL: the device. */
 TK_API tk_status tk_config_set_target(tk_config *cfg, const char *target);
-/* Operator specialisation policy (default TK_POLICY_EXACT). */
+/* Operator specialisation policy (default TK_POLICY_STABLE;
+ * $TOKITAI_JIT_POLICY=exact|stable|generic overrides the default only). */
 TK_API tk_status tk_config_set_policy(tk_config *cfg, tk_policy policy);
+/* Operator build mode (default TK_BUILD_ASYNC; $TOKITAI_JIT_BUILD=sync|async
+ * overrides the default only). User kernels (tk_kernel_get) always build
+ * synchronously: the library has no fallback for them. */
+TK_API tk_status tk_config_set_build_mode(tk_config *cfg, tk_build_mode mode);
+/* Background builds: at most `workers` threads (0: the default, 2; always 1
+ * on the HIP backend, whose hipRTC serialises compiles in a process) and at
+ * most `queue` builds waiting (0: the default, 64). A request beyond the
+ * queue is dropped, not waited for: the call runs on its fallback and the
+ * kernel is asked for again by a later call. */
+TK_API tk_status tk_config_set_build_limits(tk_config *cfg, unsigned workers, unsigned queue);
 /* Log callback; user is passed back unchanged and must outlive every context
  * made from this config. NULL disables the callback. */
 TK_API tk_status tk_config_set_log(tk_config *cfg, tk_log_fn fn, void *user);
@@ -274,10 +303,29 @@ typedef struct tk_context_stats {
     uint64_t load_failures; /* entries the driver refused */
     uint64_t cache_errors;  /* corrupt entries, unwritable folders... */
     double compile_seconds; /* total time in the compiler */
+    /* Dynamic shapes (tk_build_mode). A training loop asserts "no waits after
+     * warm-up" with waits and wait_seconds. */
+    uint64_t fallback_calls; /* operator calls served by a more generic kernel
+                              * while the preferred one was not ready */
+    uint64_t builds_queued;  /* background builds accepted */
+    uint64_t builds_done;    /* background builds finished (failed ones included) */
+    uint64_t builds_pending; /* queued or running now (not reset) */
+    uint64_t waits;          /* calls whose thread compiled, or waited for a compile */
+    double wait_seconds;     /* total time those calls spent on it */
+    uint64_t sync_compiles;  /* compiles on callers' threads (compiles - background) */
+    uint64_t builds_failed;  /* background builds that failed (never retried) */
+    uint64_t builds_dropped; /* requests refused because the queue was full */
 } tk_context_stats;
 
 TK_API tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out);
 TK_API void tk_context_reset_stats(tk_context *ctx);
+
+/* Blocks until no background build is queued or running on ctx (operators in
+ * TK_BUILD_ASYNC mode), so that every kernel asked for so far is ready (or
+ * has failed to build; failures are logged and counted in builds_failed).
+ * timeout_ms < 0: no limit. Returns TK_OK when idle, TK_TIMEOUT when the
+ * timeout passed first. Thread-safe. */
+TK_API tk_status tk_context_wait_builds(tk_context *ctx, int timeout_ms);
 
 /* ---------------------------------------------------------------- kernels */
 

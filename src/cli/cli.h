@@ -47,6 +47,8 @@ typedef struct tk__cli_opts {
     uint64_t seed;
     int have_policy;
     tk_policy policy;
+    int have_build_mode;
+    tk_build_mode build_mode; /* --build-mode */
     const char *manifest;  /* --manifest FILE; NULL: the embedded default */
     const char *arch_list; /* --arch LIST */
     const char *ops_list;  /* --ops LIST */

@@ -54,6 +54,11 @@ int tk__cmd_run(const tk__cli_opts *opts)
         tk__cli_error("--policy: not accepted by the library");
         return TK__EXIT_FAIL;
     }
+    if (opts->have_build_mode && tk_config_set_build_mode(cfg, opts->build_mode) != TK_OK) {
+        tk_config_destroy(cfg);
+        tk__cli_error("--build-mode: not accepted by the library");
+        return TK__EXIT_FAIL;
+    }
     tk_context *ctx = NULL;
     char why[1024] = "";
     tk_status st = tk_context_create(cfg, &ctx, why, sizeof why);

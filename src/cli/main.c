@@ -42,7 +42,11 @@ static const char usage_text[] =
     "  --shape DIMS       --run: sizes as 512x1024x4096 or 512,1024,4096, in the op's\n"
     "                     order (gemm: M,N,K; softmax: rows,cols; embedding: V,D,Q)\n"
     "  --seed N           --run: random seed (default 1)\n"
-    "  --policy P         --run, --precompile: exact or generic specialisation\n"
+    "  --policy P         --run, --precompile: specialisation policy: stable\n"
+    "                     (default: weights baked, token counts at run time),\n"
+    "                     exact (everything baked) or generic (nothing baked)\n"
+    "  --build-mode M     --run: async (default: a generic kernel serves while the\n"
+    "                     specialised one builds in the background) or sync\n"
     "  --manifest FILE    --precompile: manifest to use (default: the built-in\n"
     "                     manifest for the 0.7B MoE training workload)\n"
     "  --arch LIST        --precompile, --export: targets such as sm_80,sm_90,gfx90a\n"
@@ -56,11 +60,11 @@ static const char usage_text[] =
     "\n"
     "Manifest (plain text, one directive a line, '#' starts a comment):\n"
     "  arch sm_90 gfx90a                  targets (--arch overrides)\n"
-    "  policy exact                       exact, generic, or both\n"
+    "  policy stable                      stable (default), exact, generic, or several\n"
     "  gemm_f16_fwd M=512..16384:x2 N=1024,3072 K=1024\n"
     "                                     an operator and every dimension: lists,\n"
     "                                     ranges A..B:xF (geometric) or A..B:+S;\n"
-    "                                     optional policy=exact|generic\n"
+    "                                     optional policy=stable|exact|generic\n"
     "  kernel FILE ENTRY [-DNAME[=VALUE]]... [OPTION]...\n"
     "                                     a user kernel (FILE relative to the\n"
     "                                     manifest)\n"
@@ -75,6 +79,8 @@ static const char usage_text[] =
     "  TOKITAI_JIT_CACHE_MAX_SIZE  size limit (default 5G)\n"
     "  TOKITAI_JIT_CACHE_DISABLE   1: no disk cache\n"
     "  TOKITAI_JIT_BACKEND         cuda, hip or stub: force a backend\n"
+    "  TOKITAI_JIT_POLICY          stable, exact or generic: default policy\n"
+    "  TOKITAI_JIT_BUILD           async or sync: default operator build mode\n"
     "  TOKITAI_JIT_LOG             1, info, debug or warn: library log on stderr\n"
     "\n"
     "Exit codes:\n"
@@ -119,6 +125,7 @@ static const opt_spec specs[] = {
     {"--shape", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--seed", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--policy", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN) | C(TK__CMD_PRECOMPILE)},
+    {"--build-mode", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--manifest", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     {"--arch", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
     {"--ops", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
@@ -192,11 +199,23 @@ static int apply_value(tk__cli_opts *o, const opt_spec *s, const char *v)
             o->policy = TK_POLICY_EXACT;
         } else if (strcmp(v, "generic") == 0) {
             o->policy = TK_POLICY_GENERIC;
+        } else if (strcmp(v, "stable") == 0) {
+            o->policy = TK_POLICY_STABLE;
         } else {
-            tk__cli_error("--policy: bad value '%s' (exact or generic)", v);
+            tk__cli_error("--policy: bad value '%s' (stable, exact or generic)", v);
             return -1;
         }
         o->have_policy = 1;
+    } else if (strcmp(n, "--build-mode") == 0) {
+        if (strcmp(v, "async") == 0) {
+            o->build_mode = TK_BUILD_ASYNC;
+        } else if (strcmp(v, "sync") == 0) {
+            o->build_mode = TK_BUILD_SYNC;
+        } else {
+            tk__cli_error("--build-mode: bad value '%s' (async or sync)", v);
+            return -1;
+        }
+        o->have_build_mode = 1;
     } else if (strcmp(n, "--manifest") == 0) {
         o->manifest = v;
     } else if (strcmp(n, "--arch") == 0) {

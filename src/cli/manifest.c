@@ -202,11 +202,13 @@ static int parse_op_line(parser *p, tk_op op, char **tok, int ntok)
                     policies |= 1u << TK_POLICY_EXACT;
                 else if (strcmp(v, "generic") == 0)
                     policies |= 1u << TK_POLICY_GENERIC;
+                else if (strcmp(v, "stable") == 0)
+                    policies |= 1u << TK_POLICY_STABLE;
                 else
-                    return fail(p, v, "unknown policy (exact or generic)");
+                    return fail(p, v, "unknown policy (stable, exact or generic)");
             }
             if (!policies)
-                return fail(p, tok[t], "names no policy (exact, generic, or exact,generic)");
+                return fail(p, tok[t], "names no policy (stable, exact, generic, or a list)");
             continue;
         }
         char *eq = strchr(tok[t], '=');
@@ -301,14 +303,16 @@ static int parse_policy_line(parser *p, char **tok, int ntok)
     if (m->policies)
         return fail(p, tok[0], "policy already given on line %d", m->policy_line);
     if (ntok < 2)
-        return fail(p, tok[0], "names no policy (exact, generic, or both)");
+        return fail(p, tok[0], "names no policy (stable, exact, generic, or several)");
     for (int t = 1; t < ntok; t++) {
         if (strcmp(tok[t], "exact") == 0)
             m->policies |= 1u << TK_POLICY_EXACT;
         else if (strcmp(tok[t], "generic") == 0)
             m->policies |= 1u << TK_POLICY_GENERIC;
+        else if (strcmp(tok[t], "stable") == 0)
+            m->policies |= 1u << TK_POLICY_STABLE;
         else
-            return fail(p, tok[t], "unknown policy (exact or generic)");
+            return fail(p, tok[t], "unknown policy (stable, exact or generic)");
     }
     m->policy_line = p->line;
     return 0;

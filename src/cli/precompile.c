@@ -116,7 +116,7 @@ static tk_backend_kind backend_from_name(const char *name)
 
 static const char *policy_name(int policy)
 {
-    return policy == TK_POLICY_GENERIC ? "generic" : "exact";
+    return policy == TK_POLICY_GENERIC ? "generic" : policy == TK_POLICY_STABLE ? "stable" : "exact";
 }
 
 /* A config for an offline-target context (target NULL: the device). */
@@ -814,7 +814,7 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         s.policies = 1u << opts->policy;
         tk__manifest_clear_line_policies(&s.m);
     } else
-        s.policies = s.m.policies ? s.m.policies : 1u << TK_POLICY_EXACT;
+        s.policies = s.m.policies ? s.m.policies : 1u << TK_POLICY_STABLE;
 
     rc = resolve_targets(&s);
     if (rc != TK__EXIT_OK)
@@ -823,14 +823,14 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
 
     /* Items: target-major, then policy, then the manifest's order. --policy
      * overrides the manifest, "policy=" on a line overrides its "policy". */
-    s.items = calloc(s.n_targets * 2 * s.m.n_jobs + 1, sizeof *s.items);
+    s.items = calloc(s.n_targets * 3 * s.m.n_jobs + 1, sizeof *s.items);
     if (!s.items) {
         tk__cli_error("out of memory");
         goto done;
     }
     unsigned used = 0;
     for (size_t t = 0; t < s.n_targets; t++)
-        for (int pol = 0; pol < 2; pol++) {
+        for (int pol = 0; pol < 3; pol++) {
             for (size_t j = 0; j < s.m.n_jobs; j++) {
                 unsigned want = s.policies;
                 if (s.m.jobs[j].policies)
@@ -844,7 +844,7 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
                 used |= 1u << pol;
             }
         }
-    s.mixed_policies = used == 3u;
+    s.mixed_policies = (used & (used - 1u)) != 0; /* more than one policy */
 
     if (opts->dry_run) {
         for (size_t i = 0; i < s.n_items; i++) {

@@ -12,7 +12,8 @@ tk_status tk_config_create(tk_config **out)
     if (!cfg)
         return TK_OUT_OF_MEMORY;
     cfg->backend = TK_BACKEND_AUTO;
-    cfg->policy = TK_POLICY_EXACT;
+    cfg->policy = TK_POLICY_STABLE;
+    cfg->build_mode = TK_BUILD_ASYNC;
     cfg->log_level = TK_LOG_WARN;
     *out = cfg;
     return TK_OK;
@@ -106,9 +107,29 @@ tk_status tk_config_set_target(tk_config *cfg, const char *target)
 
 tk_status tk_config_set_policy(tk_config *cfg, tk_policy policy)
 {
-    if (!cfg || (policy != TK_POLICY_EXACT && policy != TK_POLICY_GENERIC))
+    if (!cfg || (policy != TK_POLICY_EXACT && policy != TK_POLICY_GENERIC &&
+                 policy != TK_POLICY_STABLE))
         return TK_INVALID_ARGUMENT;
     cfg->policy = policy;
+    cfg->policy_set = 1;
+    return TK_OK;
+}
+
+tk_status tk_config_set_build_mode(tk_config *cfg, tk_build_mode mode)
+{
+    if (!cfg || (mode != TK_BUILD_ASYNC && mode != TK_BUILD_SYNC))
+        return TK_INVALID_ARGUMENT;
+    cfg->build_mode = mode;
+    cfg->build_mode_set = 1;
+    return TK_OK;
+}
+
+tk_status tk_config_set_build_limits(tk_config *cfg, unsigned workers, unsigned queue)
+{
+    if (!cfg || workers > TK__MAX_BUILD_WORKERS || queue > 1u << 20)
+        return TK_INVALID_ARGUMENT;
+    cfg->build_workers = workers;
+    cfg->build_queue = queue;
     return TK_OK;
 }
 

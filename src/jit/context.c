@@ -97,6 +97,13 @@ static tk_status fail_v(tk_context *ctx, tk_status status, const char *log, cons
         return status;
     char head[2048];
     vsnprintf(head, sizeof head, fmt, ap);
+    if (tk__in_builder) {
+        /* A background build belongs to no call: its failure must not
+         * replace the message of whatever the caller did last. */
+        tk__log(ctx, TK_LOG_WARN, "background build: %s: %s%s%s", tk_status_str(status), head,
+                log ? "\n" : "", log ? log : "");
+        return status;
+    }
     size_t hl = strlen(head), ll = log ? strlen(log) : 0;
     char *msg = malloc(hl + ll + 2);
     if (msg) {
@@ -227,6 +234,29 @@ static void fill_cache_opts(const tk_config *cfg, tk__cache_opts *o)
     o->disabled = cfg->cache_disabled;
 }
 
+/* $TOKITAI_JIT_POLICY and $TOKITAI_JIT_BUILD replace defaults, never what
+ * the program set through the API. Unknown values are ignored (and logged
+ * once the context can log). */
+static void env_modes(tk_context *ctx, const tk_config *cfg)
+{
+    const char *v = getenv("TOKITAI_JIT_POLICY");
+    if (v && v[0] && !cfg->policy_set) {
+        if (strcmp(v, "exact") == 0)
+            ctx->policy = TK_POLICY_EXACT;
+        else if (strcmp(v, "generic") == 0)
+            ctx->policy = TK_POLICY_GENERIC;
+        else if (strcmp(v, "stable") == 0)
+            ctx->policy = TK_POLICY_STABLE;
+    }
+    v = getenv("TOKITAI_JIT_BUILD");
+    if (v && v[0] && !cfg->build_mode_set) {
+        if (strcmp(v, "sync") == 0)
+            ctx->build_mode = TK_BUILD_SYNC;
+        else if (strcmp(v, "async") == 0)
+            ctx->build_mode = TK_BUILD_ASYNC;
+    }
+}
+
 static tk_status context_init(tk_context *ctx, const tk_config *cfg)
 {
     if (pthread_mutex_init(&ctx->err_mu, NULL) != 0)
@@ -246,7 +276,24 @@ static tk_status context_init(tk_context *ctx, const tk_config *cfg)
         pthread_mutex_destroy(&ctx->err_mu);
         return TK_INTERNAL;
     }
+    if (pthread_mutex_init(&ctx->attach_mu, NULL) != 0) {
+        pthread_cond_destroy(&ctx->flight_cv);
+        pthread_mutex_destroy(&ctx->flight_mu);
+        pthread_mutex_destroy(&ctx->table_mu);
+        pthread_mutex_destroy(&ctx->err_mu);
+        return TK_INTERNAL;
+    }
+    if (tk__builder_init(ctx, cfg) != TK_OK) {
+        pthread_mutex_destroy(&ctx->attach_mu);
+        pthread_cond_destroy(&ctx->flight_cv);
+        pthread_mutex_destroy(&ctx->flight_mu);
+        pthread_mutex_destroy(&ctx->table_mu);
+        pthread_mutex_destroy(&ctx->err_mu);
+        return TK_INTERNAL;
+    }
     ctx->policy = cfg->policy;
+    ctx->build_mode = cfg->build_mode;
+    env_modes(ctx, cfg);
     ctx->log = cfg->log;
     ctx->log_user = cfg->log_user;
     ctx->log_level = cfg->log_level;
@@ -271,7 +318,8 @@ tk_status tk_context_create(const tk_config *cfg, tk_context **out, char *err, s
     if (!cfg) {
         memset(&defaults, 0, sizeof defaults);
         defaults.backend = TK_BACKEND_AUTO;
-        defaults.policy = TK_POLICY_EXACT;
+        defaults.policy = TK_POLICY_STABLE;
+        defaults.build_mode = TK_BUILD_ASYNC;
         defaults.log_level = TK_LOG_WARN;
         cfg = &defaults;
     }
@@ -361,13 +409,28 @@ void tk_context_destroy(tk_context *ctx)
 {
     if (!ctx)
         return;
-    /* Operator workspaces first, while the device can still free them. */
-    tk__ops_context_release(ctx);
+    /* Background builds first (queued ones cancelled, running ones finished),
+     * then the upper layers' state, while the device can still free memory. */
+    tk__builder_stop(ctx);
+    for (;;) {
+        pthread_mutex_lock(&ctx->attach_mu);
+        tk__attachment *a = ctx->attachments;
+        if (a)
+            ctx->attachments = a->next;
+        pthread_mutex_unlock(&ctx->attach_mu);
+        if (!a)
+            break;
+        if (a->destroy)
+            a->destroy(ctx, a->data);
+        free(a);
+    }
     tk__kernels_destroy(ctx);
     if (ctx->be && ctx->has_device)
         ctx->be->device_close(ctx->dev);
     tk_cache_close(ctx->cache);
     free(ctx->last_error);
+    tk__builder_destroy(ctx);
+    pthread_mutex_destroy(&ctx->attach_mu);
     pthread_cond_destroy(&ctx->flight_cv);
     pthread_mutex_destroy(&ctx->flight_mu);
     pthread_mutex_destroy(&ctx->table_mu);
@@ -392,7 +455,45 @@ const char *tk_context_compiler(const tk_context *ctx)
 
 tk_policy tk_context_policy(const tk_context *ctx)
 {
-    return ctx ? ctx->policy : TK_POLICY_EXACT;
+    return ctx ? ctx->policy : TK_POLICY_STABLE;
+}
+
+tk_status tk__ctx_attach(tk_context *ctx, const void *tag, void *data,
+                         void (*destroy)(tk_context *ctx, void *data))
+{
+    if (!ctx || !tag)
+        return TK_INVALID_ARGUMENT;
+    tk__attachment *a = calloc(1, sizeof *a);
+    if (!a)
+        return TK_OUT_OF_MEMORY;
+    a->tag = tag;
+    a->data = data;
+    a->destroy = destroy;
+    pthread_mutex_lock(&ctx->attach_mu);
+    for (const tk__attachment *x = ctx->attachments; x; x = x->next) {
+        if (x->tag == tag) {
+            pthread_mutex_unlock(&ctx->attach_mu);
+            free(a);
+            return TK_INVALID_ARGUMENT;
+        }
+    }
+    a->next = ctx->attachments;
+    ctx->attachments = a;
+    pthread_mutex_unlock(&ctx->attach_mu);
+    return TK_OK;
+}
+
+void *tk__ctx_attached(tk_context *ctx, const void *tag)
+{
+    void *data = NULL;
+    if (!ctx)
+        return NULL;
+    pthread_mutex_lock(&ctx->attach_mu);
+    for (const tk__attachment *x = ctx->attachments; x; x = x->next)
+        if (x->tag == tag)
+            data = x->data;
+    pthread_mutex_unlock(&ctx->attach_mu);
+    return data;
 }
 
 int tk__ctx_has_device(const tk_context *ctx)
@@ -414,6 +515,15 @@ tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
         .load_failures = LOAD(n_load_failures),
         .cache_errors = LOAD(n_cache_errors),
         .compile_seconds = (double)LOAD(compile_ns) / 1e9,
+        .fallback_calls = LOAD(n_fallback_calls),
+        .builds_queued = LOAD(n_builds_queued),
+        .builds_done = LOAD(n_builds_done),
+        .builds_pending = tk__builder_pending((tk_context *)ctx),
+        .waits = LOAD(n_waits),
+        .wait_seconds = (double)LOAD(wait_ns) / 1e9,
+        .sync_compiles = LOAD(n_sync_compiles),
+        .builds_failed = LOAD(n_builds_failed),
+        .builds_dropped = LOAD(n_builds_dropped),
     };
     *out = s;
     return TK_OK;
@@ -426,7 +536,11 @@ void tk_context_reset_stats(tk_context *ctx)
         return;
     uint64_t *fields[] = {&ctx->n_memory_hits,      &ctx->n_disk_hits, &ctx->n_compiles,
                           &ctx->n_compile_failures, &ctx->n_loads,     &ctx->n_load_failures,
-                          &ctx->n_cache_errors,     &ctx->compile_ns};
+                          &ctx->n_cache_errors,     &ctx->compile_ns,
+                          &ctx->n_fallback_calls,   &ctx->n_builds_queued,
+                          &ctx->n_builds_done,      &ctx->n_waits,
+                          &ctx->wait_ns,            &ctx->n_sync_compiles,
+                          &ctx->n_builds_failed,    &ctx->n_builds_dropped};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         __atomic_store_n(fields[i], 0, __ATOMIC_RELAXED);
 }

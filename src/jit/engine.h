@@ -30,9 +30,35 @@ tk_status tk__tensor_map_f16(tk_context *ctx, void *out, const void *base, uint6
 /* Embedded kernel source by name, or NULL. Static storage. */
 const char *tk__embedded_source(const char *name, size_t *len);
 
-/* Implemented by the operator layer (src/ops/embedding.c): frees the device
- * workspaces the operators keep for ctx. tk_context_destroy must call it
- * first, while the context can still free memory. Safe for any context. */
-void tk__ops_context_release(tk_context *ctx);
+/* ------------------------------------------------ state of upper layers */
+
+/* Attaches data to ctx under tag (any address the caller owns, compared by
+ * identity). tk_context_destroy calls destroy(ctx, data) for each attachment,
+ * newest first, before anything else is torn down: the device can still free
+ * memory then. TK_INVALID_ARGUMENT when tag is already attached. Thread-safe. */
+tk_status tk__ctx_attach(tk_context *ctx, const void *tag, void *data,
+                         void (*destroy)(tk_context *ctx, void *data));
+/* The data attached under tag, or NULL. Thread-safe. */
+void *tk__ctx_attached(tk_context *ctx, const void *tag);
+
+/* --------------------------------------------------- background builds */
+
+/* Build mode of the context (tk_config_set_build_mode). */
+tk_build_mode tk__ctx_build_mode(const tk_context *ctx);
+
+/* The kernel for desc (an embedded source) when it is ready: in memory, or
+ * on disk (loaded now; no compile). Otherwise queues a background build of
+ * it (once: a build already queued, running, or failed before is not asked
+ * again) and returns TK_NOT_FOUND without recording an error, so that the
+ * caller serves the call with a more generic kernel. Other statuses are
+ * real failures (recorded). */
+tk_status tk__kernel_get_or_queue(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
+
+/* The kernel for desc when it is in memory or on disk; TK_NOT_FOUND (not
+ * recorded) otherwise. Never compiles. */
+tk_status tk__kernel_find(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
+
+/* Counts one operator call served by a fallback kernel. */
+void tk__ctx_count_fallback(tk_context *ctx);
 
 #endif

@@ -33,10 +33,43 @@ struct tk_config {
     int device;
     char *target;
     tk_policy policy;
+    int policy_set; /* set through the API: the environment does not override it */
+    tk_build_mode build_mode;
+    int build_mode_set;
+    unsigned build_workers, build_queue; /* 0: defaults */
     tk_log_fn log;
     void *log_user;
     tk_log_level log_level;
 };
+
+/* Most background build threads a context may have. */
+#define TK__MAX_BUILD_WORKERS 16
+
+/* One background build request (builder.c): a deep copy of an operator's
+ * kernel descriptor (embedded sources only). */
+typedef struct tk__job tk__job;
+
+/* Background builds of one context (builder.c). Everything under mu. */
+typedef struct tk__builder {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* workers: a job arrived, or stopping */
+    pthread_cond_t idle_cv; /* tk_context_wait_builds: nothing queued or running */
+    tk__job *head, *tail;   /* the queue, oldest first */
+    tk__job **known;        /* buckets: queued, running and failed jobs by hash */
+    size_t n_queued, n_running;
+    pthread_t workers[TK__MAX_BUILD_WORKERS];
+    int n_workers, max_workers;
+    size_t max_queue;
+    int stopping;
+} tk__builder;
+
+/* State an upper layer attached to a context (tk__ctx_attach). */
+typedef struct tk__attachment {
+    const void *tag;
+    void *data;
+    void (*destroy)(tk_context *ctx, void *data);
+    struct tk__attachment *next;
+} tk__attachment;
 
 struct tk_kernel {
     uint64_t mhash; /* memory-table hash of the descriptor (content) */
@@ -102,6 +135,14 @@ struct tk_context {
     /* Counters: __atomic builtins. */
     uint64_t n_memory_hits, n_disk_hits, n_compiles, n_compile_failures, n_loads, n_load_failures,
         n_cache_errors, compile_ns;
+    uint64_t n_fallback_calls, n_builds_queued, n_builds_done, n_builds_failed, n_builds_dropped, n_waits, wait_ns, n_sync_compiles;
+
+    tk_build_mode build_mode;
+    tk__builder builder;
+
+    /* Upper layers' state (tk__ctx_attach), destroyed first, newest first. */
+    pthread_mutex_t attach_mu;
+    tk__attachment *attachments;
 
     /* In-memory table: open addressing on mhash. Readers take no lock: the
      * table pointer and the slots are read with acquire loads, writers
@@ -127,6 +168,24 @@ tk_status tk__fail_with_log(tk_context *ctx, tk_status status, const char *log, 
 
 /* Frees every kernel of the context (context destruction). */
 void tk__kernels_destroy(tk_context *ctx);
+
+/* Set on background build threads: their failures are logged, never written
+ * to the context's last error, and their compiles are not callers' waits. */
+extern _Thread_local int tk__in_builder;
+
+/* builder.c: set up (limits from cfg and the backend) and tear down: stop
+ * cancels what is queued and joins the workers (each finishes the build it
+ * is running). */
+tk_status tk__builder_init(tk_context *ctx, const tk_config *cfg);
+void tk__builder_stop(tk_context *ctx);
+void tk__builder_destroy(tk_context *ctx);
+/* Number of builds queued or running. */
+uint64_t tk__builder_pending(tk_context *ctx);
+/* 1 when desc (memory-table hash h) is queued, running, or failed before. */
+int tk__builder_known(tk_context *ctx, uint64_t h, const tk_kernel_desc *desc);
+/* Queues a background build of desc unless known; drops it (counted) when the
+ * queue is full. Never waits for a build. */
+void tk__builder_request(tk_context *ctx, uint64_t h, const tk_kernel_desc *desc);
 
 /* Test hooks: a stream of the context's device created through the loaded
  * vendor runtime (CUDA: cuStreamCreate; HIP: hipStreamCreate; stub: a dummy). */

@@ -261,7 +261,7 @@ void tk__kernels_destroy(tk_context *ctx)
  * hash h, then registers node for it. When check is set and the kernel
  * appeared in the table meanwhile, returns it instead (nothing registered). */
 static tk_kernel *flight_enter(tk_context *ctx, uint64_t h, const tk_kernel_desc *d, int check,
-                               tk__flight *node)
+                               tk__flight *node, int *waited)
 {
     pthread_mutex_lock(&ctx->flight_mu);
     for (;;) {
@@ -277,6 +277,8 @@ static tk_kernel *flight_enter(tk_context *ctx, uint64_t h, const tk_kernel_desc
             f = f->next;
         if (!f)
             break;
+        if (waited)
+            *waited = 1;
         pthread_cond_wait(&ctx->flight_cv, &ctx->flight_mu);
     }
     node->mhash = h;
@@ -619,13 +621,20 @@ static int disk_lookup(tk_context *ctx, const prep *p, obtained *o)
     return 1;
 }
 
+/* Compiles run on this thread (wait accounting in tk_kernel_get). */
+static _Thread_local uint64_t thread_compiles;
+
 /* Disk cache, else (under the cross-process key lock, looking again) compile
- * and store. force_compile skips the lookups (after a refused load). */
+ * and store. force_compile skips the lookups (after a refused load);
+ * no_compile stops after the first lookup with TK_NOT_FOUND, recording
+ * nothing. */
 static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const prep *p,
-                             int force_compile, obtained *o)
+                             int force_compile, int no_compile, obtained *o)
 {
     if (!force_compile && disk_lookup(ctx, p, o))
         return TK_OK;
+    if (no_compile)
+        return TK_NOT_FOUND;
 
     tk__cache_lock *lock = NULL;
     if (tk__cache_lock_key(ctx->cache, &p->key, &lock) != TK_OK)
@@ -641,6 +650,9 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
     tk_status st = ctx->be->compile(ctx->target, p->file, p->full.p, p->opts, p->n_opts, &code, &e);
     double secs = now_seconds() - t0;
     count(&ctx->n_compiles, 1);
+    thread_compiles++;
+    if (!tk__in_builder)
+        count(&ctx->n_sync_compiles, 1);
     count(&ctx->compile_ns, (uint64_t)(secs * 1e9));
     if (st != TK_OK) {
         tk__cache_unlock(lock);
@@ -765,9 +777,10 @@ static tk_kernel *kernel_new(const tk_kernel_desc *d, const prep *p, uint64_t h)
     return k;
 }
 
-/* The whole slow path for one kernel; *out on success. */
+/* The whole slow path for one kernel; *out on success. no_compile: disk
+ * only, TK_NOT_FOUND (not recorded) on a miss. */
 static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_t h, uint64_t alias,
-                               tk_kernel **out)
+                               int no_compile, tk_kernel **out)
 {
     prep p;
     obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};
@@ -779,7 +792,7 @@ static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_
         goto fail;
 
     for (int attempt = 0;; attempt++) {
-        st = obtain_code(ctx, d, &p, attempt > 0, &o);
+        st = obtain_code(ctx, d, &p, attempt > 0, no_compile && attempt == 0, &o);
         if (st != TK_OK)
             goto fail;
         if (!ctx->has_device)
@@ -854,6 +867,53 @@ fail:
 
 /* ------------------------------------------------------------ public API */
 
+/* Memory table (by address, then by text for a user source); *hc gets the
+ * content hash. */
+static tk_kernel *memory_find(tk_context *ctx, const tk_kernel_desc *desc, uint64_t h, uint64_t *hc)
+{
+    tk_kernel *k = table_find(ctx, h, desc);
+    *hc = h;
+    if (k || !desc->source)
+        return k;
+    /* Not known by this address: look it up by its text. */
+    *hc = desc_hash(desc, 1);
+    k = table_find(ctx, *hc, desc);
+    if (k)
+        table_alias(ctx, h, k);
+    return k;
+}
+
+/* The slow path: single flight, then disk (and, unless no_compile, compile).
+ * Callers' threads account the time as a wait when a compile happened on
+ * this thread or they waited for another thread's compile. */
+static tk_status get_slow(tk_context *ctx, const tk_kernel_desc *desc, uint64_t h, uint64_t hc,
+                          int no_compile, tk_kernel **out)
+{
+    tk__flight node;
+    int waited = 0;
+    const uint64_t compiles_before = thread_compiles;
+    const double t0 = now_seconds();
+    tk_status st = TK_OK;
+    tk_kernel *k = flight_enter(ctx, hc, desc, 1, &node, &waited);
+    if (k) {
+        /* Another thread obtained it while this one waited. */
+        if (hc != h)
+            table_alias(ctx, h, k);
+        count(&ctx->n_memory_hits, 1);
+    } else {
+        st = obtain_kernel(ctx, desc, hc, h, no_compile, &k);
+        flight_leave(ctx, &node);
+    }
+    if (!tk__in_builder &&
+        (thread_compiles != compiles_before || (waited && k && k->origin == TK_ORIGIN_COMPILED))) {
+        count(&ctx->n_waits, 1);
+        count(&ctx->wait_ns, (uint64_t)((now_seconds() - t0) * 1e9));
+    }
+    if (st == TK_OK)
+        *out = k;
+    return st;
+}
+
 tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out)
 {
     if (!ctx || !out)
@@ -863,6 +923,37 @@ tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
         return tk__fail(ctx, TK_INVALID_ARGUMENT,
                         "tk_kernel_get: the descriptor needs an entry point and exactly one of "
                         "source_name and source, and no NULL define names or options");
+    uint64_t h = desc_hash(desc, 0), hc;
+    tk_kernel *k = memory_find(ctx, desc, h, &hc);
+    if (k) {
+        count(&ctx->n_memory_hits, 1);
+        *out = k;
+        return TK_OK;
+    }
+    return get_slow(ctx, desc, h, hc, 0, out);
+}
+
+tk_status tk__kernel_find(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out)
+{
+    if (!ctx || !out || !desc_pointers_ok(desc))
+        return ctx ? tk__fail(ctx, TK_INVALID_ARGUMENT, "tk__kernel_find: bad descriptor")
+                   : TK_INVALID_ARGUMENT;
+    uint64_t h = desc_hash(desc, 0), hc;
+    tk_kernel *k = memory_find(ctx, desc, h, &hc);
+    if (k) {
+        count(&ctx->n_memory_hits, 1);
+        *out = k;
+        return TK_OK;
+    }
+    return get_slow(ctx, desc, h, hc, 1, out);
+}
+
+tk_status tk__kernel_get_or_queue(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out)
+{
+    if (!ctx || !out || !desc_pointers_ok(desc) || !desc->source_name)
+        return ctx ? tk__fail(ctx, TK_INVALID_ARGUMENT,
+                              "tk__kernel_get_or_queue: needs an embedded source")
+                   : TK_INVALID_ARGUMENT;
     uint64_t h = desc_hash(desc, 0);
     tk_kernel *k = table_find(ctx, h, desc);
     if (k) {
@@ -870,35 +961,24 @@ tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
         *out = k;
         return TK_OK;
     }
-    uint64_t hc = h;
-    if (desc->source) {
-        /* Not known by this address: look it up by its text. */
-        hc = desc_hash(desc, 1);
-        k = table_find(ctx, hc, desc);
-        if (k) {
-            table_alias(ctx, h, k);
-            count(&ctx->n_memory_hits, 1);
-            *out = k;
-            return TK_OK;
-        }
-    }
-
-    tk__flight node;
-    k = flight_enter(ctx, hc, desc, 1, &node);
-    if (k) {
-        /* Another thread obtained it while this one waited. */
-        if (hc != h)
-            table_alias(ctx, h, k);
-        count(&ctx->n_memory_hits, 1);
-        *out = k;
-        return TK_OK;
-    }
-    tk_status st = obtain_kernel(ctx, desc, hc, h, &k);
-    flight_leave(ctx, &node);
-    if (st != TK_OK)
+    /* Being built (or known not to build): no disk probe, no flight wait. */
+    if (tk__builder_known(ctx, h, desc))
+        return TK_NOT_FOUND;
+    tk_status st = get_slow(ctx, desc, h, h, 1, out);
+    if (st != TK_NOT_FOUND)
         return st;
-    *out = k;
-    return TK_OK;
+    tk__builder_request(ctx, h, desc);
+    return TK_NOT_FOUND;
+}
+
+void tk__ctx_count_fallback(tk_context *ctx)
+{
+    count(&ctx->n_fallback_calls, 1);
+}
+
+tk_build_mode tk__ctx_build_mode(const tk_context *ctx)
+{
+    return ctx ? ctx->build_mode : TK_BUILD_SYNC;
 }
 
 tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out)
@@ -976,12 +1056,12 @@ tk_status tk_kernel_precompile(tk_context *ctx, const tk_kernel_desc *desc, tk_o
                         "one of source_name and source");
     uint64_t h = desc_hash(desc, 1);
     tk__flight node;
-    flight_enter(ctx, h, desc, 0, &node);
+    flight_enter(ctx, h, desc, 0, &node, NULL);
     prep p;
     obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};
     tk_status st = prep_build(ctx, desc, &p);
     if (st == TK_OK)
-        st = obtain_code(ctx, desc, &p, 0, &o);
+        st = obtain_code(ctx, desc, &p, 0, 0, &o);
     prep_free(&p);
     flight_leave(ctx, &node);
     free(o.code);

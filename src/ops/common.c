@@ -3,7 +3,9 @@
  * naming the op and the argument, operator identities, the precompile
  * dispatch and the kernel getter that counts where kernels came from.
  */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops_internal.h"
@@ -94,7 +96,14 @@ tk_status tk__op_check_grid(tk_context *ctx, const char *op, int64_t blocks, uns
 
 const char *tk__op_policy_name(tk_policy policy)
 {
-    return policy == TK_POLICY_GENERIC ? "generic" : "exact";
+    switch (policy) {
+    case TK_POLICY_GENERIC:
+        return "generic";
+    case TK_POLICY_STABLE:
+        return "stable";
+    default:
+        return "exact";
+    }
 }
 
 /* ------------------------------------------------------------ identities */
@@ -209,6 +218,17 @@ const tk__op_trace *tk__op_trace_get(void)
     return &op_trace;
 }
 
+static void trace_record(const tk_kernel_desc *desc, tk_kernel *k, int fallback)
+{
+    if (op_trace.n_kernels++ == 0) {
+        op_trace.first = k;
+        snprintf(op_trace.source_name, sizeof op_trace.source_name, "%s",
+                 desc->source_name != NULL ? desc->source_name : "user");
+    }
+    if (fallback)
+        op_trace.n_fallback++;
+}
+
 tk_status tk__op_kernel(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel,
                         unsigned *n_compiled, unsigned *n_cached)
 {
@@ -231,11 +251,7 @@ tk_status tk__op_kernel(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
             return st;
         if (tk_kernel_get_info(k, &info) == TK_OK)
             origin = info.origin;
-        if (op_trace.n_kernels++ == 0) {
-            op_trace.first = k;
-            snprintf(op_trace.source_name, sizeof op_trace.source_name, "%s",
-                     desc->source_name != NULL ? desc->source_name : "user");
-        }
+        trace_record(desc, k, 0);
         *kernel = k;
     }
     if (origin == TK_ORIGIN_COMPILED) {
@@ -245,4 +261,197 @@ tk_status tk__op_kernel(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
         (*n_cached)++;
     }
     return TK_OK;
+}
+
+tk_status tk__op_kernel_ready(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel)
+{
+    tk_kernel *k = NULL;
+    tk_status st;
+    if (!tk__ctx_has_device(ctx) || tk__ctx_build_mode(ctx) == TK_BUILD_SYNC)
+        return tk__op_kernel(ctx, desc, kernel, NULL, NULL);
+    st = tk__kernel_get_or_queue(ctx, desc, &k);
+    if (st != TK_OK)
+        return st;
+    trace_record(desc, k, 0);
+    *kernel = k;
+    return TK_OK;
+}
+
+tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback, int compile,
+                                 tk_kernel **kernel)
+{
+    tk_kernel *k = NULL;
+    tk_status st = tk__kernel_find(ctx, fallback, &k);
+    if (st == TK_NOT_FOUND && compile)
+        st = tk_kernel_get(ctx, fallback, &k);
+    if (st != TK_OK)
+        return st;
+    trace_record(fallback, k, 1);
+    tk__ctx_count_fallback(ctx);
+    *kernel = k;
+    return TK_OK;
+}
+
+tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
+                             const tk_kernel_desc *fallback, int compile_fallback,
+                             tk_kernel **kernel, int *used_fallback)
+{
+    tk_status st;
+    *used_fallback = 0;
+    if (fallback == NULL)
+        return tk__op_kernel(ctx, best, kernel, NULL, NULL);
+    st = tk__op_kernel_ready(ctx, best, kernel);
+    if (st != TK_NOT_FOUND)
+        return st;
+    st = tk__op_kernel_fallback(ctx, fallback, compile_fallback, kernel);
+    if (st == TK_OK) {
+        *used_fallback = 1;
+        return TK_OK;
+    }
+    if (st != TK_NOT_FOUND)
+        return st;
+    /* Nothing usable yet: this call waits for the kernel it prefers (the
+     * queued build then finds it in memory). */
+    return tk__op_kernel(ctx, best, kernel, NULL, NULL);
+}
+
+/* ------------------------------------------------------------- workspace
+ *
+ * Device memory some operators need (embedding backward's sort keys, GEMM
+ * split-K partials), kept per (context, stream) in a set attached to the
+ * context and freed with it. Grown when too small, after a sync of that
+ * stream so that pending work using the old buffer has finished; never
+ * shrunk (bounded by the largest request: GEMM split-K caps its partials at
+ * 64 MiB, the embedding sort needs 8 bytes per query rounded up to a power of
+ * two). Keying by stream lets calls on different streams run concurrently
+ * without sharing a buffer; the set's lock is held from taking the buffer
+ * until the last launch is enqueued, so a concurrent call on the same stream
+ * cannot free it in between.
+ */
+
+typedef struct ws_entry {
+    void *stream;
+    void *ptr;
+    size_t size;
+} ws_entry;
+
+typedef struct ws_set {
+    pthread_mutex_t mu;
+    ws_entry *e;
+    size_t n, cap;
+    uint64_t bytes;
+} ws_set;
+
+static const char ws_tag = 'w';
+
+static void ws_destroy(tk_context *ctx, void *data)
+{
+    ws_set *set = data;
+    /* The caller's streams may be gone by now, so none is synced here: a
+     * context is destroyed after the work enqueued through it has finished,
+     * and the backend's free waits for the device as cuMemFree does. */
+    for (size_t i = 0; i < set->n; i++)
+        if (set->e[i].ptr != NULL)
+            (void)tk_mem_free(ctx, set->e[i].ptr);
+    free(set->e);
+    pthread_mutex_destroy(&set->mu);
+    free(set);
+}
+
+static ws_set *ws_set_get(tk_context *ctx)
+{
+    ws_set *set = tk__ctx_attached(ctx, &ws_tag);
+    if (set != NULL)
+        return set;
+    set = calloc(1, sizeof *set);
+    if (set == NULL)
+        return NULL;
+    if (pthread_mutex_init(&set->mu, NULL) != 0) {
+        free(set);
+        return NULL;
+    }
+    if (tk__ctx_attach(ctx, &ws_tag, set, ws_destroy) != TK_OK) {
+        /* Another thread attached one first (or no memory): use that. */
+        pthread_mutex_destroy(&set->mu);
+        free(set);
+        return tk__ctx_attached(ctx, &ws_tag);
+    }
+    return set;
+}
+
+/* set->mu held */
+static tk_status ws_get(tk_context *ctx, ws_set *set, void *stream, size_t need, void **out)
+{
+    ws_entry *e = NULL;
+    tk_status st;
+    for (size_t i = 0; i < set->n; i++)
+        if (set->e[i].stream == stream)
+            e = &set->e[i];
+    if (e == NULL) {
+        if (set->n == set->cap) {
+            size_t cap = set->cap ? set->cap * 2 : 4;
+            ws_entry *t = realloc(set->e, cap * sizeof *t);
+            if (t == NULL)
+                return tk__fail(ctx, TK_OUT_OF_MEMORY, "operator workspace: out of host memory");
+            set->e = t;
+            set->cap = cap;
+        }
+        e = &set->e[set->n++];
+        e->stream = stream;
+        e->ptr = NULL;
+        e->size = 0;
+    }
+    if (e->size < need) {
+        void *p = NULL;
+        size_t size = need < ((size_t)1 << 20) ? ((size_t)1 << 20) : need;
+        if (e->ptr != NULL) {
+            st = tk_stream_sync(ctx, stream);
+            if (st != TK_OK)
+                return st;
+            tk_mem_free(ctx, e->ptr);
+            set->bytes -= e->size;
+            e->ptr = NULL;
+            e->size = 0;
+        }
+        st = tk_mem_alloc(ctx, size, &p);
+        if (st != TK_OK)
+            return st;
+        e->ptr = p;
+        e->size = size;
+        set->bytes += size;
+    }
+    *out = e->ptr;
+    return TK_OK;
+}
+
+tk_status tk__op_workspace_acquire(tk_context *ctx, void *stream, size_t need, void **out)
+{
+    tk_status st;
+    ws_set *set = ws_set_get(ctx);
+    if (set == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "operator workspace: out of host memory");
+    pthread_mutex_lock(&set->mu);
+    st = ws_get(ctx, set, stream, need, out);
+    if (st != TK_OK)
+        pthread_mutex_unlock(&set->mu);
+    return st;
+}
+
+void tk__op_workspace_release(tk_context *ctx)
+{
+    ws_set *set = tk__ctx_attached(ctx, &ws_tag);
+    if (set != NULL)
+        pthread_mutex_unlock(&set->mu);
+}
+
+uint64_t tk__op_workspace_bytes(tk_context *ctx)
+{
+    uint64_t n = 0;
+    ws_set *set = tk__ctx_attached(ctx, &ws_tag);
+    if (set != NULL) {
+        pthread_mutex_lock(&set->mu);
+        n = set->bytes;
+        pthread_mutex_unlock(&set->mu);
+    }
+    return n;
 }

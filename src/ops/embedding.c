@@ -16,115 +16,13 @@
  * A very frequent row is summed by one block per column chunk (serial in q),
  * which is the price of the fixed order.
  *
- * Workspace: the sort needs 8 bytes per query (rounded up to a power of two).
- * It is kept per (context, stream) in a process-wide table under a mutex,
- * grown when too small (after a sync of that stream, so pending work that
- * uses the old buffer has finished) and freed by tk__ops_context_release,
- * which tk_context_destroy calls. Keying by stream lets calls on different
- * streams of one context run concurrently without sharing a buffer; the lock
- * is held from taking the buffer until the last launch is enqueued, so a
- * concurrent call on the same stream cannot free it in between.
+ * Workspace: the sort needs 8 bytes per query (rounded up to a power of two),
+ * from the operators' per-(context, stream) workspace (ops/common.c).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "ops/ops_internal.h"
-
-/* ------------------------------------------------------------- workspace */
-
-typedef struct ws_entry {
-    tk_context *ctx;
-    void *stream;
-    void *ptr;
-    size_t size;
-} ws_entry;
-
-static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
-static ws_entry *ws_table;
-static size_t ws_count, ws_cap;
-
-/* Called with ws_lock held. */
-static tk_status ws_get(tk_context *ctx, void *stream, size_t need, void **out)
-{
-    ws_entry *e = NULL;
-    tk_status st;
-    for (size_t i = 0; i < ws_count; i++)
-        if (ws_table[i].ctx == ctx && ws_table[i].stream == stream)
-            e = &ws_table[i];
-    if (e == NULL) {
-        if (ws_count == ws_cap) {
-            size_t cap = ws_cap ? ws_cap * 2 : 8;
-            ws_entry *t = realloc(ws_table, cap * sizeof *t);
-            if (t == NULL)
-                return tk__fail(ctx, TK_OUT_OF_MEMORY, "operator workspace: out of host memory");
-            ws_table = t;
-            ws_cap = cap;
-        }
-        e = &ws_table[ws_count++];
-        e->ctx = ctx;
-        e->stream = stream;
-        e->ptr = NULL;
-        e->size = 0;
-    }
-    if (e->size < need) {
-        void *p = NULL;
-        size_t size = need < ((size_t)1 << 20) ? ((size_t)1 << 20) : need;
-        if (e->ptr != NULL) {
-            st = tk_stream_sync(ctx, stream);
-            if (st != TK_OK)
-                return st;
-            tk_mem_free(ctx, e->ptr);
-            e->ptr = NULL;
-            e->size = 0;
-        }
-        st = tk_mem_alloc(ctx, size, &p);
-        if (st != TK_OK)
-            return st;
-        e->ptr = p;
-        e->size = size;
-    }
-    *out = e->ptr;
-    return TK_OK;
-}
-
-tk_status tk__op_workspace_acquire(tk_context *ctx, void *stream, size_t need, void **out)
-{
-    tk_status st;
-    pthread_mutex_lock(&ws_lock);
-    st = ws_get(ctx, stream, need, out);
-    if (st != TK_OK)
-        pthread_mutex_unlock(&ws_lock);
-    return st;
-}
-
-void tk__op_workspace_release(void)
-{
-    pthread_mutex_unlock(&ws_lock);
-}
-
-void tk__ops_context_release(tk_context *ctx)
-{
-    /* The caller's streams may be gone by now, so none is synced here: a
-     * context is destroyed after the work enqueued through it has finished,
-     * and the backend's free waits for the device as cuMemFree does. */
-    pthread_mutex_lock(&ws_lock);
-    for (size_t i = 0; i < ws_count;) {
-        if (ws_table[i].ctx == ctx) {
-            if (ws_table[i].ptr != NULL)
-                (void)tk_mem_free(ctx, ws_table[i].ptr);
-            ws_table[i] = ws_table[--ws_count];
-        } else {
-            i++;
-        }
-    }
-    if (ws_count == 0) {
-        free(ws_table);
-        ws_table = NULL;
-        ws_cap = 0;
-    }
-    pthread_mutex_unlock(&ws_lock);
-}
 
 /* ----------------------------------------------------------------- plans */
 
@@ -178,7 +76,7 @@ static void plan_make(tk_policy policy, int bwd, int64_t D, int64_t Q, unsigned 
     p->defs[p->n_defs++] = (tk_define){"TK_BLOCK", p->d_block};
     if (!bwd)
         p->defs[p->n_defs++] = (tk_define){"TK_TR", p->d_tr};
-    if (policy == TK_POLICY_EXACT)
+    if (policy != TK_POLICY_GENERIC)
         p->defs[p->n_defs++] = (tk_define){"TK_D", p->d_d};
 }
 
@@ -230,9 +128,10 @@ tk_status tk_embedding_f16_fwd(tk_context *ctx, int64_t V, int64_t D, const void
                                void *stream)
 {
     static const char op[] = "tk_embedding_f16_fwd";
-    emb_plan p;
+    emb_plan p, pg;
     tk_kernel *k = NULL;
-    tk_kernel_desc d;
+    tk_kernel_desc d, dg;
+    int used_fallback;
     tk_status st = tk__op_need_device(ctx, op);
     if (st == TK_OK)
         st = check_shape(ctx, op, V, D, Q);
@@ -249,12 +148,15 @@ tk_status tk_embedding_f16_fwd(tk_context *ctx, int64_t V, int64_t D, const void
     {
         const void *ptrs[2] = {d_weight, d_out};
         plan_make(tk_context_policy(ctx), 0, D, Q, tk__op_vec_width(D, ptrs, 2), &p);
+        plan_make(TK_POLICY_GENERIC, 0, D, Q, tk__op_vec_width(D, ptrs, 2), &pg);
     }
     st = tk__op_check_grid(ctx, op, p.blocks, p.block, 1);
     if (st != TK_OK)
         return st;
     d = plan_desc(&p);
-    st = tk__op_kernel(ctx, &d, &k, NULL, NULL);
+    dg = plan_desc(&pg);
+    st = tk__op_kernel_pick(ctx, &d, tk_context_policy(ctx) != TK_POLICY_GENERIC ? &dg : NULL, 0,
+                            &k, &used_fallback);
     if (st != TK_OK)
         return st;
     {
@@ -269,9 +171,10 @@ tk_status tk_embedding_f16_bwd(tk_context *ctx, int64_t V, int64_t D, void *d_gr
                                unsigned flags, uint32_t *d_bad_count, void *stream)
 {
     static const char op[] = "tk_embedding_f16_bwd";
-    emb_plan p;
+    emb_plan p, pg;
     tk_kernel *kg = NULL, *ks[4] = {NULL, NULL, NULL, NULL};
-    tk_kernel_desc d;
+    tk_kernel_desc d, dg;
+    int used_fallback;
     int64_t P = 1, L;
     void *ws = NULL;
     tk_status st = tk__op_need_device(ctx, op);
@@ -296,6 +199,7 @@ tk_status tk_embedding_f16_bwd(tk_context *ctx, int64_t V, int64_t D, void *d_gr
     {
         const void *ptrs[2] = {d_grad_weight, d_grad_out};
         plan_make(tk_context_policy(ctx), 1, D, Q, tk__op_vec_width(D, ptrs, 2), &p);
+        plan_make(TK_POLICY_GENERIC, 1, D, Q, tk__op_vec_width(D, ptrs, 2), &pg);
     }
     st = tk__op_check_grid(ctx, op, p.blocks, p.block, p.grid_y);
     if (st == TK_OK)
@@ -305,7 +209,10 @@ tk_status tk_embedding_f16_bwd(tk_context *ctx, int64_t V, int64_t D, void *d_gr
     /* Every kernel first (the gather first: it is the one reported by the
      * checked run), so a compile failure enqueues nothing. */
     d = plan_desc(&p);
-    st = tk__op_kernel(ctx, &d, &kg, NULL, NULL);
+    dg = plan_desc(&pg);
+    st = tk__op_kernel_pick(ctx, &d, tk_context_policy(ctx) != TK_POLICY_GENERIC ? &dg : NULL, 0,
+                            &kg, &used_fallback);
+    /* The sort kernels have no specialisation: one of each serves every call. */
     for (int i = 0; st == TK_OK && i < 4; i++) {
         d = sort_desc(sort_entries[i]);
         st = tk__op_kernel(ctx, &d, &ks[i], NULL, NULL);
@@ -313,8 +220,7 @@ tk_status tk_embedding_f16_bwd(tk_context *ctx, int64_t V, int64_t D, void *d_gr
     if (st != TK_OK)
         return st;
 
-    pthread_mutex_lock(&ws_lock);
-    st = ws_get(ctx, stream, (size_t)P * 8u, &ws);
+    st = tk__op_workspace_acquire(ctx, stream, (size_t)P * 8u, &ws);
     if (st == TK_OK) {
         unsigned b256[3] = {256, 1, 1}, b1024[3] = {1024, 1, 1};
         unsigned grid[3] = {(unsigned)((P + 255) / 256), 1, 1};
@@ -343,8 +249,8 @@ tk_status tk_embedding_f16_bwd(tk_context *ctx, int64_t V, int64_t D, void *d_gr
             void *a_gather[] = {&ws, &Q, &D, &d_grad_out, &d_grad_weight};
             st = tk_kernel_launch(ctx, kg, g2, b2, 0, stream, a_gather);
         }
+        tk__op_workspace_release(ctx);
     }
-    pthread_mutex_unlock(&ws_lock);
     return st;
 }
 

@@ -9,9 +9,21 @@
  * under the exact policy, the shape itself as defines.
  *
  * Policies: exact bakes M, N, K (one compile per shape, the compiler folds
- * the bounds); generic passes them at run time, so the set of kernels is
- * fixed (3 layouts x 4 tiles x 2 alignment variants x 2 store variants at
- * most) and a new shape never compiles. The tile choice is the same in both.
+ * the bounds); stable (the default) bakes the two weight dimensions, N and K
+ * of the op, and passes the token count M at run time (in kernel terms: the
+ * kernel's M for forward and grad_a, the reduction length for grad_b);
+ * generic passes all three at run time. Under stable and generic the set of
+ * kernels for given N and K is fixed: the variant (tile, wgmma or mma.sync,
+ * split-K or not, 128 or 256 columns) is a function of the shape, so the
+ * token counts fall into a few classes, one kernel each (tk_op_precompile
+ * compiles every class). The variant choice is the same under all policies.
+ *
+ * Fallback (TK_BUILD_ASYNC): while a call's kernel is being built, the call
+ * runs on the "universal" kernel of its layout: mma.sync with 64x64 tiles,
+ * nothing baked, no split, the call's alignment variant (the scalar AMD /
+ * portable kernel on those targets), which serves any shape. One per layout
+ * and alignment class, compiled once (a wait, the first time ever) and
+ * shared by every N and K.
  *
  * Split-K (NVIDIA, sm_80 and up): shapes with too few output tiles for the
  * chip and a long reduction run gridDim.y = splits block rows, each summing
@@ -97,6 +109,7 @@ static const gemm_tile nv_tiles[] = {
 /* One op expressed in the kernel's terms. */
 typedef struct gemm_plan {
     const char *op;
+    int moving; /* which kernel dim is the op's M (tokens): 0 = M, 2 = K */
     int64_t M, N, K;       /* kernel's M, N, K */
     int64_t lda, ldb, ldc; /* resolved */
     int a_kmajor, b_kmajor, out_f16;
@@ -246,16 +259,19 @@ static void plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
     switch (op) {
     case TK_OP_GEMM_F16_FWD: /* C[M,N] = A[M,K] B[K,N] */
         p->op = "tk_gemm_f16_fwd";
+        p->moving = 0;
         p->M = M, p->N = N, p->K = K;
         p->a_kmajor = 1, p->b_kmajor = 0, p->out_f16 = 0;
         break;
     case TK_OP_GEMM_F16_GRAD_A: /* grad_A[M,K] = grad_C[M,N] B[K,N]^T */
         p->op = "tk_gemm_f16_grad_a";
+        p->moving = 0;
         p->M = M, p->N = K, p->K = N;
         p->a_kmajor = 1, p->b_kmajor = 1, p->out_f16 = 1;
         break;
     default: /* grad_B[K,N] = A[M,K]^T grad_C[M,N] */
         p->op = "tk_gemm_f16_grad_b";
+        p->moving = 2;
         p->M = K, p->N = N, p->K = M;
         p->a_kmajor = 0, p->b_kmajor = 0, p->out_f16 = 1;
         break;
@@ -340,11 +356,34 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         if (p->splits > 1)
             add_def(d, "TK_SPLITK", 1);
     }
-    if (policy == TK_POLICY_EXACT) {
+    if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 0))
         add_def(d, "TK_M", p->M);
+    if (policy != TK_POLICY_GENERIC)
         add_def(d, "TK_N", p->N);
+    if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 2))
         add_def(d, "TK_K", p->K);
-    }
+}
+
+/* The universal plan of p's call: any shape, nothing baked (see the top). */
+static void plan_universal(const gemm_plan *p, gemm_plan *u)
+{
+    *u = *p;
+    u->wgmma = 0;
+    u->tma = 0;
+    u->splits = 1;
+    u->tile = nv_tiles[1];
+}
+
+/* 1 when two descriptions built by build_desc name the same kernel. */
+static int desc_same(const gemm_desc *a, const gemm_desc *b)
+{
+    if (a->desc.n_defines != b->desc.n_defines || a->desc.n_options != b->desc.n_options)
+        return 0;
+    for (size_t i = 0; i < a->desc.n_defines; i++)
+        if (strcmp(a->defs[i].name, b->defs[i].name) != 0 ||
+            strcmp(a->defs[i].value, b->defs[i].value) != 0)
+            return 0;
+    return 1;
 }
 
 /* The split-K reduction kernel for p's output type (shape at run time under
@@ -400,9 +439,9 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                           void *d_c, int64_t ldc, const char *c_name, const char *ldc_name,
                           void *stream)
 {
-    gemm_plan p;
-    gemm_desc d;
-    tk_kernel *kernel = NULL;
+    gemm_plan p, u;
+    gemm_desc d, ud, rd;
+    tk_kernel *kernel = NULL, *reduce = NULL;
     int64_t blocks;
     unsigned threads, smem;
     tk_status st;
@@ -453,18 +492,36 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                         (long long)p.K);
 
     build_desc(&p, tk_context_policy(ctx), &d);
-    st = tk__op_kernel(ctx, &d.desc, &kernel, NULL, NULL);
-    if (st != TK_OK)
-        return st;
-    if (p.splits > 1) {
-        /* Both kernels first, so a compile failure enqueues nothing. */
-        gemm_desc rd;
-        tk_kernel *reduce = NULL;
-        void *ws = NULL;
-        build_reduce_desc(&p, &rd);
-        st = tk__op_kernel(ctx, &rd.desc, &reduce, NULL, NULL);
+    plan_universal(&p, &u);
+    build_desc(&u, TK_POLICY_GENERIC, &ud);
+    {
+        int used_fallback = 0;
+        st = tk__op_kernel_pick(ctx, &d.desc, desc_same(&d, &ud) ? NULL : &ud.desc, 1, &kernel,
+                                &used_fallback);
         if (st != TK_OK)
             return st;
+        if (!used_fallback && p.splits > 1) {
+            /* Split-K needs its reduce kernel too: ready, or the universal
+             * kernel serves this call while it is built. */
+            build_reduce_desc(&p, &rd);
+            st = tk__op_kernel_ready(ctx, &rd.desc, &reduce);
+            if (st == TK_NOT_FOUND) {
+                st = tk__op_kernel_fallback(ctx, &ud.desc, 1, &kernel);
+                used_fallback = 1;
+            }
+            if (st != TK_OK)
+                return st;
+        }
+        if (used_fallback) {
+            p = u;
+            launch_dims(&p, &blocks, &threads, &smem);
+            if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
+                return st;
+        }
+    }
+    if (p.splits > 1) {
+        /* Both kernels first (above), so a compile failure enqueues nothing. */
+        void *ws = NULL;
         st = tk__op_workspace_acquire(ctx, stream,
                                       (size_t)p.splits * (size_t)p.M * (size_t)p.N * 4u, &ws);
         if (st != TK_OK)
@@ -478,7 +535,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
             void *rargs[] = {&ws, &d_c, &m, &n, &lc, &splits};
             st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);
         }
-        tk__op_workspace_release();
+        tk__op_workspace_release(ctx);
         return st;
     }
     return gemm_launch(ctx, &p, kernel, blocks, threads, smem, d_a, d_b, d_c, p.ldc, stream);
@@ -547,33 +604,102 @@ tk_status tk_gemm_f16_grad_b(tk_context *ctx, int64_t M, int64_t N, int64_t K, c
                     "d_grad_C", "ldgc", d_grad_B, ldgb, "d_grad_B", "ldgb", stream);
 }
 
+/* The plan of a packed call from an allocator (256-byte aligned pointers). */
+static void plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+{
+    plan_op(op, M, N, K, p);
+    p->lda = p->a_kmajor ? p->K : p->M;
+    p->ldb = p->b_kmajor ? p->K : p->N;
+    p->ldc = p->N;
+    plan_target(ctx, p);
+    plan_alignment(p, NULL, NULL, NULL);
+    plan_wgmma(p);
+    plan_split(p);
+}
+
+/* Token counts above this all take the same variant (128-row tiles fill the
+ * chip, split-K is never chosen); below it every value is planned. */
+#define M_CLASS_LIMIT (NV_SMS * 128 + 1024)
+
+/* Distinct kernels of a precompile (descriptions compared in full). */
+typedef struct desc_set {
+    gemm_desc d[64];
+    int n;
+} desc_set;
+
+static int desc_set_add(desc_set *set, const gemm_desc *d)
+{
+    for (int i = 0; i < set->n; i++)
+        if (strcmp(set->d[i].desc.entry, d->desc.entry) == 0 && desc_same(&set->d[i], d))
+            return 0;
+    if (set->n == (int)(sizeof set->d / sizeof set->d[0]))
+        return -1;
+    set->d[set->n] = *d;
+    /* the copy's defines must point into the copy */
+    set->d[set->n].desc.defines = set->d[set->n].defs;
+    for (size_t i = 0; i < d->desc.n_defines; i++)
+        set->d[set->n].defs[i].value = set->d[set->n].text[i];
+    set->n++;
+    return 1;
+}
+
+static void add_plan(desc_set *set, const gemm_plan *p, tk_policy policy)
+{
+    gemm_desc d;
+    build_desc(p, policy, &d);
+    desc_set_add(set, &d);
+    if (p->splits > 1) {
+        build_reduce_desc(p, &d);
+        desc_set_add(set, &d);
+    }
+}
+
+/* Under the exact policy, the kernels of exactly this shape. Under stable and
+ * generic, M (the token count) is not part of any kernel, only of the variant
+ * choice, so every kernel any M can use with these N and K is compiled: the
+ * variant of each M up to M_CLASS_LIMIT and beyond, plus the universal
+ * fallback of the layout. A warm cache then serves every token count a
+ * training run produces without a compile or a wait. */
 tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, unsigned *n_compiled,
                               unsigned *n_cached)
 {
-    gemm_plan p;
-    gemm_desc d;
+    const tk_policy policy = tk_context_policy(ctx);
+    gemm_plan p, u;
+    desc_set *set;
+    tk_status st = TK_OK;
 
     plan_op(op, dims[0], dims[1], dims[2], &p);
     if (tk__op_check_product(ctx, p.op, "M x K", dims[0], dims[2], 4) != TK_OK ||
         tk__op_check_product(ctx, p.op, "K x N", dims[2], dims[1], 4) != TK_OK ||
         tk__op_check_product(ctx, p.op, "M x N", dims[0], dims[1], 4) != TK_OK)
         return TK_OVERFLOW;
-    /* Packed operands from an allocator (256-byte aligned pointers). */
-    p.lda = p.a_kmajor ? p.K : p.M;
-    p.ldb = p.b_kmajor ? p.K : p.N;
-    p.ldc = p.N;
-    plan_target(ctx, &p);
-    plan_alignment(&p, NULL, NULL, NULL);
-    plan_wgmma(&p);
-    plan_split(&p);
-    build_desc(&p, tk_context_policy(ctx), &d);
-    {
-        tk_status st = tk__op_kernel(ctx, &d.desc, NULL, n_compiled, n_cached);
-        if (st != TK_OK || p.splits < 2)
-            return st;
+    set = calloc(1, sizeof *set);
+    if (set == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: out of memory", p.op);
+    if (policy == TK_POLICY_EXACT) {
+        plan_packed(ctx, op, dims[0], dims[1], dims[2], &p);
+        add_plan(set, &p, policy);
+    } else {
+        static const int64_t beyond[] = {M_CLASS_LIMIT * 2, (int64_t)1 << 20, (int64_t)1 << 24};
+        for (int64_t m = 1; m <= M_CLASS_LIMIT; m++) {
+            plan_packed(ctx, op, m, dims[1], dims[2], &p);
+            add_plan(set, &p, policy);
+        }
+        for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; i++) {
+            if (tk__op_check_product(ctx, p.op, "M x K", beyond[i], dims[2], 4) != TK_OK ||
+                tk__op_check_product(ctx, p.op, "M x N", beyond[i], dims[1], 4) != TK_OK)
+                break;
+            plan_packed(ctx, op, beyond[i], dims[1], dims[2], &p);
+            add_plan(set, &p, policy);
+        }
+        plan_packed(ctx, op, dims[0], dims[1], dims[2], &p);
+        plan_universal(&p, &u);
+        add_plan(set, &u, TK_POLICY_GENERIC);
     }
-    build_reduce_desc(&p, &d);
-    return tk__op_kernel(ctx, &d.desc, NULL, n_compiled, n_cached);
+    for (int i = 0; st == TK_OK && i < set->n; i++)
+        st = tk__op_kernel(ctx, &set->d[i].desc, NULL, n_compiled, n_cached);
+    free(set);
+    return st;
 }
 
 /* ------------------------------------------------------------ references

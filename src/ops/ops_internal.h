@@ -45,9 +45,28 @@ typedef struct tk__op_trace {
     const tk_kernel *first;
     char source_name[64];
     unsigned n_kernels;
+    unsigned n_fallback; /* kernels that stood in for a specialisation not ready */
 } tk__op_trace;
 void tk__op_trace_begin(void);
 const tk__op_trace *tk__op_trace_get(void);
+
+/* Operator kernels and the build mode (tk_build_mode).
+ *
+ * tk__op_kernel_ready: the kernel for desc when it is ready; in
+ * TK_BUILD_ASYNC mode on a device, TK_NOT_FOUND (not recorded) after queuing
+ * a background build when it is not; in TK_BUILD_SYNC mode (or offline) it
+ * compiles like tk__op_kernel.
+ * tk__op_kernel_fallback: a fallback kernel from memory or disk, else
+ * (compile set) compiled now, else TK_NOT_FOUND; counted as a fallback call.
+ * tk__op_kernel_pick: best when ready; else the fallback (compiled now only
+ * when compile_fallback: a kernel serving many shapes, worth one wait); else
+ * best compiled now. *used_fallback tells which served. */
+tk_status tk__op_kernel_ready(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel);
+tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback, int compile,
+                                 tk_kernel **kernel);
+tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
+                             const tk_kernel_desc *fallback, int compile_fallback,
+                             tk_kernel **kernel, int *used_fallback);
 
 /* Largest vector width in halves (8, 4, 2 or 1) such that n % width == 0 and
  * every non-NULL pointer in ptrs is aligned to width * 2 bytes. */
@@ -62,11 +81,14 @@ tk_status tk__op_check_grid(tk_context *ctx, const char *op, int64_t blocks, uns
 const char *tk__op_policy_name(tk_policy policy);
 
 /* The device workspace of (ctx, stream), at least need bytes, shared by the
- * operators (src/ops/embedding.c; freed by tk__ops_context_release). On TK_OK
- * the workspace lock is held: enqueue the work that uses *out, then call
- * tk__op_workspace_release(). On failure the lock is not held. Growing it
- * syncs the stream before the old buffer is freed. */
+ * operators (ops/common.c; attached to the context, freed when it is
+ * destroyed). On TK_OK the context's workspace lock is held: enqueue the work
+ * that uses *out, then call tk__op_workspace_release(ctx). On failure the
+ * lock is not held. Growing it syncs the stream before the old buffer is
+ * freed. */
 tk_status tk__op_workspace_acquire(tk_context *ctx, void *stream, size_t need, void **out);
-void tk__op_workspace_release(void);
+void tk__op_workspace_release(tk_context *ctx);
+/* Bytes of device workspace ctx holds now (all streams). */
+uint64_t tk__op_workspace_bytes(tk_context *ctx);
 
 #endif

@@ -12,9 +12,12 @@
  *    per row a group of <= 32 threads per row (4..128 rows per block of 128),
  *    beyond that one block of 64..512 threads per row. Longer rows use the
  *    block-per-row two-pass kernel (TK_LONG, 1024 threads).
- *  - Exact policy bakes cols (TK_COLS) and the exact ITERS; generic policy
- *    rounds ITERS up to a power of two and passes cols at run time, so one
- *    compile serves every row length of a bucket.
+ *  - Exact and stable policies bake cols (TK_COLS: a vocabulary, a head
+ *    size, a sequence length) and the exact ITERS; rows (tokens) are never
+ *    baked, and no variant depends on them. Generic policy rounds ITERS up to
+ *    a power of two and passes cols at run time, so one compile serves every
+ *    row length of a bucket: it is also the fallback that serves a call
+ *    while the baked kernel is built in the background (TK_BUILD_ASYNC).
  */
 #include <stdio.h>
 
@@ -89,7 +92,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_LONG", NULL};
     else
         p->defs[p->n_defs++] = (tk_define){"TK_ITERS", p->d_iters};
-    if (policy == TK_POLICY_EXACT)
+    if (policy != TK_POLICY_GENERIC)
         p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
     p->source = fwd ? "softmax_f16" : "softmax_xent_f16";
     if (fwd)
@@ -127,17 +130,29 @@ static tk_status check_extent(tk_context *ctx, const char *op, const char *name,
     return tk__op_check_product(ctx, op, name, rows, ld, 2);
 }
 
-static tk_status launch(tk_context *ctx, const char *op, const softmax_plan *p, void *stream,
-                        void **args)
+/* The policy's kernel, or while it is not ready (TK_BUILD_ASYNC) the
+ * generic one of the same variant: same launch shape, cols at run time. */
+static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t rows, int64_t cols,
+                        unsigned vec, void *stream, void **args)
 {
+    softmax_plan p, pg;
     tk_kernel *k = NULL;
-    tk_kernel_desc d = plan_desc(p);
-    unsigned grid[3] = {(unsigned)p->blocks, 1, 1};
-    unsigned block[3] = {p->block, 1, 1};
-    tk_status st = tk__op_check_grid(ctx, op, p->blocks, p->block, 1);
+    tk_kernel_desc d, dg;
+    int used_fallback;
+    const tk_policy policy = tk_context_policy(ctx);
+    plan_make(policy, which, rows, cols, vec, &p);
+    unsigned grid[3] = {(unsigned)p.blocks, 1, 1};
+    unsigned block[3] = {p.block, 1, 1};
+    tk_status st = tk__op_check_grid(ctx, op, p.blocks, p.block, 1);
     if (st != TK_OK)
         return st;
-    st = tk__op_kernel(ctx, &d, &k, NULL, NULL);
+    d = plan_desc(&p);
+    if (policy != TK_POLICY_GENERIC) {
+        plan_make(TK_POLICY_GENERIC, which, rows, cols, vec, &pg);
+        dg = plan_desc(&pg);
+    }
+    st = tk__op_kernel_pick(ctx, &d, policy != TK_POLICY_GENERIC ? &dg : NULL, 0, &k,
+                            &used_fallback);
     if (st != TK_OK)
         return st;
     return tk_kernel_launch(ctx, k, grid, block, 0, stream, args);
@@ -147,7 +162,7 @@ tk_status tk_softmax_f16_fwd(tk_context *ctx, int64_t rows, int64_t cols, const 
                              int64_t ld_in, void *d_out, int64_t ld_out, void *stream)
 {
     static const char op[] = "tk_softmax_f16_fwd";
-    softmax_plan p;
+    unsigned vec;
     tk_status st = tk__op_need_device(ctx, op);
     if (st == TK_OK)
         st = check_shape(ctx, op, rows, cols);
@@ -168,14 +183,13 @@ tk_status tk_softmax_f16_fwd(tk_context *ctx, int64_t rows, int64_t cols, const 
     {
         const void *ptrs[2] = {d_in, d_out};
         /* The width must divide cols and both leading dimensions. */
-        unsigned vec = tk__op_vec_width(cols, ptrs, 2);
+        vec = tk__op_vec_width(cols, ptrs, 2);
         while (vec > 1 && ((ld_in % vec) != 0 || (ld_out % vec) != 0))
             vec /= 2;
-        plan_make(tk_context_policy(ctx), TK_OP_SOFTMAX_F16_FWD, rows, cols, vec, &p);
     }
     {
         void *args[] = {&d_in, &ld_in, &d_out, &ld_out, &rows, &cols};
-        return launch(ctx, op, &p, stream, args);
+        return launch(ctx, op, TK_OP_SOFTMAX_F16_FWD, rows, cols, vec, stream, args);
     }
 }
 
@@ -184,7 +198,7 @@ tk_status tk_softmax_xent_f16_bwd(tk_context *ctx, int64_t rows, int64_t cols, c
                                   int64_t ld_grad_in, void *stream)
 {
     static const char op[] = "tk_softmax_xent_f16_bwd";
-    softmax_plan p;
+    unsigned vec;
     tk_status st = tk__op_need_device(ctx, op);
     if (st == TK_OK)
         st = check_shape(ctx, op, rows, cols);
@@ -210,14 +224,13 @@ tk_status tk_softmax_xent_f16_bwd(tk_context *ctx, int64_t rows, int64_t cols, c
         return st;
     {
         const void *ptrs[3] = {d_s, d_g, d_grad_in};
-        unsigned vec = tk__op_vec_width(cols, ptrs, 3);
+        vec = tk__op_vec_width(cols, ptrs, 3);
         while (vec > 1 && ((ld_s % vec) != 0 || (ld_g % vec) != 0 || (ld_grad_in % vec) != 0))
             vec /= 2;
-        plan_make(tk_context_policy(ctx), TK_OP_SOFTMAX_XENT_F16_BWD, rows, cols, vec, &p);
     }
     {
         void *args[] = {&d_s, &ld_s, &d_g, &ld_g, &d_grad_in, &ld_grad_in, &rows, &cols};
-        return launch(ctx, op, &p, stream, args);
+        return launch(ctx, op, TK_OP_SOFTMAX_XENT_F16_BWD, rows, cols, vec, stream, args);
     }
 }
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cublas_ref.h"
 #include "tokitai/ops.h"
 #include "tokitai/tokitai.h"
 
@@ -151,37 +152,6 @@ static void row(const char *op, const char *shape, double ms, double rate, const
     fflush(stdout);
 }
 
-/* -------------------------------------------------------------- cuBLAS */
-
-typedef int (*cublasCreate_t)(void **);
-typedef int (*cublasSetStream_t)(void *, void *);
-typedef int (*cublasGemmEx_t)(void *, int, int, int, int, int, const void *, const void *, int, int,
-                              const void *, int, int, const void *, void *, int, int, int, int);
-static struct {
-    void *lib, *handle;
-    cublasGemmEx_t gemm;
-} cub;
-
-enum { OP_N = 0, OP_T = 1, R_16F = 2, R_32F = 0, COMPUTE_32F = 68, GEMM_DEFAULT_TENSOR_OP = 99 };
-
-static int cublas_open(void)
-{
-    const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-    cublasCreate_t create;
-    cublasSetStream_t set_stream;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && cub.lib == NULL; i++)
-        cub.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (cub.lib == NULL)
-        return 0;
-    *(void **)&create = dlsym(cub.lib, "cublasCreate_v2");
-    *(void **)&set_stream = dlsym(cub.lib, "cublasSetStream_v2");
-    *(void **)&cub.gemm = dlsym(cub.lib, "cublasGemmEx");
-    if (create == NULL || set_stream == NULL || cub.gemm == NULL || create(&cub.handle) != 0 ||
-        set_stream(cub.handle, NULL) != 0)
-        return 0;
-    return 1;
-}
-
 /* ---------------------------------------------------------------- GEMM */
 
 typedef struct gemm_case {
@@ -212,25 +182,9 @@ static tk_status run_cublas(void *user, int rot)
 {
     gemm_case *g = user;
     const int r = rot % g->R;
-    const float one = 1.0f, zero = 0.0f;
-    const int M = (int)g->M, N = (int)g->N, K = (int)g->K;
-    int rc;
-    /* Row-major X is column-major X^T: compute C^T = (second)^T (first)^T. */
-    switch (g->op) {
-    case TK_OP_GEMM_F16_FWD: /* C^T[N,M] = B^T A^T */
-        rc = cub.gemm(cub.handle, OP_N, OP_N, N, M, K, &one, g->y[r], R_16F, N, g->x[r], R_16F, K,
-                      &zero, g->out[r], R_32F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
-        break;
-    case TK_OP_GEMM_F16_GRAD_A: /* gA^T[K,M] = B[K,N](col view N x K, op T) gC^T */
-        rc = cub.gemm(cub.handle, OP_T, OP_N, K, M, N, &one, g->y[r], R_16F, N, g->x[r], R_16F, N,
-                      &zero, g->out[r], R_16F, K, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
-        break;
-    default: /* gB^T[N,K] = gC^T A (A col view K x M, op T) */
-        rc = cub.gemm(cub.handle, OP_N, OP_T, N, K, M, &one, g->y[r], R_16F, N, g->x[r], R_16F, K,
-                      &zero, g->out[r], R_16F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
-        break;
-    }
-    return rc == 0 ? TK_OK : TK_LAUNCH_FAILED;
+    return cublas_ref_gemm(g->op, g->M, g->N, g->K, g->x[r], g->y[r], g->out[r]) == 0
+               ? TK_OK
+               : TK_LAUNCH_FAILED;
 }
 
 /* 300 sampled outputs of rotation 0 against fp64 dot products. */
@@ -663,7 +617,7 @@ int main(int argc, char **argv)
             {16, 4096, 1024},   {128, 4096, 4096},  {512, 1024, 8192},  {512, 8192, 2048},
         };
         const int n = quick ? 3 : (int)(sizeof shapes / sizeof shapes[0]);
-        if (!cublas_open())
+        if (!cublas_ref_open())
             printf("(cuBLAS not loadable: no reference column for the GEMMs)\n");
         for (int s = 0; s < n; s++) {
             if (skinny && s >= 1 && s <= 3)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine (the device tool's copy of the tree, with .devdeps):
+# build, GPU suites, bench/dynamic from cold caches, the default precompile
+# into a fresh cache, then bench/dynamic from that warm cache. Figures go to
+# stdout and to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/tk-gpu-out}
+mkdir -p "$out"
+prefix=$PWD/.devdeps/root/usr
+rc=0
+echo "== build"
+cmake -S . -B build-gpu -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+cmake --build build-gpu -j16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+cli=./build-gpu/tokitai-jit
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if [ "${SKIP_SUITES:-0}" != 1 ]; then
+  echo "== GPU suites"
+  ctest --test-dir build-gpu -L gpu --output-on-failure -j1 >"$out/ctest-gpu.log" 2>&1 || rc=1
+  grep -E "tests passed|Test +#|\*\*\*" "$out/ctest-gpu.log" | tail -12
+  [ $rc -eq 0 ] || grep -E "Assertion|failed|FAIL" "$out/ctest-gpu.log" | head -20
+fi
+echo "== bench/dynamic, cold caches"
+./build-gpu/bench/dynamic ${DYN_ARGS:-} >"$out/dynamic-cold.txt" 2>&1 || rc=1
+grep -E "^SUMMARY|checks|skipped|error" "$out/dynamic-cold.txt"
+echo "== default precompile into a fresh cache"
+warm=$(mktemp -d)
+/usr/bin/time -f "precompile: %e s wall, %M KB max RSS" $cli --precompile --cache-dir "$warm" >"$out/precompile.txt" 2>&1 || rc=1
+tail -3 "$out/precompile.txt"
+$cli --stats --cache-dir "$warm" | head -5
+echo "== bench/dynamic, warm cache"
+./build-gpu/bench/dynamic --warm-cache "$warm" --only stable/async/warm,stable/sync/warm ${DYN_ARGS:-} >"$out/dynamic-warm.txt" 2>&1 || rc=1
+grep -E "^SUMMARY|checks" "$out/dynamic-warm.txt"
+exit $rc

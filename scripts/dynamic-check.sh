@@ -21,8 +21,8 @@ if [ "${SKIP_SUITES:-0}" != 1 ]; then
   [ $rc -eq 0 ] || grep -E "Assertion|failed|FAIL" "$out/ctest-gpu.log" | head -20
 fi
 echo "== bench/dynamic, cold caches"
-./build-gpu/bench/dynamic ${DYN_ARGS:-} >"$out/dynamic-cold.txt" 2>&1 || rc=1
-grep -E "^SUMMARY|checks|skipped|error" "$out/dynamic-cold.txt"
+TOKITAI_JIT_LOG=info ./build-gpu/bench/dynamic ${DYN_ARGS:-} ${DYN_COLD:-} >"$out/dynamic-cold.txt" 2>"$out/dynamic-cold.log" || rc=1
+grep -E "^SUMMARY|^GROUPS|checks|skipped|error" "$out/dynamic-cold.txt"
 echo "== default precompile into a fresh cache"
 warm=$(mktemp -d)
 /usr/bin/time -f "precompile: %e s wall, %M KB max RSS" $cli --precompile --cache-dir "$warm" >"$out/precompile.txt" 2>&1 || rc=1
@@ -30,5 +30,5 @@ tail -3 "$out/precompile.txt"
 $cli --stats --cache-dir "$warm" | head -5
 echo "== bench/dynamic, warm cache"
 ./build-gpu/bench/dynamic --warm-cache "$warm" --only stable/async/warm,stable/sync/warm ${DYN_ARGS:-} >"$out/dynamic-warm.txt" 2>&1 || rc=1
-grep -E "^SUMMARY|checks" "$out/dynamic-warm.txt"
+grep -E "^SUMMARY|^GROUPS|checks" "$out/dynamic-warm.txt"
 exit $rc

@@ -47,12 +47,16 @@ void *tk__ctx_attached(tk_context *ctx, const void *tag);
 tk_build_mode tk__ctx_build_mode(const tk_context *ctx);
 
 /* The kernel for desc (an embedded source) when it is ready: in memory, or
- * on disk (loaded now; no compile). Otherwise queues a background build of
- * it (once: a build already queued, running, or failed before is not asked
- * again) and returns TK_NOT_FOUND without recording an error, so that the
- * caller serves the call with a more generic kernel. Other statuses are
- * real failures (recorded). */
-tk_status tk__kernel_get_or_queue(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
+ * on disk (loaded now; no compile). Otherwise returns TK_NOT_FOUND without
+ * recording an error (and without a disk probe when a build of it is queued,
+ * running or failed), so that the caller serves the call with a more generic
+ * kernel; with queue set it first queues a background build of desc (once:
+ * a build already known is not asked for again). Other statuses are real
+ * failures (recorded). */
+tk_status tk__kernel_get_or_queue(tk_context *ctx, const tk_kernel_desc *desc, int queue,
+                                  tk_kernel **out);
+/* Queues a background build of desc unless it is known (see above). */
+void tk__kernel_queue(tk_context *ctx, const tk_kernel_desc *desc);
 
 /* The kernel for desc when it is in memory or on disk; TK_NOT_FOUND (not
  * recorded) otherwise. Never compiles. */

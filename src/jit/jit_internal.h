@@ -172,6 +172,9 @@ void tk__kernels_destroy(tk_context *ctx);
 /* Set on background build threads: their failures are logged, never written
  * to the context's last error, and their compiles are not callers' waits. */
 extern _Thread_local int tk__in_builder;
+/* Background threads: returns when no caller's compile runs in the process
+ * (bounded: a minute at most). */
+void tk__foreground_wait(void);
 
 /* builder.c: set up (limits from cfg and the backend) and tear down: stop
  * cancels what is queued and joins the workers (each finishes the build it

@@ -624,6 +624,19 @@ static int disk_lookup(tk_context *ctx, const prep *p, obtained *o)
 /* Compiles run on this thread (wait accounting in tk_kernel_get). */
 static _Thread_local uint64_t thread_compiles;
 
+/* Callers' compiles in progress in the process. Background builds do not
+ * start a compile while one runs: a caller waiting for a kernel goes first
+ * (the runtime compilers serialise much of their work, so a background
+ * compile next to it would lengthen the caller's wait). */
+static int foreground_compiles;
+
+void tk__foreground_wait(void)
+{
+    const struct timespec ms = {0, 1000000L};
+    for (int i = 0; i < 60000 && __atomic_load_n(&foreground_compiles, __ATOMIC_ACQUIRE) > 0; i++)
+        nanosleep(&ms, NULL);
+}
+
 /* Disk cache, else (under the cross-process key lock, looking again) compile
  * and store. force_compile skips the lookups (after a refused load);
  * no_compile stops after the first lookup with TK_NOT_FOUND, recording
@@ -646,9 +659,15 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
 
     tk__err e = {.msg = "", .log = NULL};
     tk__code code = {NULL, 0, NULL};
+    if (tk__in_builder)
+        tk__foreground_wait();
+    else
+        __atomic_fetch_add(&foreground_compiles, 1, __ATOMIC_ACQ_REL);
     double t0 = now_seconds();
     tk_status st = ctx->be->compile(ctx->target, p->file, p->full.p, p->opts, p->n_opts, &code, &e);
     double secs = now_seconds() - t0;
+    if (!tk__in_builder)
+        __atomic_fetch_sub(&foreground_compiles, 1, __ATOMIC_ACQ_REL);
     count(&ctx->n_compiles, 1);
     thread_compiles++;
     if (!tk__in_builder)
@@ -948,7 +967,8 @@ tk_status tk__kernel_find(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel
     return get_slow(ctx, desc, h, hc, 1, out);
 }
 
-tk_status tk__kernel_get_or_queue(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out)
+tk_status tk__kernel_get_or_queue(tk_context *ctx, const tk_kernel_desc *desc, int queue,
+                                  tk_kernel **out)
 {
     if (!ctx || !out || !desc_pointers_ok(desc) || !desc->source_name)
         return ctx ? tk__fail(ctx, TK_INVALID_ARGUMENT,
@@ -967,8 +987,15 @@ tk_status tk__kernel_get_or_queue(tk_context *ctx, const tk_kernel_desc *desc, t
     tk_status st = get_slow(ctx, desc, h, h, 1, out);
     if (st != TK_NOT_FOUND)
         return st;
-    tk__builder_request(ctx, h, desc);
+    if (queue)
+        tk__builder_request(ctx, h, desc);
     return TK_NOT_FOUND;
+}
+
+void tk__kernel_queue(tk_context *ctx, const tk_kernel_desc *desc)
+{
+    if (ctx && desc_pointers_ok(desc) && desc->source_name)
+        tk__builder_request(ctx, desc_hash(desc, 0), desc);
 }
 
 void tk__ctx_count_fallback(tk_context *ctx)

@@ -269,7 +269,7 @@ tk_status tk__op_kernel_ready(tk_context *ctx, const tk_kernel_desc *desc, tk_ke
     tk_status st;
     if (!tk__ctx_has_device(ctx) || tk__ctx_build_mode(ctx) == TK_BUILD_SYNC)
         return tk__op_kernel(ctx, desc, kernel, NULL, NULL);
-    st = tk__kernel_get_or_queue(ctx, desc, &k);
+    st = tk__kernel_get_or_queue(ctx, desc, 1, &k);
     if (st != TK_OK)
         return st;
     trace_record(desc, k, 0);
@@ -298,13 +298,21 @@ tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
 {
     tk_status st;
     *used_fallback = 0;
-    if (fallback == NULL)
+    tk_kernel *k = NULL;
+    if (fallback == NULL || !tk__ctx_has_device(ctx) || tk__ctx_build_mode(ctx) == TK_BUILD_SYNC)
         return tk__op_kernel(ctx, best, kernel, NULL, NULL);
-    st = tk__op_kernel_ready(ctx, best, kernel);
+    st = tk__kernel_get_or_queue(ctx, best, 0, &k);
+    if (st == TK_OK) {
+        trace_record(best, k, 0);
+        *kernel = k;
+        return TK_OK;
+    }
     if (st != TK_NOT_FOUND)
         return st;
+    /* The fallback first (a compile of it runs alone), then the build. */
     st = tk__op_kernel_fallback(ctx, fallback, compile_fallback, kernel);
     if (st == TK_OK) {
+        tk__kernel_queue(ctx, best);
         *used_fallback = 1;
         return TK_OK;
     }

@@ -36,7 +36,7 @@ typedef struct redis_srv {
 
 static pid_t g_redis_pids[8];
 
-static void redis_kill_all(void)
+static inline void redis_kill_all(void)
 {
     for (size_t i = 0; i < sizeof g_redis_pids / sizeof g_redis_pids[0]; i++) {
         if (g_redis_pids[i] > 0) {
@@ -47,7 +47,7 @@ static void redis_kill_all(void)
     }
 }
 
-static void redis_track(pid_t pid, int add)
+static inline void redis_track(pid_t pid, int add)
 {
     static int registered;
     if (!registered) {
@@ -77,7 +77,7 @@ static const char *redis_binary(void)
 }
 
 /* Exits 77 (CTest: Skipped) when the remote tier cannot be tested here. */
-static void remote_or_skip(void)
+static inline void remote_or_skip(void)
 {
     if (!tk__remote_built()) {
         printf("skipped: this build has no remote tier (hiredis or libcrypto missing)\n");
@@ -90,7 +90,7 @@ static void remote_or_skip(void)
 }
 
 /* A loopback port nobody listens on right now (bind to 0, read, close). */
-static int free_port(void)
+static inline int free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_ge(fd, 0);
@@ -105,21 +105,21 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static void sleep_ms_test(int ms)
+static inline void sleep_ms_test(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
-static double now_ms(void)
+static inline double now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static int redis_pings(int port)
+static inline int redis_pings(int port)
 {
     struct timeval tv = {0, 200 * 1000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
@@ -138,7 +138,7 @@ static int redis_pings(int port)
 
 /* Starts redis-server; extra (NULL-terminated, may be NULL) is appended to
  * its arguments. */
-static void redis_start_args(redis_srv *s, const char *const *extra)
+static inline void redis_start_args(redis_srv *s, const char *const *extra)
 {
     memset(s, 0, sizeof *s);
     s->dir = tk_test_tmpdir("redis");
@@ -190,13 +190,13 @@ static void redis_start_args(redis_srv *s, const char *const *extra)
     ck_abort_msg("redis-server did not start (see %s/redis.log)", s->dir);
 }
 
-static void redis_start(redis_srv *s)
+static inline void redis_start(redis_srv *s)
 {
     redis_start_args(s, NULL);
 }
 
 /* Kills the server (SIGKILL: also the "server dies" of the tests). */
-static void redis_kill(redis_srv *s)
+static inline void redis_kill(redis_srv *s)
 {
     if (s->pid > 0) {
         kill(s->pid, SIGKILL);
@@ -206,7 +206,7 @@ static void redis_kill(redis_srv *s)
     }
 }
 
-static void redis_stop(redis_srv *s)
+static inline void redis_stop(redis_srv *s)
 {
     redis_kill(s);
     tk_test_rmtree(s->dir);
@@ -225,7 +225,7 @@ static redisContext *redis_client(const redis_srv *s)
 }
 
 /* The server's key for an entry of this library version. */
-static void value_name(const char *hex, char *buf, size_t size)
+static inline void value_name(const char *hex, char *buf, size_t size)
 {
     snprintf(buf, size, "tkjit:%s:%d:e:%s", TK_VERSION_STRING, TK__CACHE_FORMAT, hex);
 }

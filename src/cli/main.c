@@ -217,6 +217,15 @@ static int apply_value(tk__cli_opts *o, const opt_spec *s, const char *v)
     } else if (strcmp(n, "--ops") == 0) {
         o->ops_list = v;
     } else if (strcmp(n, "--remote") == 0) {
+        tk_config *cfg = NULL;
+        tk_status st = tk_config_create(&cfg);
+        if (st == TK_OK)
+            st = tk_config_set_remote(cfg, v);
+        tk_config_destroy(cfg);
+        if (st != TK_OK) {
+            tk__cli_error("--remote: bad URL '%s' (redis://host[:port][/db] or unix:///path)", v);
+            return -1;
+        }
         o->remote = v;
     } else if (strcmp(n, "--bundle") == 0) {
         o->bundle = v;

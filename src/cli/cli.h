@@ -101,6 +101,9 @@ int tk__cmd_precompile(const tk__cli_opts *opts);
 int tk__cmd_remote_stats(const tk__cli_opts *opts);
 int tk__cmd_remote_list(const tk__cli_opts *opts);
 int tk__cmd_push(const tk__cli_opts *opts);
+/* Before --precompile --remote: -1 (message printed) when this build has no
+ * remote tier; an unreachable server is only a warning (compiles go on). */
+int tk__cmd_remote_check(const tk__cli_opts *opts);
 
 /* The default manifest embedded at build time (manifests/default.tkm). */
 extern const char tk__default_manifest[];

@@ -167,3 +167,21 @@ int tk__cmd_push(const tk__cli_opts *opts)
     tk_cache_close(cache);
     return rejected ? TK__EXIT_FAIL : TK__EXIT_OK;
 }
+
+int tk__cmd_remote_check(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_remote(opts);
+    if (!cache)
+        return -1;
+    char desc[1024];
+    tk_status st = tk_cache_remote_describe(cache, desc, sizeof desc);
+    int rc = 0;
+    if (st == TK_UNSUPPORTED) {
+        tk__cli_error("--remote: %s", tk_cache_last_error(cache));
+        rc = -1;
+    } else if (st != TK_OK) {
+        tk__cli_error("warning: %s; compiling without publishing", tk_cache_last_error(cache));
+    }
+    tk_cache_close(cache);
+    return rc;
+}

@@ -351,6 +351,8 @@ int main(int argc, char **argv)
     case TK__CMD_RUN:
         return tk__cmd_run(&opts);
     case TK__CMD_PRECOMPILE:
+        if (opts.remote && tk__cmd_remote_check(&opts) != 0)
+            return TK__EXIT_UNAVAILABLE;
         return tk__cmd_precompile(&opts);
     case TK__CMD_EXPORT:
         return tk__cmd_export(&opts);

@@ -840,17 +840,19 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
         size_t ex_lens[2] = {6, strlen(value_name)};
         pthread_mutex_lock(&r->mu);
         redisReply *rep = run_locked(r, 6, set, set_lens);
-        int held = rep && rep->type == REDIS_REPLY_STATUS;
+        int answered = rep != NULL;
+        int held = answered && rep->type == REDIS_REPLY_STATUS;
         if (rep)
             freeReplyObject(rep);
-        redisReply *ex_rep = rep && !held ? run_locked(r, 2, ex, ex_lens) : NULL;
+        redisReply *ex_rep = answered && !held ? run_locked(r, 2, ex, ex_lens) : NULL;
         pthread_mutex_unlock(&r->mu);
         if (held)
             return l;
         int published = ex_rep && ex_rep->type == REDIS_REPLY_INTEGER && ex_rep->integer > 0;
+        int ex_answered = ex_rep != NULL;
         if (ex_rep)
             freeReplyObject(ex_rep);
-        if (!rep || !ex_rep || published)
+        if (!answered || !ex_answered || published)
             break; /* trouble (a miss), or the holder published: look again */
         unsigned left = ms_left(deadline);
         if (left == 0) {

@@ -174,6 +174,39 @@ TK_API tk_status tk_config_set_log(tk_config *cfg, tk_log_fn fn, void *user);
 /* Minimum level passed to the callback (default TK_LOG_WARN). */
 TK_API tk_status tk_config_set_log_level(tk_config *cfg, tk_log_level level);
 
+/* Remote tier: a Redis server shared by a fleet, asked after the memory
+ * table, the user cache and the read-only tiers miss, before compiling. A
+ * value from it is checked like a disk entry (structure, checksum, full key
+ * material; with a key, its HMAC-SHA256 signature) and written to the user
+ * cache; a local compile is published to it. A lease in Redis (SET NX with
+ * an expiry) makes processes of the fleet asking for the same new kernel
+ * compile it once: the others wait (bounded) for the result. Server trouble
+ * (down, slow, full, bad values) costs at most one timeout per breaker
+ * period and is never an error: the lookup goes on as a miss. A context
+ * whose user cache is disabled or read-only reads the remote but neither
+ * publishes nor takes leases. Off by default; needs a build with hiredis and
+ * libcrypto (tk_cache_remote_describe says when it is not).
+ *
+ * url: "redis://[[user]:password@]host[:port][/db]" (port 6379, db 0 by
+ * default) or "unix:///path/to/socket[?db=N]"; NULL restores the default
+ * ($TOKITAI_JIT_REMOTE, else none); "" turns the remote off. A malformed
+ * URL is TK_INVALID_ARGUMENT. */
+TK_API tk_status tk_config_set_remote(tk_config *cfg, const char *url);
+/* Shared secret (copied, len bytes, at most 4096) for signing published
+ * values and refusing unsigned or mismatched ones. NULL restores the default
+ * ($TOKITAI_JIT_REMOTE_KEY, else none); a non-NULL key of length 0: none,
+ * whatever the environment says. */
+TK_API tk_status tk_config_set_remote_key(tk_config *cfg, const void *key, size_t len);
+/* Connect and per-read/write timeouts in milliseconds; 0 restores a default
+ * ($TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS / $TOKITAI_JIT_REMOTE_IO_TIMEOUT_MS,
+ * else 50 ms each). */
+TK_API tk_status tk_config_set_remote_timeouts(tk_config *cfg, unsigned connect_ms, unsigned io_ms);
+/* Compile lease: its expiry (a crashed holder's lease lapses after it) and
+ * how long another process waits for the holder's result before compiling
+ * itself; 0 restores a default ($TOKITAI_JIT_REMOTE_LEASE_MS /
+ * $TOKITAI_JIT_REMOTE_WAIT_MS, else 60000 / 20000 ms). */
+TK_API tk_status tk_config_set_remote_lease(tk_config *cfg, unsigned lease_ms, unsigned wait_ms);
+
 /* ------------------------------------------------------- resource metadata */
 
 /* What the compiler reports for one kernel. -1 where unknown. */
@@ -265,6 +298,34 @@ TK_API tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad
 /* Parses "123", "500K", "500M", "2G", "1T" (powers of 1024). */
 TK_API tk_status tk_parse_size(const char *text, uint64_t *out);
 
+/* The remote tier of a cache handle (tk_config_set_remote, or
+ * $TOKITAI_JIT_REMOTE), for tools. Each call asks the server now (a tripped
+ * circuit breaker is reset first). Statuses shared by all four:
+ * TK_NOT_FOUND (no remote configured), TK_UNSUPPORTED (built without hiredis
+ * or libcrypto), TK_IO_ERROR (server unreachable or refusing commands);
+ * details in tk_cache_last_error. */
+
+/* A few lines about the remote (URL without its password, signing,
+ * timeouts, whether the server answers and its version) into buf (size
+ * bytes, always NUL-terminated). TK_OK when the server answers. */
+TK_API tk_status tk_cache_remote_describe(tk_cache *cache, char *buf, size_t size);
+/* Visits every good value the server holds for this library version and
+ * cache format (read in full and checked). info->path is the Redis key,
+ * file_size the value's size, last_used 0, read_only_tier 0. */
+TK_API tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *user);
+/* entries: good values; bytes: all values of this version; max_bytes: the
+ * server's maxmemory (0: none or not readable); temp_files: compile leases
+ * held now; bad_files: values a lookup would refuse. */
+TK_API tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out);
+/* Uploads the entries of the cache (user and read-only tiers; bundle NULL)
+ * or of a bundle file (tk_cache_export's format), each checked first
+ * (structure, checksum, key) and signed when a key is set. A key the server
+ * already holds is left alone (*n_present). Bad entries are reported through
+ * bad and counted in *n_rejected. Counts may be NULL. */
+TK_API tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
+                                      void *user, uint64_t *n_pushed, uint64_t *n_present,
+                                      uint64_t *n_rejected);
+
 /* ---------------------------------------------------------------- context */
 
 /* A context owns one backend, one device (or an offline target), an
@@ -315,6 +376,14 @@ typedef struct tk_context_stats {
     uint64_t sync_compiles;  /* compiles on callers' threads (compiles - background) */
     uint64_t builds_failed;  /* background builds that failed (never retried) */
     uint64_t builds_dropped; /* requests refused because the queue was full */
+    /* ---- remote tier (issue 12); a remote hit also counts in disk_hits,
+     * since the value is written to and loaded like a disk entry ---- */
+    uint64_t remote_hits;      /* values taken from the remote */
+    uint64_t remote_misses;    /* keys the remote did not hold */
+    uint64_t remote_errors;    /* server down, timed out, or an error reply */
+    uint64_t remote_rejected;  /* values refused: corrupt, foreign, oversized, unsigned, forged */
+    uint64_t remote_publishes; /* local compiles sent to the remote */
+    /* ---- end remote tier ---- */
 } tk_context_stats;
 
 TK_API tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out);

@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include "cache/cache_internal.h"
+#include "cache/remote.h"
 
 #define DEFAULT_MAX_SIZE ((uint64_t)5 << 30) /* like ccache's default */
 
 struct tk__cache_lock {
     int fd;
+    void *lease; /* the remote tier's fleet-wide lease, or NULL */
 };
 
 /* ------------------------------------------------------------ diagnostics */
@@ -335,6 +337,9 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     st = open_lower_tiers(cache, opts->lower ? opts->lower : getenv("TOKITAI_JIT_CACHE_PATH"));
     if (st != TK_OK)
         goto fail;
+    st = tk__cache_remote_open(cache, opts->remote);
+    if (st != TK_OK)
+        goto fail;
     *out = cache;
     return TK_OK;
 fail:
@@ -346,6 +351,7 @@ void tk_cache_close(tk_cache *cache)
 {
     if (!cache)
         return;
+    tk__cache_remote_close(cache);
     free(cache->root);
     free(cache->fmt_dir);
     for (size_t i = 0; i < cache->n_lower; i++)
@@ -416,6 +422,11 @@ static tk_status fill_entry(const tk__entry_view *v, int64_t mtime, tk__entry *o
     out->payload_size = (size_t)v->payload_size;
     out->strings = strings;
     return TK_OK;
+}
+
+tk_status tk__cache_fill_entry(const tk__entry_view *v, int64_t last_used, tk__entry *out)
+{
+    return fill_entry(v, last_used, out);
 }
 
 /* Removes a bad user-tier entry, but only the very file that was read: a
@@ -527,7 +538,7 @@ tk_status tk__cache_get(tk_cache *cache, const tk__key *key, tk__entry *out)
         if (err == TK_OUT_OF_MEMORY)
             return err;
     }
-    return TK_NOT_FOUND;
+    return tk__cache_remote_get(cache, key, out); /* TK_NOT_FOUND without a remote */
 }
 
 tk_status tk__cache_remove(tk_cache *cache, const tk__key *key)
@@ -587,6 +598,8 @@ tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock
      * tell lock files in use from those of keys long since settled. */
     futimens(fd, NULL);
     lock->fd = fd;
+    /* Other machines (other cache folders) asking for the same key. */
+    lock->lease = tk__cache_remote_lease(cache, key);
     *out = lock;
     return TK_OK;
 }
@@ -595,6 +608,7 @@ void tk__cache_unlock(tk__cache_lock *lock)
 {
     if (!lock)
         return;
+    tk__cache_remote_release(lock->lease);
     /* The lock file stays: unlinking it could let a third process lock a new
      * inode while the second still holds the old one. */
     flock(lock->fd, LOCK_UN);
@@ -687,8 +701,15 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
                                     payload_size, &buf, &len);
     if (st != TK_OK)
         return tk__cache_fail(cache, st, "cannot encode cache entry %s", key->hex);
-    st = tk__cache_publish(cache, key->hex, buf, len);
+    st = tk__cache_store_bytes(cache, key->hex, buf, len);
+    tk__cache_remote_publish(cache, key, buf, len); /* a local compile, for the fleet */
     free(buf);
+    return st;
+}
+
+tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t *buf, size_t len)
+{
+    tk_status st = tk__cache_publish(cache, hex, buf, len);
     if (st != TK_OK)
         return st;
 
@@ -701,7 +722,7 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
     if (known && !over)
         return TK_OK;
     char path[PATH_MAX];
-    tk__cache_entry_path(cache->fmt_dir, key->hex, path, sizeof(path));
+    tk__cache_entry_path(cache->fmt_dir, hex, path, sizeof(path));
     uint64_t limit = cache->max_size;
     if (!known) {
         /* First store of this handle: one scan learns the size (and evicts

@@ -75,6 +75,8 @@ typedef struct tk__cache_opts {
     int disabled;
     tk__log_fn log;          /* may be NULL */
     void *log_user;
+    /* The remote tier (cache/remote.h); NULL: from the environment. */
+    const struct tk__remote_opts *remote;
 } tk__cache_opts;
 
 /* Opens the cache. Trouble with the folder (missing and not creatable,

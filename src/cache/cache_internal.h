@@ -146,6 +146,7 @@ struct tk_cache {
     uint64_t size_tally;  /* this handle's estimate of the user tier's bytes */
     uint64_t added_total; /* bytes this handle has stored, ever */
     char last_error[512];
+    struct tk__remote *remote; /* the remote tier (remote.c), NULL when off */
 };
 
 /* Logs msg at WARN once per category per handle. */
@@ -172,6 +173,13 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
 /* Test hook: TK__CACHE_TEST_WRITE_DELAY_MS, read once at open, makes every
  * store write half its file, sleep that long, then write the rest, so a test
  * can kill a writer mid-store. Unset, it costs nothing. */
+
+/* Fills *out (owned copies) from a checked view; last_used as given. */
+tk_status tk__cache_fill_entry(const tk__entry_view *v, int64_t last_used, tk__entry *out);
+
+/* Publishes a whole, already checked entry file for hex in the user tier
+ * (tk__cache_publish), then keeps the size limit as tk__cache_put does. */
+tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t *bytes, size_t len);
 
 /* Reads a whole file (regular, at most TK__ENTRY_MAX_FILE bytes) from fd. */
 tk_status tk__read_fd(int fd, uint64_t size, uint8_t **out);

@@ -31,7 +31,8 @@ typedef enum tk__cli_command {
     TK__CMD_RUN,
     TK__CMD_PRECOMPILE,
     TK__CMD_EXPORT,
-    TK__CMD_IMPORT
+    TK__CMD_IMPORT,
+    TK__CMD_PUSH /* issue 12 */
 } tk__cli_command;
 
 /* Everything the command line said; strings borrowed from argv. */
@@ -55,6 +56,8 @@ typedef struct tk__cli_opts {
     int jobs;              /* -j N; 0: number of CPUs */
     int dry_run;
     const char *file; /* --export / --import FILE */
+    const char *remote; /* --remote URL (issue 12) */
+    const char *bundle; /* --push --bundle FILE */
 } tk__cli_opts;
 
 /* "tokitai-jit: <message>" on stderr, one line. */
@@ -96,6 +99,13 @@ int tk__cmd_import(const tk__cli_opts *opts);
 int tk__cmd_info(const tk__cli_opts *opts);
 int tk__cmd_run(const tk__cli_opts *opts);
 int tk__cmd_precompile(const tk__cli_opts *opts);
+/* The remote tier (cmd_remote.c): --stats / --list with --remote, --push. */
+int tk__cmd_remote_stats(const tk__cli_opts *opts);
+int tk__cmd_remote_list(const tk__cli_opts *opts);
+int tk__cmd_push(const tk__cli_opts *opts);
+/* Before --precompile --remote: -1 (message printed) when this build has no
+ * remote tier; an unreachable server is only a warning (compiles go on). */
+int tk__cmd_remote_check(const tk__cli_opts *opts);
 
 /* The default manifest embedded at build time (manifests/default.tkm). */
 extern const char tk__default_manifest[];

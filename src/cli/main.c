@@ -28,6 +28,8 @@ static const char usage_text[] =
     "  --export FILE      pack cache entries into one bundle file\n"
     "  --import FILE      verify a bundle's entries and add the good ones to the\n"
     "                     cache\n"
+    "  --push             upload the cache's entries (or --bundle FILE's) to the\n"
+    "                     remote cache (--remote URL or TOKITAI_JIT_REMOTE)\n"
     "  --help, -h         this text\n"
     "  --version, -V      the tool's and the library's versions\n"
     "\n"
@@ -54,6 +56,10 @@ static const char usage_text[] =
     "                     softmax_f16_fwd\n"
     "  -j N, --jobs N     --precompile: worker processes (default: number of CPUs)\n"
     "  --dry-run          --precompile: list the jobs, compile nothing\n"
+    "  --remote URL       redis://host[:port][/db] or unix:///path: --stats and\n"
+    "                     --list show that server's entries for this version;\n"
+    "                     --precompile publishes what it compiles; --push's target\n"
+    "  --bundle FILE      --push: upload this bundle instead of the cache\n"
     "\n"
     "Operators: gemm_f16_fwd gemm_f16_grad_a gemm_f16_grad_b softmax_f16_fwd\n"
     "           softmax_xent_f16_bwd embedding_f16_fwd embedding_f16_bwd\n"
@@ -82,6 +88,8 @@ static const char usage_text[] =
     "  TOKITAI_JIT_POLICY          stable, exact or generic: default policy\n"
     "  TOKITAI_JIT_BUILD           async or sync: default operator build mode\n"
     "  TOKITAI_JIT_LOG             1, info, debug or warn: library log on stderr\n"
+    "  TOKITAI_JIT_REMOTE          remote cache URL (library and --push)\n"
+    "  TOKITAI_JIT_REMOTE_KEY      shared secret: sign values, refuse unsigned ones\n"
     "\n"
     "Exit codes:\n"
     "  0  success\n"
@@ -90,7 +98,7 @@ static const char usage_text[] =
     "  2  usage: unknown option, bad value, invalid manifest (nothing was done)\n"
     "  3  no device: --run found no usable GPU\n"
     "  4  unavailable: a requested target's compiler library is missing or does not\n"
-    "     know the target\n";
+    "     know the target; --remote on a build without the remote tier\n";
 
 /* Which commands accept an option. */
 #define C(x) (1u << (x))
@@ -131,6 +139,11 @@ static const opt_spec specs[] = {
     {"--ops", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
     {"--jobs", "-j", 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     {"--dry-run", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
+    /* issue 12: the remote tier */
+    {"--push", NULL, 0, TK__CMD_PUSH, ALL_COMMANDS},
+    {"--remote", NULL, 1, TK__CMD_NONE,
+     C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_PRECOMPILE) | C(TK__CMD_PUSH)},
+    {"--bundle", NULL, 1, TK__CMD_NONE, C(TK__CMD_PUSH)},
 };
 
 static const char *command_name(tk__cli_command cmd)
@@ -222,6 +235,19 @@ static int apply_value(tk__cli_opts *o, const opt_spec *s, const char *v)
         o->arch_list = v;
     } else if (strcmp(n, "--ops") == 0) {
         o->ops_list = v;
+    } else if (strcmp(n, "--remote") == 0) {
+        tk_config *cfg = NULL;
+        tk_status st = tk_config_create(&cfg);
+        if (st == TK_OK)
+            st = tk_config_set_remote(cfg, v);
+        tk_config_destroy(cfg);
+        if (st != TK_OK) {
+            tk__cli_error("--remote: bad URL '%s' (redis://host[:port][/db] or unix:///path)", v);
+            return -1;
+        }
+        o->remote = v;
+    } else if (strcmp(n, "--bundle") == 0) {
+        o->bundle = v;
     } else if (strcmp(n, "--jobs") == 0) {
         int64_t j;
         if (tk__parse_i64(v, 1, 1024, &j) != 0) {
@@ -330,9 +356,9 @@ int main(int argc, char **argv)
         printf("tokitai-jit %s (library %s)\n", TK_VERSION_STRING, tk_version_string());
         return TK__EXIT_OK;
     case TK__CMD_LIST:
-        return tk__cmd_list(&opts);
+        return opts.remote ? tk__cmd_remote_list(&opts) : tk__cmd_list(&opts);
     case TK__CMD_STATS:
-        return tk__cmd_stats(&opts);
+        return opts.remote ? tk__cmd_remote_stats(&opts) : tk__cmd_stats(&opts);
     case TK__CMD_VERIFY:
         return tk__cmd_verify(&opts);
     case TK__CMD_PRUNE:
@@ -344,11 +370,15 @@ int main(int argc, char **argv)
     case TK__CMD_RUN:
         return tk__cmd_run(&opts);
     case TK__CMD_PRECOMPILE:
+        if (opts.remote && tk__cmd_remote_check(&opts) != 0)
+            return TK__EXIT_UNAVAILABLE;
         return tk__cmd_precompile(&opts);
     case TK__CMD_EXPORT:
         return tk__cmd_export(&opts);
     case TK__CMD_IMPORT:
         return tk__cmd_import(&opts);
+    case TK__CMD_PUSH:
+        return tk__cmd_push(&opts);
     case TK__CMD_NONE:
         break;
     }

@@ -39,6 +39,12 @@ tk_config *tk__cli_config(const tk__cli_opts *opts)
             return NULL;
         }
     }
+    if (opts->remote && tk_config_set_remote(cfg, opts->remote) != TK_OK) {
+        tk__cli_error("--remote %s: not a redis://host[:port][/db] or unix:///path URL",
+                      opts->remote);
+        tk_config_destroy(cfg);
+        return NULL;
+    }
     return cfg;
 }
 

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/remote.h"
 #include "jit/jit_internal.h"
 
 tk_status tk_config_create(tk_config **out)
@@ -26,6 +27,8 @@ void tk_config_destroy(tk_config *cfg)
     free(cfg->cache_dir);
     free(cfg->cache_lower);
     free(cfg->target);
+    free(cfg->remote_url);
+    free(cfg->remote_key);
     free(cfg);
 }
 
@@ -147,5 +150,52 @@ tk_status tk_config_set_log_level(tk_config *cfg, tk_log_level level)
     if (!cfg || level < TK_LOG_DEBUG || level > TK_LOG_ERROR)
         return TK_INVALID_ARGUMENT;
     cfg->log_level = level;
+    return TK_OK;
+}
+
+/* ------------------------------------------------------------ remote tier */
+
+tk_status tk_config_set_remote(tk_config *cfg, const char *url)
+{
+    if (!cfg)
+        return TK_INVALID_ARGUMENT;
+    if (url && url[0] && tk__remote_url_check(url, NULL, 0) != TK_OK)
+        return TK_INVALID_ARGUMENT;
+    return set_string(&cfg->remote_url, url);
+}
+
+tk_status tk_config_set_remote_key(tk_config *cfg, const void *key, size_t len)
+{
+    if (!cfg || (!key && len) || len > 4096)
+        return TK_INVALID_ARGUMENT;
+    unsigned char *copy = NULL;
+    if (key && len) {
+        copy = malloc(len);
+        if (!copy)
+            return TK_OUT_OF_MEMORY;
+        memcpy(copy, key, len);
+    }
+    free(cfg->remote_key);
+    cfg->remote_key = copy;
+    cfg->remote_key_len = copy ? len : 0;
+    cfg->remote_key_set = key != NULL;
+    return TK_OK;
+}
+
+tk_status tk_config_set_remote_timeouts(tk_config *cfg, unsigned connect_ms, unsigned io_ms)
+{
+    if (!cfg || connect_ms > 3600000 || io_ms > 3600000)
+        return TK_INVALID_ARGUMENT;
+    cfg->remote_connect_ms = connect_ms;
+    cfg->remote_io_ms = io_ms;
+    return TK_OK;
+}
+
+tk_status tk_config_set_remote_lease(tk_config *cfg, unsigned lease_ms, unsigned wait_ms)
+{
+    if (!cfg || lease_ms > 3600000 || wait_ms > 3600000)
+        return TK_INVALID_ARGUMENT;
+    cfg->remote_lease_ms = lease_ms;
+    cfg->remote_wait_ms = wait_ms;
     return TK_OK;
 }

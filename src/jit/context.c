@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/remote.h"
 #include "jit/backend/dl.h"
 #include "jit/jit_internal.h"
 
@@ -224,9 +225,19 @@ static tk_status open_backend(tk_context *ctx, const tk__backend *be, const tk_c
     return TK_OK;
 }
 
-static void fill_cache_opts(const tk_config *cfg, tk__cache_opts *o)
+static void fill_cache_opts(const tk_config *cfg, tk__cache_opts *o, tk__remote_opts *ro)
 {
+    memset(ro, 0, sizeof *ro);
+    ro->url = cfg->remote_url;
+    ro->secret = cfg->remote_key;
+    ro->secret_len = cfg->remote_key_len;
+    ro->secret_set = cfg->remote_key_set;
+    ro->connect_ms = cfg->remote_connect_ms;
+    ro->io_ms = cfg->remote_io_ms;
+    ro->lease_ms = cfg->remote_lease_ms;
+    ro->wait_ms = cfg->remote_wait_ms;
     memset(o, 0, sizeof *o);
+    o->remote = ro;
     o->root = cfg->cache_dir;
     o->lower = cfg->cache_lower;
     o->max_size = cfg->cache_max_size;
@@ -383,7 +394,8 @@ tk_status tk_context_create(const tk_config *cfg, tk_context **out, char *err, s
     }
 
     tk__cache_opts co;
-    fill_cache_opts(cfg, &co);
+    tk__remote_opts ro;
+    fill_cache_opts(cfg, &co, &ro);
     co.log = cache_log_adapter;
     co.log_user = ctx;
     st = tk__cache_open(&co, &ctx->cache);
@@ -525,6 +537,15 @@ tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
         .builds_failed = LOAD(n_builds_failed),
         .builds_dropped = LOAD(n_builds_dropped),
     };
+    /* ---- issue 12: remote tier counters (kept by the cache handle) ---- */
+    tk__remote_counters rc;
+    tk__cache_remote_counters(ctx->cache, &rc);
+    s.remote_hits = rc.hits;
+    s.remote_misses = rc.misses;
+    s.remote_errors = rc.errors;
+    s.remote_rejected = rc.rejected;
+    s.remote_publishes = rc.publishes;
+    /* ---- end issue 12 ---- */
     *out = s;
     return TK_OK;
 }
@@ -543,6 +564,7 @@ void tk_context_reset_stats(tk_context *ctx)
                           &ctx->n_builds_failed,    &ctx->n_builds_dropped};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         __atomic_store_n(fields[i], 0, __ATOMIC_RELAXED);
+    tk__cache_remote_reset_counters(ctx->cache); /* issue 12 */
 }
 
 /* ------------------------------------------------------- embedded sources */
@@ -586,8 +608,9 @@ tk_status tk_cache_open(const tk_config *cfg, tk_cache **out)
     if (!out)
         return TK_INVALID_ARGUMENT;
     tk__cache_opts o;
+    tk__remote_opts ro;
     if (cfg) {
-        fill_cache_opts(cfg, &o);
+        fill_cache_opts(cfg, &o, &ro);
         o.log = cfg->log;
         o.log_user = cfg->log_user;
     } else {

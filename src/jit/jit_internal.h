@@ -40,6 +40,12 @@ struct tk_config {
     tk_log_fn log;
     void *log_user;
     tk_log_level log_level;
+    /* Remote tier (cache/remote.h): NULL / 0 / unset take the environment. */
+    char *remote_url; /* "" : off */
+    unsigned char *remote_key;
+    size_t remote_key_len;
+    int remote_key_set;
+    unsigned remote_connect_ms, remote_io_ms, remote_lease_ms, remote_wait_ms;
 };
 
 /* Most background build threads a context may have. */

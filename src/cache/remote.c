@@ -1,0 +1,1309 @@
+/*
+ * The remote tier on Redis (see remote.h for the server layout and the value
+ * format): connection with timeouts, circuit breaker, fleet-wide compile
+ * lease, HMAC-SHA256 signing, and the tools' list / stats / push.
+ *
+ * Never worse than no remote: every failure is a miss, counted and logged,
+ * never a status the engine returns. A transport failure (refused, timed out,
+ * reset) closes the connection and opens the breaker, so a dead or hung
+ * server costs one timeout per breaker period, not one per lookup.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "cache/cache_internal.h"
+#include "cache/remote.h"
+
+/* ------------------------------------------------------------- URL syntax */
+
+typedef struct remote_url {
+    int is_unix;
+    char host[256];
+    int port;
+    char path[512];
+    long db;
+    char user[128];
+    char password[256];
+    int has_password;
+    char shown[600]; /* the URL without its password, for messages */
+} remote_url;
+
+static tk_status url_fail(char *why, size_t size, const char *msg)
+{
+    if (why && size)
+        snprintf(why, size, "%s", msg);
+    return TK_INVALID_ARGUMENT;
+}
+
+static int parse_db(const char *s, long *out)
+{
+    if (!*s)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < 0 || v > 65535 || s[0] == '-' || s[0] == '+')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static tk_status url_parse(const char *url, remote_url *u, char *why, size_t size)
+{
+    memset(u, 0, sizeof(*u));
+    if (!url || !*url)
+        return url_fail(why, size, "empty URL");
+    if (strlen(url) >= 500)
+        return url_fail(why, size, "URL too long");
+    if (strncmp(url, "unix://", 7) == 0) {
+        const char *p = url + 7;
+        if (p[0] != '/')
+            return url_fail(why, size, "unix:// needs an absolute path (unix:///path/to/socket)");
+        const char *q = strchr(p, '?');
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        if (n >= sizeof(u->path) || n < 2)
+            return url_fail(why, size, "bad socket path");
+        memcpy(u->path, p, n);
+        u->path[n] = 0;
+        if (q) {
+            if (strncmp(q, "?db=", 4) != 0 || parse_db(q + 4, &u->db) != 0)
+                return url_fail(why, size, "unix:// accepts only ?db=N (0-65535)");
+        }
+        u->is_unix = 1;
+        snprintf(u->shown, sizeof(u->shown), "%s", url);
+        return TK_OK;
+    }
+    if (strncmp(url, "rediss://", 9) == 0)
+        return url_fail(why, size, "rediss:// (TLS) is not supported; use redis:// or unix://");
+    if (strncmp(url, "redis://", 8) != 0)
+        return url_fail(why, size, "expected redis://host[:port][/db] or unix:///path");
+    const char *p = url + 8;
+    const char *at = strrchr(p, '@');
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        size_t un = colon ? (size_t)(colon - p) : (size_t)(at - p);
+        if (un >= sizeof(u->user))
+            return url_fail(why, size, "user name too long");
+        if (!colon && un == 0)
+            return url_fail(why, size, "empty credentials before '@'");
+        memcpy(u->user, p, un);
+        u->user[un] = 0;
+        if (colon) {
+            size_t pn = (size_t)(at - colon - 1);
+            if (pn >= sizeof(u->password))
+                return url_fail(why, size, "password too long");
+            memcpy(u->password, colon + 1, pn);
+            u->password[pn] = 0;
+            u->has_password = 1;
+        } else {
+            /* redis://password@host, as redis-cli -u reads it */
+            memcpy(u->password, u->user, un + 1);
+            u->user[0] = 0;
+            u->has_password = 1;
+        }
+        p = at + 1;
+    }
+    const char *host_end;
+    if (*p == '[') {
+        host_end = strchr(p, ']');
+        if (!host_end)
+            return url_fail(why, size, "unterminated [IPv6 address]");
+        size_t n = (size_t)(host_end - p - 1);
+        if (n == 0 || n >= sizeof(u->host))
+            return url_fail(why, size, "bad host");
+        memcpy(u->host, p + 1, n);
+        u->host[n] = 0;
+        host_end++;
+    } else {
+        host_end = p + strcspn(p, ":/");
+        size_t n = (size_t)(host_end - p);
+        if (n == 0 || n >= sizeof(u->host))
+            return url_fail(why, size, "missing host (redis://host:port)");
+        memcpy(u->host, p, n);
+        u->host[n] = 0;
+    }
+    u->port = 6379;
+    p = host_end;
+    if (*p == ':') {
+        char *end = NULL;
+        errno = 0;
+        long port = strtol(p + 1, &end, 10);
+        if (errno || end == p + 1 || port < 1 || port > 65535 || (*end && *end != '/'))
+            return url_fail(why, size, "bad port (1-65535)");
+        u->port = (int)port;
+        p = end;
+    }
+    if (*p == '/') {
+        if (parse_db(p + 1, &u->db) != 0)
+            return url_fail(why, size, "bad database number after '/' (0-65535)");
+    } else if (*p) {
+        return url_fail(why, size, "unexpected text after the host");
+    }
+    snprintf(u->shown, sizeof(u->shown), "redis://%s%s%s%s:%d/%ld", u->user,
+             u->has_password ? ":***" : "", u->has_password || u->user[0] ? "@" : "", u->host,
+             u->port, u->db);
+    return TK_OK;
+}
+
+tk_status tk__remote_url_check(const char *url, char *why, size_t size)
+{
+    remote_url u;
+    return url_parse(url, &u, why, size);
+}
+
+__attribute__((unused)) static unsigned env_ms(const char *name, unsigned fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end = NULL;
+    unsigned long x = strtoul(v, &end, 10);
+    if (*end || x == 0 || x > 3600000)
+        return fallback;
+    return (unsigned)x;
+}
+
+__attribute__((unused)) static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+__attribute__((unused)) static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+#ifndef TK_HAVE_REMOTE
+
+/* ----------------------------------------------- built without the remote */
+
+int tk__remote_built(void)
+{
+    return 0;
+}
+
+tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts)
+{
+    const char *url = opts && opts->url ? opts->url : getenv("TOKITAI_JIT_REMOTE");
+    if (url && *url && cache->log) {
+        char msg[700];
+        snprintf(msg, sizeof(msg),
+                 "remote cache %.500s unavailable: this build of tokitai-jit has no remote tier "
+                 "(built without hiredis or libcrypto); continuing without it",
+                 url);
+        cache->log(cache->log_user, TK_LOG_WARN, msg);
+    }
+    return TK_OK;
+}
+
+void tk__cache_remote_close(tk_cache *cache)
+{
+}
+
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out)
+{
+    return TK_NOT_FOUND;
+}
+
+void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
+{
+    return NULL;
+}
+
+void tk__cache_remote_release(void *lease)
+{
+}
+
+void tk__cache_remote_publish(tk_cache *cache, const tk__key *key, const uint8_t *entry, size_t len)
+{
+}
+
+void tk__cache_remote_counters(const tk_cache *cache, tk__remote_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+}
+
+void tk__cache_remote_reset_counters(tk_cache *cache)
+{
+}
+
+static tk_status unavailable(tk_cache *cache)
+{
+    return tk__cache_fail(cache, TK_UNSUPPORTED,
+                          "remote tier unavailable: tokitai-jit was built without hiredis "
+                          "(libhiredis-dev) or libcrypto (libssl-dev)");
+}
+
+tk_status tk_cache_remote_describe(tk_cache *cache, char *buf, size_t size)
+{
+    if (!cache || !buf || !size)
+        return TK_INVALID_ARGUMENT;
+    snprintf(buf, size, "remote: unavailable (built without hiredis or libcrypto)\n");
+    return unavailable(cache);
+}
+
+tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *user)
+{
+    if (!cache || !visit)
+        return TK_INVALID_ARGUMENT;
+    return unavailable(cache);
+}
+
+tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
+{
+    if (!cache || !out)
+        return TK_INVALID_ARGUMENT;
+    return unavailable(cache);
+}
+
+tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
+                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+{
+    if (!cache)
+        return TK_INVALID_ARGUMENT;
+    return unavailable(cache);
+}
+
+#else /* TK_HAVE_REMOTE */
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <hiredis/hiredis.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+int tk__remote_built(void)
+{
+    return 1;
+}
+
+struct tk__remote {
+    tk_cache *cache; /* for its log */
+    remote_url url;
+    uint8_t *secret;
+    size_t secret_len;
+    unsigned connect_ms, io_ms, lease_ms, wait_ms;
+    uint64_t max_value;
+    char prefix[64];
+
+    pthread_mutex_t mu; /* guards the connection and the breaker */
+    redisContext *c;
+    pid_t pid; /* process that opened c: a forked child reconnects */
+    unsigned failures;
+    int64_t open_until_ns;
+    int warned_down, warned_bad;
+
+    uint64_t hits, misses, errors, rejected, publishes; /* __atomic */
+};
+
+typedef struct tk__remote remote;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void bump(uint64_t *field)
+{
+    __atomic_fetch_add(field, 1, __ATOMIC_RELAXED);
+}
+
+static void rlog(remote *r, tk_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void rlog(remote *r, tk_log_level level, const char *fmt, ...)
+{
+    if (!r->cache->log)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    r->cache->log(r->cache->log_user, level, msg);
+}
+
+/* First time at WARN, later at INFO: a flapping server must not flood. */
+static tk_log_level once(int *flag)
+{
+    int first = !__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED);
+    return first ? TK_LOG_WARN : TK_LOG_INFO;
+}
+
+static void name_of(const remote *r, const char *kind, const char *hex, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%s:%s", r->prefix, kind, hex);
+}
+
+/* ------------------------------------------------------- SIGPIPE guard */
+
+/* hiredis writes with write(2): a peer that closed the socket would raise
+ * SIGPIPE and kill the caller. Block it around each exchange and swallow one
+ * raised meanwhile (the approach of libcurl and OpenSSL's s_client). */
+typedef struct pipe_guard {
+    sigset_t old;
+    int was_pending;
+} pipe_guard;
+
+static void pipe_block(pipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+static void pipe_unblock(pipe_guard *g)
+{
+    if (!g->was_pending) {
+        sigset_t set, pending;
+        sigemptyset(&set);
+        sigaddset(&set, SIGPIPE);
+        sigemptyset(&pending);
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+            struct timespec zero = {0, 0};
+            sigtimedwait(&set, NULL, &zero);
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* ----------------------------------------------------- connection, breaker */
+
+static struct timeval tv_of(unsigned ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    return tv;
+}
+
+/* Closes the connection and opens the breaker (r->mu held). */
+static void transport_failure(remote *r, const char *what, const char *why)
+{
+    if (r->c) {
+        redisFree(r->c);
+        r->c = NULL;
+    }
+    r->failures++;
+    unsigned shift = r->failures - 1 < 6 ? r->failures - 1 : 6;
+    unsigned ms = TK__REMOTE_BREAKER_BASE_MS << shift;
+    if (ms > TK__REMOTE_BREAKER_MAX_MS)
+        ms = TK__REMOTE_BREAKER_MAX_MS;
+    r->open_until_ns = now_ns() + (int64_t)ms * 1000000LL;
+    bump(&r->errors);
+    rlog(r, once(&r->warned_down), "remote cache %s: %s failed (%s); not asking it for %u ms",
+         r->url.shown, what, why, ms);
+}
+
+static redisReply *exchange(remote *r, int argc, const char **argv, const size_t *lens)
+{
+    pipe_guard g;
+    pipe_block(&g);
+    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
+    pipe_unblock(&g);
+    return rep;
+}
+
+/* 1 when connected (r->mu held). */
+static int ensure_connected(remote *r)
+{
+    if (r->c && r->pid != getpid()) {
+        /* Inherited across fork: the parent owns that stream. Closing our
+         * copy of the descriptor sends nothing. */
+        redisFree(r->c);
+        r->c = NULL;
+    }
+    if (r->c)
+        return 1;
+    if (r->open_until_ns && now_ns() < r->open_until_ns)
+        return 0;
+    struct timeval tv = tv_of(r->connect_ms);
+    redisContext *c = r->url.is_unix ? redisConnectUnixWithTimeout(r->url.path, tv)
+                                     : redisConnectWithTimeout(r->url.host, r->url.port, tv);
+    if (!c || c->err) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s", c ? c->errstr : "out of memory");
+        if (c)
+            redisFree(c);
+        transport_failure(r, "connect", why);
+        return 0;
+    }
+    if (redisSetTimeout(c, tv_of(r->io_ms)) != REDIS_OK) {
+        redisFree(c);
+        transport_failure(r, "connect", "cannot set the I/O timeout");
+        return 0;
+    }
+    r->c = c;
+    r->pid = getpid();
+    const char *argv[3];
+    size_t lens[3];
+    if (r->url.has_password) {
+        int n = 0;
+        argv[n] = "AUTH";
+        lens[n++] = 4;
+        if (r->url.user[0]) {
+            argv[n] = r->url.user;
+            lens[n++] = strlen(r->url.user);
+        }
+        argv[n] = r->url.password;
+        lens[n++] = strlen(r->url.password);
+        redisReply *rep = exchange(r, n, argv, lens);
+        if (!rep || rep->type == REDIS_REPLY_ERROR) {
+            char why[160];
+            snprintf(why, sizeof(why), "%s", rep ? rep->str : r->c->errstr);
+            if (rep)
+                freeReplyObject(rep);
+            transport_failure(r, "AUTH", why);
+            return 0;
+        }
+        freeReplyObject(rep);
+    }
+    if (r->url.db) {
+        char db[16];
+        snprintf(db, sizeof(db), "%ld", r->url.db);
+        argv[0] = "SELECT";
+        lens[0] = 6;
+        argv[1] = db;
+        lens[1] = strlen(db);
+        redisReply *rep = exchange(r, 2, argv, lens);
+        if (!rep || rep->type == REDIS_REPLY_ERROR) {
+            char why[160];
+            snprintf(why, sizeof(why), "%s", rep ? rep->str : r->c->errstr);
+            if (rep)
+                freeReplyObject(rep);
+            transport_failure(r, "SELECT", why);
+            return 0;
+        }
+        freeReplyObject(rep);
+    }
+    return 1;
+}
+
+/* One command (r->mu held). NULL on any failure (counted and logged; a
+ * transport failure also opens the breaker); else the reply, to free. */
+static redisReply *run_locked(remote *r, int argc, const char **argv, const size_t *lens)
+{
+    if (!ensure_connected(r))
+        return NULL;
+    redisReply *rep = exchange(r, argc, argv, lens);
+    if (!rep) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s", r->c->errstr[0] ? r->c->errstr : "no reply");
+        transport_failure(r, argv[0], why);
+        return NULL;
+    }
+    r->failures = 0;
+    r->open_until_ns = 0;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* The server answered: a full server (OOM), a read-only replica, a
+         * refused command. Costs this call only. */
+        bump(&r->errors);
+        rlog(r, TK_LOG_INFO, "remote cache %s: %s: %s", r->url.shown, argv[0], rep->str);
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
+static redisReply *run(remote *r, int argc, const char **argv, const size_t *lens)
+{
+    pthread_mutex_lock(&r->mu);
+    redisReply *rep = run_locked(r, argc, argv, lens);
+    pthread_mutex_unlock(&r->mu);
+    return rep;
+}
+
+/* ---------------------------------------------------------------- values */
+
+static const char k_mac_domain[] = "tokitai-jit remote v1"; /* with its NUL */
+
+static int mac_of(const remote *r, const char *hex, const uint8_t *entry, size_t len,
+                  uint8_t out[TK__REMOTE_MAC_SIZE])
+{
+    int ok = 0;
+    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                           OSSL_PARAM_construct_end()};
+    size_t n = 0;
+    if (ctx && EVP_MAC_init(ctx, r->secret, r->secret_len, params) == 1 &&
+        EVP_MAC_update(ctx, (const unsigned char *)k_mac_domain, sizeof(k_mac_domain)) == 1 &&
+        EVP_MAC_update(ctx, (const unsigned char *)hex, 32) == 1 &&
+        EVP_MAC_update(ctx, entry, len) == 1 &&
+        EVP_MAC_final(ctx, out, &n, TK__REMOTE_MAC_SIZE) == 1 && n == TK__REMOTE_MAC_SIZE)
+        ok = 1;
+    EVP_MAC_CTX_free(ctx);
+    EVP_MAC_free(mac);
+    return ok;
+}
+
+/* Wraps an entry file into a value (signed when a secret is set). */
+static tk_status value_build(const remote *r, const char *hex, const uint8_t *entry, size_t len,
+                             uint8_t **out, size_t *out_len)
+{
+    size_t mac_len = r->secret ? TK__REMOTE_MAC_SIZE : 0;
+    size_t total = TK__REMOTE_HEADER_SIZE + mac_len + len;
+    uint8_t *v = malloc(total);
+    if (!v)
+        return TK_OUT_OF_MEMORY;
+    memcpy(v, TK__REMOTE_MAGIC, 8);
+    put_le(v + 8, TK__REMOTE_ENVELOPE_VERSION, 4);
+    put_le(v + 12, mac_len, 4);
+    if (mac_len && !mac_of(r, hex, entry, len, v + TK__REMOTE_HEADER_SIZE)) {
+        free(v);
+        return TK_INTERNAL;
+    }
+    memcpy(v + TK__REMOTE_HEADER_SIZE + mac_len, entry, len);
+    *out = v;
+    *out_len = total;
+    return TK_OK;
+}
+
+/* Checks the envelope (and the MAC when a secret is set); points *entry at
+ * the entry file inside value. 0 and a reason when refused. */
+static int value_open(const remote *r, const char *hex, const uint8_t *value, size_t len,
+                      const uint8_t **entry, size_t *entry_len, const char **why)
+{
+    if (len < TK__REMOTE_HEADER_SIZE || memcmp(value, TK__REMOTE_MAGIC, 8) != 0) {
+        *why = "not a tokitai-jit remote value";
+        return 0;
+    }
+    if (get_le(value + 8, 4) != TK__REMOTE_ENVELOPE_VERSION) {
+        *why = "unknown envelope version";
+        return 0;
+    }
+    uint64_t mac_len = get_le(value + 12, 4);
+    if (mac_len != 0 && mac_len != TK__REMOTE_MAC_SIZE) {
+        *why = "bad signature length";
+        return 0;
+    }
+    if (len - TK__REMOTE_HEADER_SIZE < mac_len) {
+        *why = "truncated";
+        return 0;
+    }
+    const uint8_t *e = value + TK__REMOTE_HEADER_SIZE + mac_len;
+    size_t elen = len - TK__REMOTE_HEADER_SIZE - (size_t)mac_len;
+    if (r->secret) {
+        uint8_t want[TK__REMOTE_MAC_SIZE];
+        if (mac_len == 0) {
+            *why = "unsigned, and a remote key is configured";
+            return 0;
+        }
+        if (!mac_of(r, hex, e, elen, want)) {
+            *why = "cannot compute the signature";
+            return 0;
+        }
+        if (CRYPTO_memcmp(want, value + TK__REMOTE_HEADER_SIZE, TK__REMOTE_MAC_SIZE) != 0) {
+            *why = "signature mismatch";
+            return 0;
+        }
+    }
+    *entry = e;
+    *entry_len = elen;
+    return 1;
+}
+
+/* The disk tier's checks: structure, checksum, and the full key material. */
+static int entry_check(const tk__key *key, const uint8_t *e, size_t len, tk__entry_view *v,
+                       const char **why)
+{
+    if (tk__entry_parse(e, len, 0, v, why) != TK_OK)
+        return 0;
+    if (v->fp_hi != key->fp_hi || v->fp_lo != key->fp_lo) {
+        *why = "entry belongs to another key";
+        return 0;
+    }
+    if (v->key_size != key->len || memcmp(v->key, key->bytes, key->len) != 0) {
+        *why = "key material differs";
+        return 0;
+    }
+    return 1;
+}
+
+/* GETRANGE 0..limit: a value bigger than the limit is recognised (one byte
+ * over) without transferring it. *rep is NULL on a transport or server error. */
+static redisReply *fetch(remote *r, const char *name)
+{
+    char end[32];
+    uint64_t limit = r->max_value + TK__REMOTE_HEADER_SIZE + TK__REMOTE_MAC_SIZE;
+    snprintf(end, sizeof(end), "%llu", (unsigned long long)limit);
+    const char *argv[4] = {"GETRANGE", name, "0", end};
+    size_t lens[4] = {8, strlen(name), 1, strlen(end)};
+    redisReply *rep = run(r, 4, argv, lens);
+    if (rep && rep->type != REDIS_REPLY_STRING) {
+        bump(&r->errors);
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
+static int too_big(const remote *r, size_t len)
+{
+    return (uint64_t)len > r->max_value + TK__REMOTE_HEADER_SIZE + TK__REMOTE_MAC_SIZE;
+}
+
+/* ------------------------------------------------------- the cache hooks */
+
+tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts)
+{
+    tk__remote_opts none;
+    if (!opts) {
+        memset(&none, 0, sizeof(none));
+        opts = &none;
+    }
+    const char *url = opts->url ? opts->url : getenv("TOKITAI_JIT_REMOTE");
+    if (!url || !*url)
+        return TK_OK;
+    remote *r = calloc(1, sizeof(*r));
+    if (!r)
+        return TK_OUT_OF_MEMORY;
+    r->cache = cache;
+    char why[160];
+    if (url_parse(url, &r->url, why, sizeof(why)) != TK_OK) {
+        if (cache->log) {
+            char msg[800];
+            snprintf(msg, sizeof(msg),
+                     "remote cache URL '%.500s' refused: %s; continuing without it", url, why);
+            cache->log(cache->log_user, TK_LOG_WARN, msg);
+        }
+        free(r);
+        return TK_OK;
+    }
+    const void *secret = opts->secret;
+    size_t secret_len = opts->secret_len;
+    if (!opts->secret_set) {
+        secret = getenv("TOKITAI_JIT_REMOTE_KEY");
+        secret_len = secret ? strlen(secret) : 0;
+    }
+    if (secret && secret_len) {
+        r->secret = malloc(secret_len);
+        if (!r->secret) {
+            free(r);
+            return TK_OUT_OF_MEMORY;
+        }
+        memcpy(r->secret, secret, secret_len);
+        r->secret_len = secret_len;
+    }
+    r->connect_ms = opts->connect_ms
+                        ? opts->connect_ms
+                        : env_ms("TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS", TK__REMOTE_CONNECT_MS);
+    r->io_ms =
+        opts->io_ms ? opts->io_ms : env_ms("TOKITAI_JIT_REMOTE_IO_TIMEOUT_MS", TK__REMOTE_IO_MS);
+    r->lease_ms = opts->lease_ms ? opts->lease_ms
+                                 : env_ms("TOKITAI_JIT_REMOTE_LEASE_MS", TK__REMOTE_LEASE_MS);
+    r->wait_ms =
+        opts->wait_ms ? opts->wait_ms : env_ms("TOKITAI_JIT_REMOTE_WAIT_MS", TK__REMOTE_WAIT_MS);
+    r->max_value = TK__REMOTE_MAX_VALUE;
+    /* Test hook: a small limit, so a test can store an oversized value
+     * without moving hundreds of megabytes. */
+    const char *test_max = getenv("TK__REMOTE_TEST_MAX_VALUE");
+    if (test_max && *test_max)
+        r->max_value = strtoull(test_max, NULL, 10);
+    snprintf(r->prefix, sizeof(r->prefix), "tkjit:%s:%d:", TK_VERSION_STRING, TK__CACHE_FORMAT);
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r->secret);
+        free(r);
+        return TK_OUT_OF_MEMORY;
+    }
+    cache->remote = r;
+    return TK_OK;
+}
+
+void tk__cache_remote_close(tk_cache *cache)
+{
+    remote *r = cache ? cache->remote : NULL;
+    if (!r)
+        return;
+    if (r->c)
+        redisFree(r->c); /* a child's copy sends nothing either */
+    if (r->secret) {
+        OPENSSL_cleanse(r->secret, r->secret_len);
+        free(r->secret);
+    }
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+    cache->remote = NULL;
+}
+
+static void refused(remote *r, const char *name, const char *why)
+{
+    bump(&r->rejected);
+    rlog(r, once(&r->warned_bad), "remote cache %s: value %s refused: %s", r->url.shown, name, why);
+}
+
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out)
+{
+    remote *r = cache->remote;
+    if (!r)
+        return TK_NOT_FOUND;
+    char name[128];
+    name_of(r, "e", key->hex, name, sizeof(name));
+    redisReply *rep = fetch(r, name);
+    if (!rep)
+        return TK_NOT_FOUND;
+    tk_status st = TK_NOT_FOUND;
+    const uint8_t *entry = NULL;
+    size_t elen = 0;
+    const char *why = NULL;
+    tk__entry_view v;
+    if (rep->len == 0) {
+        bump(&r->misses);
+        goto done;
+    }
+    if (too_big(r, rep->len)) {
+        refused(r, name, "larger than the size limit");
+        goto done;
+    }
+    if (!value_open(r, key->hex, (const uint8_t *)rep->str, rep->len, &entry, &elen, &why) ||
+        !entry_check(key, entry, elen, &v, &why)) {
+        refused(r, name, why);
+        goto done;
+    }
+    st = tk__cache_fill_entry(&v, (int64_t)time(NULL), out);
+    if (st != TK_OK)
+        goto done; /* out of memory: the engine compiles instead */
+    if (tk__cache_writable(cache))
+        tk__cache_store_bytes(cache, key->hex, entry, elen); /* trouble is logged there */
+    bump(&r->hits);
+done:
+    freeReplyObject(rep);
+    return st;
+}
+
+typedef struct lease {
+    remote *r;
+    char name[128];
+    char token[128];
+} lease;
+
+static unsigned ms_left(int64_t deadline)
+{
+    int64_t left = deadline - now_ns();
+    return left <= 0 ? 0 : (unsigned)(left / 1000000 + 1);
+}
+
+void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
+{
+    remote *r = cache->remote;
+    if (!r)
+        return NULL;
+    lease *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    l->r = r;
+    name_of(r, "lease", key->hex, l->name, sizeof(l->name));
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = 0;
+    uint64_t nonce = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)l;
+    snprintf(l->token, sizeof(l->token), "%s:%ld:%016llx", host, (long)getpid(),
+             (unsigned long long)XXH3_64bits(&nonce, sizeof(nonce)));
+    char value_name[128], px[16];
+    name_of(r, "e", key->hex, value_name, sizeof(value_name));
+    snprintf(px, sizeof(px), "%u", r->lease_ms);
+    int64_t start = now_ns();
+    int64_t deadline = start + (int64_t)r->wait_ms * 1000000LL;
+    unsigned pause = 2;
+    for (;;) {
+        const char *set[6] = {"SET", l->name, l->token, "NX", "PX", px};
+        size_t set_lens[6] = {3, strlen(l->name), strlen(l->token), 2, 2, strlen(px)};
+        const char *ex[2] = {"EXISTS", value_name};
+        size_t ex_lens[2] = {6, strlen(value_name)};
+        pthread_mutex_lock(&r->mu);
+        redisReply *rep = run_locked(r, 6, set, set_lens);
+        int answered = rep != NULL;
+        int held = answered && rep->type == REDIS_REPLY_STATUS;
+        if (rep)
+            freeReplyObject(rep);
+        redisReply *ex_rep = answered && !held ? run_locked(r, 2, ex, ex_lens) : NULL;
+        pthread_mutex_unlock(&r->mu);
+        if (held)
+            return l;
+        int published = ex_rep && ex_rep->type == REDIS_REPLY_INTEGER && ex_rep->integer > 0;
+        int ex_answered = ex_rep != NULL;
+        if (ex_rep)
+            freeReplyObject(ex_rep);
+        if (!answered || !ex_answered || published)
+            break; /* trouble (a miss), or the holder published: look again */
+        unsigned left = ms_left(deadline);
+        if (left == 0) {
+            rlog(r, TK_LOG_INFO,
+                 "remote cache %s: waited %u ms for another process to publish %s; compiling "
+                 "here",
+                 r->url.shown, r->wait_ms, key->hex);
+            break;
+        }
+        sleep_ms(pause < left ? pause : left);
+        if (pause < 50)
+            pause *= 2;
+    }
+    free(l);
+    return NULL;
+}
+
+void tk__cache_remote_release(void *p)
+{
+    lease *l = p;
+    if (!l)
+        return;
+    /* Only our own lease: after an expiry another process may hold it. */
+    static const char script[] =
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+        "return 0";
+    const char *argv[5] = {"EVAL", script, "1", l->name, l->token};
+    size_t lens[5] = {4, sizeof(script) - 1, 1, strlen(l->name), strlen(l->token)};
+    redisReply *rep = run(l->r, 5, argv, lens);
+    if (rep)
+        freeReplyObject(rep);
+    free(l);
+}
+
+static int publish_value(remote *r, const char *hex, const uint8_t *entry, size_t len, int only_new,
+                         int *present)
+{
+    uint8_t *value = NULL;
+    size_t vlen = 0;
+    if (value_build(r, hex, entry, len, &value, &vlen) != TK_OK)
+        return 0;
+    char name[128];
+    name_of(r, "e", hex, name, sizeof(name));
+    const char *argv[4] = {"SET", name, (const char *)value, "NX"};
+    size_t lens[4] = {3, strlen(name), vlen, 2};
+    redisReply *rep = run(r, only_new ? 4 : 3, argv, lens);
+    free(value);
+    if (!rep)
+        return 0;
+    if (present)
+        *present = rep->type == REDIS_REPLY_NIL;
+    freeReplyObject(rep);
+    return 1;
+}
+
+void tk__cache_remote_publish(tk_cache *cache, const tk__key *key, const uint8_t *entry, size_t len)
+{
+    remote *r = cache->remote;
+    if (!r || (uint64_t)len > r->max_value)
+        return;
+    /* A plain SET: a bad value someone planted is replaced by a good one. */
+    if (publish_value(r, key->hex, entry, len, 0, NULL))
+        bump(&r->publishes);
+}
+
+#define LOAD(f) __atomic_load_n(&r->f, __ATOMIC_RELAXED)
+void tk__cache_remote_counters(const tk_cache *cache, tk__remote_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+    const remote *r = cache ? cache->remote : NULL;
+    if (!r)
+        return;
+    out->hits = LOAD(hits);
+    out->misses = LOAD(misses);
+    out->errors = LOAD(errors);
+    out->rejected = LOAD(rejected);
+    out->publishes = LOAD(publishes);
+}
+#undef LOAD
+
+void tk__cache_remote_reset_counters(tk_cache *cache)
+{
+    remote *r = cache ? cache->remote : NULL;
+    if (!r)
+        return;
+    uint64_t *f[] = {&r->hits, &r->misses, &r->errors, &r->rejected, &r->publishes};
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        __atomic_store_n(f[i], 0, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------ the tools */
+
+static tk_status need_remote(tk_cache *cache)
+{
+    if (!cache->remote)
+        return tk__cache_fail(cache, TK_NOT_FOUND,
+                              "no remote cache configured (TOKITAI_JIT_REMOTE or --remote URL)");
+    return TK_OK;
+}
+
+/* Tools want an answer now, not the breaker's silence. */
+static void breaker_reset(remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->open_until_ns = 0;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static tk_status unreachable(tk_cache *cache)
+{
+    return tk__cache_fail(
+        cache, TK_IO_ERROR, "remote cache %s unreachable or refusing commands (timeouts %u/%u ms)",
+        cache->remote->url.shown, cache->remote->connect_ms, cache->remote->io_ms);
+}
+
+tk_status tk_cache_remote_describe(tk_cache *cache, char *buf, size_t size)
+{
+    if (!cache || !buf || !size)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = need_remote(cache);
+    if (st != TK_OK) {
+        snprintf(buf, size, "remote: none configured\n");
+        return st;
+    }
+    remote *r = cache->remote;
+    breaker_reset(r);
+    const char *argv[3] = {"INFO", "server", NULL};
+    size_t lens[2] = {4, 6};
+    redisReply *rep = run(r, 2, argv, lens);
+    char version[64] = "?";
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        const char *v = strstr(rep->str, "redis_version:");
+        if (v) {
+            v += 14;
+            size_t n = strcspn(v, "\r\n");
+            snprintf(version, sizeof(version), "%.*s", (int)(n < 60 ? n : 60), v);
+        }
+    }
+    snprintf(buf, size,
+             "remote: %s\n  signing: %s\n  timeouts: connect %u ms, I/O %u ms; lease %u ms, "
+             "wait %u ms\n  server: %s%s\n",
+             r->url.shown, r->secret ? "HMAC-SHA256 with a shared key" : "none (no key set)",
+             r->connect_ms, r->io_ms, r->lease_ms, r->wait_ms,
+             rep ? "reachable, Redis " : "unreachable", rep ? version : "");
+    if (rep)
+        freeReplyObject(rep);
+    return rep ? TK_OK : unreachable(cache);
+}
+
+/* Calls fn for every value key of this version: SCAN in batches. */
+typedef int (*scan_fn)(void *ctx, const char *name, const char *hex);
+
+static tk_status scan_values(tk_cache *cache, const char *kind, scan_fn fn, void *ctx)
+{
+    remote *r = cache->remote;
+    char pattern[128], cursor[32] = "0";
+    snprintf(pattern, sizeof(pattern), "%s%s:*", r->prefix, kind);
+    size_t prefix_len = strlen(pattern) - 1;
+    for (;;) {
+        const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
+        size_t lens[6] = {4, strlen(cursor), 5, strlen(pattern), 5, 4};
+        redisReply *rep = run(r, 6, argv, lens);
+        if (!rep)
+            return unreachable(cache);
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+            rep->element[0]->type != REDIS_REPLY_STRING ||
+            rep->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(rep);
+            return tk__cache_fail(cache, TK_CORRUPT, "remote cache: unexpected SCAN reply");
+        }
+        snprintf(cursor, sizeof(cursor), "%s", rep->element[0]->str);
+        redisReply *keys = rep->element[1];
+        int stop = 0;
+        for (size_t i = 0; i < keys->elements && !stop; i++) {
+            const redisReply *k = keys->element[i];
+            if (k->type != REDIS_REPLY_STRING || k->len != prefix_len + 32 ||
+                strspn(k->str + prefix_len, "0123456789abcdef") != 32)
+                continue;
+            stop = fn(ctx, k->str, k->str + prefix_len);
+        }
+        freeReplyObject(rep);
+        if (stop || strcmp(cursor, "0") == 0)
+            return TK_OK;
+    }
+}
+
+typedef struct walk_ctx {
+    tk_cache *cache;
+    tk_cache_visit_fn visit;
+    void *user;
+    tk_cache_stats *stats;
+    tk_status st;
+} walk_ctx;
+
+static void info_of(const tk__entry_view *v, const char *hex, const char *name, size_t value_len,
+                    char *strings, tk_cache_entry_info *info)
+{
+    const char *ptrs[TK__ENTRY_N_STRINGS];
+    char *p = strings;
+    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++) {
+        memcpy(p, v->strings[i].ptr ? v->strings[i].ptr : "", v->strings[i].len);
+        p[v->strings[i].len] = 0;
+        ptrs[i] = p;
+        p += v->strings[i].len + 1;
+    }
+    memset(info, 0, sizeof(*info));
+    info->key_hex = hex;
+    info->path = name;
+    info->kernel = ptrs[0];
+    info->source = ptrs[1];
+    info->backend = ptrs[2];
+    info->arch = ptrs[3];
+    info->compiler = ptrs[4];
+    info->options = ptrs[5];
+    info->payload_size = v->payload_size;
+    info->file_size = value_len;
+    info->created = v->created;
+    info->last_used = 0;
+    info->resources = v->resources;
+}
+
+/* Reads one value in full and checks it as a lookup would (the key material
+ * against its own fingerprint: the tool has no key to compare with). */
+static int walk_one(void *p, const char *name, const char *hex)
+{
+    walk_ctx *w = p;
+    remote *r = w->cache->remote;
+    redisReply *rep = fetch(r, name);
+    if (!rep) {
+        w->st = unreachable(w->cache);
+        return 1;
+    }
+    if (rep->len == 0) { /* gone since the SCAN */
+        freeReplyObject(rep);
+        return 0;
+    }
+    const uint8_t *entry = NULL;
+    size_t elen = 0;
+    const char *why = NULL;
+    tk__entry_view v;
+    char fp[33];
+    int good = !too_big(r, rep->len) &&
+               value_open(r, hex, (const uint8_t *)rep->str, rep->len, &entry, &elen, &why) &&
+               tk__entry_parse(entry, elen, 1, &v, &why) == TK_OK;
+    if (good) {
+        tk__fp_hex(v.fp_hi, v.fp_lo, fp);
+        good = strcmp(fp, hex) == 0;
+    }
+    int stop = 0;
+    if (w->stats) {
+        w->stats->bytes += rep->len;
+        if (good)
+            w->stats->entries++;
+        else
+            w->stats->bad_files++;
+    } else if (good) {
+        size_t total = 0;
+        for (int i = 0; i < TK__ENTRY_N_STRINGS; i++)
+            total += (size_t)v.strings[i].len + 1;
+        char *strings = malloc(total);
+        if (!strings) {
+            w->st = TK_OUT_OF_MEMORY;
+            stop = 1;
+        } else {
+            tk_cache_entry_info info;
+            info_of(&v, hex, name, rep->len, strings, &info);
+            stop = w->visit(w->user, &info);
+            free(strings);
+        }
+    }
+    freeReplyObject(rep);
+    return stop;
+}
+
+tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *user)
+{
+    if (!cache || !visit)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = need_remote(cache);
+    if (st != TK_OK)
+        return st;
+    breaker_reset(cache->remote);
+    walk_ctx w = {cache, visit, user, NULL, TK_OK};
+    st = scan_values(cache, "e", walk_one, &w);
+    return st != TK_OK ? st : w.st;
+}
+
+static int count_one(void *p, const char *name, const char *hex)
+{
+    (*(uint64_t *)p)++;
+    return 0;
+}
+
+tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
+{
+    if (!cache || !out)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = need_remote(cache);
+    if (st != TK_OK)
+        return st;
+    breaker_reset(cache->remote);
+    tk_cache_stats s;
+    memset(&s, 0, sizeof(s));
+    walk_ctx w = {cache, NULL, NULL, &s, TK_OK};
+    st = scan_values(cache, "e", walk_one, &w);
+    if (st == TK_OK)
+        st = w.st;
+    if (st == TK_OK)
+        st = scan_values(cache, "lease", count_one, &s.temp_files);
+    if (st != TK_OK)
+        return st;
+    /* The server's memory limit, when it lets us read it (0: none known). */
+    const char *argv[3] = {"CONFIG", "GET", "maxmemory"};
+    size_t lens[3] = {6, 3, 9};
+    redisReply *rep = run(cache->remote, 3, argv, lens);
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[1]->type == REDIS_REPLY_STRING)
+        s.max_bytes = strtoull(rep->element[1]->str, NULL, 10);
+    if (rep)
+        freeReplyObject(rep);
+    *out = s;
+    return TK_OK;
+}
+
+typedef struct push_ctx {
+    tk_cache *cache;
+    tk_cache_bad_fn bad;
+    void *user;
+    uint64_t pushed, present, rejected;
+    tk_status st;
+} push_ctx;
+
+/* Verifies one entry file and sends it unless the server has it. */
+static int push_bytes(push_ctx *c, const char *where, const uint8_t *bytes, size_t len)
+{
+    remote *r = c->cache->remote;
+    tk__entry_view v;
+    const char *why = NULL;
+    if ((uint64_t)len > r->max_value) {
+        why = "larger than the remote size limit";
+    } else if (tk__entry_parse(bytes, len, 1, &v, &why) == TK_OK) {
+        char hex[33];
+        tk__fp_hex(v.fp_hi, v.fp_lo, hex);
+        int present = 0;
+        if (!publish_value(r, hex, bytes, len, 1, &present)) {
+            c->st = unreachable(c->cache);
+            return 1;
+        }
+        if (present)
+            c->present++;
+        else
+            c->pushed++;
+        return 0;
+    }
+    c->rejected++;
+    if (c->bad)
+        c->bad(c->user, where, why);
+    return 0;
+}
+
+static int push_file(void *p, const tk_cache_entry_info *info)
+{
+    push_ctx *c = p;
+    int fd = open(info->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    uint8_t *bytes = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        tk__read_fd(fd, (uint64_t)st.st_size, &bytes) != TK_OK) {
+        if (fd >= 0)
+            close(fd);
+        c->rejected++;
+        if (c->bad)
+            c->bad(c->user, info->path, "unreadable");
+        return 0;
+    }
+    close(fd);
+    int stop = push_bytes(c, info->path, bytes, (size_t)st.st_size);
+    free(bytes);
+    return stop;
+}
+
+static tk_status push_bundle(push_ctx *c, const char *path)
+{
+    tk_cache *cache = c->cache;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
+                              "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    uint8_t *all = NULL;
+    tk_status s = TK_IO_ERROR;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > ((uint64_t)1 << 40) ||
+        (s = tk__read_fd(fd, (uint64_t)st.st_size, &all)) != TK_OK) {
+        close(fd);
+        return tk__cache_fail(cache, s == TK_OUT_OF_MEMORY ? s : TK_IO_ERROR, "cannot read %s",
+                              path);
+    }
+    close(fd);
+    uint64_t size = (uint64_t)st.st_size;
+    s = TK_OK;
+    if (size < TK__BUNDLE_HEADER_SIZE || memcmp(all, TK__BUNDLE_MAGIC, 8) != 0 ||
+        get_le(all + 8, 4) != TK__CACHE_FORMAT) {
+        s = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle of format %d",
+                           path, TK__CACHE_FORMAT);
+        goto done;
+    }
+    uint64_t count = get_le(all + 16, 8), off = TK__BUNDLE_HEADER_SIZE;
+    for (uint64_t i = 0; i < count; i++) {
+        char where[PATH_MAX + 32];
+        snprintf(where, sizeof(where), "%s#%llu", path, (unsigned long long)i);
+        uint64_t len;
+        if (size - off < 8 || (len = get_le(all + off, 8)) > size - off - 8) {
+            c->rejected += count - i;
+            if (c->bad)
+                c->bad(c->user, where, "bundle truncated");
+            s = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu entries", path,
+                               (unsigned long long)i);
+            goto done;
+        }
+        off += 8;
+        if (push_bytes(c, where, all + off, (size_t)len))
+            break;
+        off += len;
+    }
+done:
+    free(all);
+    return s;
+}
+
+tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
+                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+{
+    if (!cache)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = need_remote(cache);
+    if (st != TK_OK)
+        return st;
+    breaker_reset(cache->remote);
+    push_ctx c = {cache, bad, user, 0, 0, 0, TK_OK};
+    st = bundle ? push_bundle(&c, bundle) : tk_cache_list(cache, push_file, &c);
+    if (st == TK_OK)
+        st = c.st;
+    if (st != TK_OK)
+        return st;
+    if (n_pushed)
+        *n_pushed = c.pushed;
+    if (n_present)
+        *n_present = c.present;
+    if (n_rejected)
+        *n_rejected = c.rejected;
+    return TK_OK;
+}
+
+#endif /* TK_HAVE_REMOTE */

@@ -38,8 +38,9 @@ class TokitaiError(RuntimeError):
         self.log = log
         self.call = call
         name = self.status.name if self.status.value == status else "status %d" % status
-        head = "%s: %s" % (call, name) if call else name
-        text = "%s: %s" % (head, message) if message else head
+        if not message:
+            message = call
+        text = "%s: %s" % (name, message) if message else name
         if log:
             text += "\n" + log
         super().__init__(text)

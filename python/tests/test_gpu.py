@@ -345,3 +345,22 @@ def test_cupy_arrays_and_stream(gctx):
         z = gctx.softmax_f16_fwd(x)  # CuPy's current stream
     s.synchronize()
     assert bool((z == y).all())
+
+
+# ------------------------------------------------------------ the README
+
+
+def test_readme_example(monkeypatch, tmp_path, capsys):
+    import os
+    import re
+
+    from conftest import REPO
+
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"<!-- python-example[^>]*-->\n```python\n(.*?)```", text, re.S)
+    assert m, "the README's Python example was not found"
+    monkeypatch.setenv("TOKITAI_JIT_CACHE_DIR", str(tmp_path / "cache"))
+    exec(compile(m.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "ContextStats(" in out and "CacheStats(entries=" in out

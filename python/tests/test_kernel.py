@@ -174,6 +174,15 @@ def test_headers_need_library_support():
         tj.Kernel(SRC, "scale", headers={"tile.h": "#define TILE 64\n"})
 
 
+def test_headers_are_part_of_the_kernel(ctx):
+    if not tj._capi.has_field(tj._capi.tk_kernel_desc, "headers"):
+        pytest.skip("this library has no header support (tk_kernel_desc.headers)")
+    src = '#include "tile.h"\n' + SRC
+    a = tj.Kernel(src, "scale", headers={"tile.h": "#define TILE 64\n"})
+    b = tj.Kernel(src, "scale", headers=[("tile.h", "#define TILE 32\n")])
+    assert a.compile(ctx).key != b.compile(ctx).key
+
+
 def test_precompile_then_disk_hit(cache_dir):
     k = tj.Kernel(SRC, "scale", signature="ptr, ptr, f32, i32")
     with tj.Context(backend="stub", target="stub", cache_dir=cache_dir) as off:

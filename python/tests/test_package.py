@@ -83,3 +83,12 @@ def test_cmake_install_layout(tmp_path):
     assert lines[1] == "install layout"
     assert lines[2].startswith(str(prefix)) and os.path.isfile(lines[2])
     assert lines[3] == "(2, 64)"
+
+
+def test_library_of_another_api_version_is_refused(monkeypatch):
+    from tokitai_jit import _capi
+
+    lib = _capi.lib()
+    monkeypatch.setattr(_capi, "ABI_VERSION", (9, 9))
+    with pytest.raises(OSError, match="mirrors the 9.9 API"):
+        _capi._check_version(lib, "libtokitai_jit.so.0")

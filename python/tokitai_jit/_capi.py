@@ -235,6 +235,14 @@ STRUCTS: Dict[str, type] = {
 }
 
 
+def out_struct(struct: type) -> Any:
+    """An instance of ``struct`` for the library to write into, with spare
+    room behind it: a library whose struct has grown (fields appended) must
+    not write past this package's smaller mirror."""
+    buf = ctypes.create_string_buffer(ctypes.sizeof(struct) + 1024)
+    return struct.from_buffer(buf)  # keeps buf alive
+
+
 def has_field(struct: type, name: str) -> bool:
     """True when the mirror of ``struct`` has a field ``name``."""
     return any(f[0] == name for f in struct._fields_)
@@ -416,6 +424,20 @@ def _declare(lib: ctypes.CDLL) -> None:
                 fn.argtypes = args
 
 
+# The library's major.minor this package mirrors (TK_VERSION_MAJOR/MINOR).
+ABI_VERSION = (0, 1)
+
+
+def _check_version(handle: ctypes.CDLL, path: str) -> None:
+    n = int(handle.tk_version_number())
+    found = (n // 10000, n // 100 % 100)
+    if found != ABI_VERSION:
+        raise OSError(
+            "%s is tokitai-jit %s; this package mirrors the %d.%d API (install matching versions)"
+            % (path, text(handle.tk_version_string()), ABI_VERSION[0], ABI_VERSION[1])
+        )
+
+
 def lib() -> ctypes.CDLL:
     """The loaded library (loaded on first use; see candidate_paths())."""
     global _lib, _lib_path
@@ -435,6 +457,7 @@ def lib() -> ctypes.CDLL:
                 tried.append("%s: %s (%s)" % (how, path, e))
                 continue
             _declare(handle)
+            _check_version(handle, path)
             _lib, _lib_path = handle, path
             return handle
         raise OSError(

@@ -544,7 +544,7 @@ class Context:
 
     def stats(self) -> ContextStats:
         """Counters since creation or the last reset_stats()."""
-        s = _capi.tk_context_stats()
+        s = _capi.out_struct(_capi.tk_context_stats)
         self._call("tk_context_get_stats", byref(s))
         return ContextStats(**{f.name: getattr(s, f.name) for f in fields(ContextStats)})
 
@@ -829,7 +829,7 @@ class Context:
         CPU reference (tk_check_run). ``passed`` says whether it agreed."""
         o = _enum(Op, op, "op")
         d = (c_int64 * max(len(dims), 1))(*[int(x) for x in dims])
-        r = _capi.tk_check_report()
+        r = _capi.out_struct(_capi.tk_check_report)
         self._call("tk_check_run", int(o), d, len(dims), seed, byref(r))
         try:
             return CheckReport(

@@ -340,7 +340,7 @@ class Kernel:
         returns where it came from; CompileError carries the compiler log."""
         ctx = self._ctx(context)
         h = self._get(ctx)
-        info = _capi.tk_kernel_info()
+        info = _capi.out_struct(_capi.tk_kernel_info)
         _check(ctx, ctx._lib.tk_kernel_get_info(h, byref(info)), "tk_kernel_get_info")
         return KernelInfo(
             key=_capi.text(info.key_hex),

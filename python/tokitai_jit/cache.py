@@ -140,7 +140,7 @@ class Cache:
         return out
 
     def stats(self) -> CacheStats:
-        s = _capi.tk_cache_stats()
+        s = _capi.out_struct(_capi.tk_cache_stats)
         self._call("tk_cache_get_stats", byref(s))
         return CacheStats(s.entries, s.bytes, s.max_bytes, s.temp_files, s.bad_files)
 

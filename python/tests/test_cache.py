@@ -71,10 +71,10 @@ def test_clear(filled):
 
 def test_export_import(filled, tmp_path):
     bundle = str(tmp_path / "warm.tkb")
-    n = tj.cache.export(bundle, filled, select=lambda e: e.kernel.startswith("tk_softmax"))
+    n = tj.cache.export(bundle, cache_dir=filled, select=lambda e: e.kernel.startswith("tk_softmax"))
     assert n == len([e for e in tj.cache.list(filled) if e.kernel.startswith("tk_softmax")])
     other = str(tmp_path / "other")
-    res = tj.cache.import_bundle(bundle, other)
+    res = tj.cache.import_bundle(bundle, cache_dir=other)
     assert (res.imported, res.rejected) == (n, [])
     assert sorted(e.key for e in tj.cache.list(other)) == sorted(
         e.key for e in tj.cache.list(filled) if e.kernel.startswith("tk_softmax")
@@ -82,7 +82,7 @@ def test_export_import(filled, tmp_path):
     with open(bundle, "wb") as f:
         f.write(b"not a bundle")
     with pytest.raises(tj.CorruptError):
-        tj.cache.import_bundle(bundle, other)
+        tj.cache.import_bundle(bundle, cache_dir=other)
 
 
 def test_default_cache_from_environment(filled, monkeypatch):
@@ -107,4 +107,12 @@ def test_a_visitor_error_propagates(filled):
         raise RuntimeError("select failed")
 
     with pytest.raises(RuntimeError, match="select failed"):
-        tj.cache.export(os.path.join(filled, "..", "b.tkb"), filled, select=boom)
+        tj.cache.export(os.path.join(filled, "..", "b.tkb"), cache_dir=filled, select=boom)
+
+
+def test_stub_backend_from_the_environment(monkeypatch, cache_dir):
+    monkeypatch.setenv("TOKITAI_JIT_BACKEND", "stub")
+    with tj.Context(cache_dir=cache_dir) as c:
+        assert c.backend == "stub"
+        c.softmax_f16_fwd(c.empty((2, 16)))
+    assert [e.backend for e in tj.cache.list(cache_dir)] == ["stub"]

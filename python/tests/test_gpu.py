@@ -223,6 +223,40 @@ def test_work_runs_on_the_given_stream(gctx):
     torch.testing.assert_close(out.double(), torch.softmax(x.double(), dim=1), atol=2e-3, rtol=1e-2)
 
 
+def test_every_operator_on_a_side_stream(gctx):
+    # Inputs made on the default stream; each operator enqueued on `s` only.
+    M, N, K, V, D, Q = 96, 160, 64, 300, 64, 500
+    a, b, gc = randn((M, K), 30, 0.5), randn((K, N), 31, 0.5), randn((M, N), 32, 0.5)
+    x, g = randn((M, N), 33, 3.0), randn((M, N), 34)
+    w = randn((V, D), 35)
+    idx = torch.randint(0, V, (Q,), generator=gen(36), device=DEV, dtype=torch.int32)
+    go = randn((Q, D), 37, 0.5)
+    gw = torch.zeros((V, D), dtype=torch.float16, device=DEV)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    out = {
+        "fwd": gctx.gemm_f16_fwd(a, b, stream=s),
+        "grad_a": gctx.gemm_f16_grad_a(gc, b, stream=s),
+        "grad_b": gctx.gemm_f16_grad_b(a, gc, stream=s),
+        "softmax": gctx.softmax_f16_fwd(x, stream=s),
+    }
+    out["xent"] = gctx.softmax_xent_f16_bwd(out["softmax"], g, stream=s)
+    out["emb"] = gctx.embedding_f16_fwd(w, idx, stream=s)
+    gctx.embedding_f16_bwd(gw, idx, go, deterministic=True, stream=s)
+    s.synchronize()
+    sm = torch.softmax(x.double(), dim=1)
+    torch.testing.assert_close(out["fwd"].double(), a.double() @ b.double(), atol=1e-2, rtol=1e-3)
+    torch.testing.assert_close(out["grad_a"].double(), gc.double() @ b.double().T, atol=2e-2, rtol=4e-3)
+    torch.testing.assert_close(out["grad_b"].double(), a.double().T @ gc.double(), atol=2e-2, rtol=4e-3)
+    torch.testing.assert_close(out["softmax"].double(), sm, atol=2e-3, rtol=1e-2)
+    sd = out["softmax"].double()
+    ref = sd * (g.double() - (g.double() * sd).sum(dim=1, keepdim=True))
+    torch.testing.assert_close(out["xent"].double(), ref, atol=3e-3, rtol=1e-2)
+    assert torch.equal(out["emb"], w[idx.long()])
+    ref_gw = torch.zeros((V, D), dtype=torch.float64, device=DEV).index_add(0, idx.long(), go.double())
+    torch.testing.assert_close(gw.double(), ref_gw, atol=4e-3, rtol=4e-3)
+
+
 def test_raw_stream_handle(gctx):
     a, b = randn((64, 64), 23, 0.5), randn((64, 64), 24, 0.5)
     s = torch.cuda.Stream()

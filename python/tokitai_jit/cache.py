@@ -243,7 +243,7 @@ def verify(cache_dir: Optional[PathLike] = None) -> builtins.list:
         return c.verify()
 
 
-def prune(max_size: Union[int, str, None] = None, cache_dir: Optional[PathLike] = None) -> int:
+def prune(max_size: Union[int, str, None] = None, *, cache_dir: Optional[PathLike] = None) -> int:
     """LRU eviction down to ``max_size`` (default: the configured limit)."""
     with Cache(cache_dir) as c:
         return c.prune(max_size)
@@ -255,14 +255,18 @@ def clear(cache_dir: Optional[PathLike] = None) -> int:
         return c.clear()
 
 
-def export(path: PathLike, cache_dir: Optional[PathLike] = None,
-           select: Optional[Callable[[CacheEntry], bool]] = None) -> int:
+def export(
+    path: PathLike,
+    *,
+    cache_dir: Optional[PathLike] = None,
+    select: Optional[Callable[[CacheEntry], bool]] = None,
+) -> int:
     """Writes a bundle of the selected entries; returns how many."""
     with Cache(cache_dir) as c:
         return c.export(path, select)
 
 
-def import_bundle(path: PathLike, cache_dir: Optional[PathLike] = None) -> ImportResult:
+def import_bundle(path: PathLike, *, cache_dir: Optional[PathLike] = None) -> ImportResult:
     """Imports a bundle into the cache."""
     with Cache(cache_dir) as c:
         return c.import_bundle(path)

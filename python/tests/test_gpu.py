@@ -182,6 +182,14 @@ def test_wrong_device_and_dtype_launch_nothing(gctx):
         before.compiles, before.memory_hits, before.disk_hits)
 
 
+def test_tensors_that_require_grad(gctx):
+    x = randn((16, 100), 26).requires_grad_()
+    y = gctx.softmax_f16_fwd(x)
+    torch.cuda.synchronize()
+    assert not y.requires_grad
+    torch.testing.assert_close(y.double(), torch.softmax(x.detach().double(), dim=1), atol=2e-3, rtol=1e-2)
+
+
 def test_check_run(gctx):
     rep = gctx.check_run("gemm_f16_fwd", (64, 128, 96), seed=5)
     assert rep.passed, rep

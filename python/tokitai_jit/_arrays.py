@@ -277,6 +277,9 @@ def _from_dlpack(obj: Any, name: str) -> ArrayView:
 
 def is_array(obj: Any) -> bool:
     """True when obj exposes __cuda_array_interface__ or __dlpack__."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return True
     return _has_cai(obj) or hasattr(obj, "__dlpack__")
 
 
@@ -288,10 +291,32 @@ def _has_cai(obj: Any) -> bool:
         return False
 
 
+def _from_torch(obj: Any, name: str, torch: Any) -> ArrayView:
+    # Read directly: cheaper than building the interface dict, and it works
+    # on tensors that require grad (whose __cuda_array_interface__ raises).
+    if obj.layout != torch.strided:
+        raise TypeError("%s: only dense (strided) tensors are supported, got %s" % (name, obj.layout))
+    dtype = str(obj.dtype).replace("torch.", "")
+    if dtype not in _ITEMSIZE:
+        raise TypeError("%s: unsupported element type %s" % (name, obj.dtype))
+    dev = obj.device
+    if dev.type == "cuda":
+        device = (DL_CUDA, dev.index if dev.index is not None else torch.cuda.current_device())
+    elif dev.type == "cpu":
+        device = (DL_CPU, 0)
+    else:
+        raise ValueError("%s is on %s: tokitai_jit needs CUDA/HIP device memory" % (name, dev))
+    return ArrayView(obj, name, int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()), dtype,
+                     device, "torch")
+
+
 def view(obj: Any, name: str) -> ArrayView:
     """The ArrayView of obj; TypeError when it is not a device array."""
     if obj is None:
         raise TypeError("%s: expected a device array, got None" % name)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return _from_torch(obj, name, torch)
     if _has_cai(obj):
         return _from_cai(obj, name)
     if hasattr(obj, "__dlpack__"):

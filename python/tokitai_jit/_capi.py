@@ -32,7 +32,6 @@ from ctypes import (
     c_ubyte,
     c_uint,
     c_uint16,
-    c_uint32,
     c_uint64,
     c_void_p,
 )

@@ -8,7 +8,7 @@ import struct
 import sys
 import threading
 import weakref
-from ctypes import byref, c_int, c_int64, c_uint, c_uint64, c_void_p
+from ctypes import byref, c_int64, c_uint, c_uint64, c_void_p
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 

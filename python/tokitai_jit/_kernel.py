@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import re
 import struct
-import weakref
 from ctypes import (
     byref,
     c_char_p,
@@ -16,7 +15,6 @@ from ctypes import (
     c_int16,
     c_int32,
     c_int64,
-    c_size_t,
     c_uint,
     c_uint8,
     c_uint16,

@@ -15,23 +15,41 @@
 # torch, else the first that imports pytest.
 
 set(TK_PYTHON_EXECUTABLE "" CACHE FILEPATH "Python 3 interpreter for the Python tests (needs pytest)")
-set(_tk_py "${TK_PYTHON_EXECUTABLE}")
-if(NOT _tk_py)
+# Debian Python packages unpacked under a CMAKE_PREFIX_PATH entry (such as
+# python3-pytest in <prefix>/lib/python3/dist-packages) are used when no
+# interpreter finds pytest on its own.
+set(_tk_extra_path "")
+foreach(p IN LISTS CMAKE_PREFIX_PATH)
+  if(IS_DIRECTORY "${p}/lib/python3/dist-packages")
+    string(APPEND _tk_extra_path ":${p}/lib/python3/dist-packages")
+  endif()
+endforeach()
+if(TK_PYTHON_EXECUTABLE)
+  set(_tk_cands "${TK_PYTHON_EXECUTABLE}")
+else()
   find_program(TK__PYTHON3_ON_PATH NAMES python3)
   mark_as_advanced(TK__PYTHON3_ON_PATH)
-  # One with PyTorch too, if any (the GPU tests need it), else one with pytest.
-  foreach(mods IN ITEMS "pytest, torch" "pytest")
-    foreach(cand IN ITEMS "${TK__PYTHON3_ON_PATH}" /usr/bin/python3)
+  set(_tk_cands "${TK__PYTHON3_ON_PATH}" /usr/bin/python3)
+endif()
+# The first interpreter with PyTorch too (the GPU tests need it), else the
+# first with pytest; each as it is, then with the prefixes' dist-packages.
+set(_tk_py "")
+set(_tk_pypath "${CMAKE_SOURCE_DIR}/python")
+foreach(mods IN ITEMS "pytest, torch" "pytest")
+  foreach(extra IN ITEMS "" "${_tk_extra_path}")
+    foreach(cand IN LISTS _tk_cands)
       if(NOT _tk_py AND cand AND EXISTS "${cand}")
-        execute_process(COMMAND "${cand}" -c "import ${mods}" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+        execute_process(COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${CMAKE_SOURCE_DIR}/python${extra}"
+          "${cand}" -c "import ${mods}" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
         if(_rc EQUAL 0)
           set(_tk_py "${cand}")
+          set(_tk_pypath "${CMAKE_SOURCE_DIR}/python${extra}")
         endif()
       endif()
     endforeach()
   endforeach()
-  message(STATUS "Python tests run with: ${_tk_py}")
-endif()
+endforeach()
+message(STATUS "Python tests: ${_tk_py} with PYTHONPATH=${_tk_pypath}")
 
 set(TK_PYTHON_INSTALL_DIR "" CACHE STRING "Install folder of the tokitai_jit Python package (relative to the prefix)")
 set(_tk_pydir "${TK_PYTHON_INSTALL_DIR}")
@@ -88,7 +106,7 @@ if(TK_BUILD_TESTS AND (NOT TK_SANITIZE OR _tk_asan_env))
     "TK_TEST_BUILD_DIR=${CMAKE_BINARY_DIR}"
     "TK_TEST_CLI=$<TARGET_FILE:tokitai-jit>"
     "PYTHONDONTWRITEBYTECODE=1"
-    "PYTHONPATH=${CMAKE_SOURCE_DIR}/python"
+    "PYTHONPATH=${_tk_pypath}"
     ${_tk_asan_env})
   if(_tk_py)
     set(_tk_pytest "${_tk_py}" -m pytest -p no:cacheprovider -rs -q ${CMAKE_SOURCE_DIR}/python/tests)

@@ -83,7 +83,8 @@ endif()
 file(WRITE ${CMAKE_BINARY_DIR}/python/_install_paths.py
   "# Written by cmake --install: the library relative to this package.\nLIBRARY = \"${_tk_pylib}\"\n")
 install(DIRECTORY python/tokitai_jit DESTINATION ${_tk_pydir}
-  FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE PATTERN "_install_paths.py" EXCLUDE)
+  FILES_MATCHING PATTERN "*.py" PATTERN "py.typed" PATTERN "__pycache__" EXCLUDE
+  PATTERN "_install_paths.py" EXCLUDE)
 install(FILES ${CMAKE_BINARY_DIR}/python/_install_paths.py DESTINATION ${_tk_pydir}/tokitai_jit)
 
 # Tests: python_cpu (stub backend, no GPU) and python_gpu (PyTorch + a

@@ -67,6 +67,8 @@ def test_cmake_install_layout(tmp_path):
     inits = [os.path.join(d, "__init__.py") for d, _, files in os.walk(prefix)
              if os.path.basename(d) == "tokitai_jit" and "__init__.py" in files]
     assert len(inits) == 1, inits
+    assert os.path.isfile(os.path.join(os.path.dirname(inits[0]), "py.typed"))
+    assert os.path.isfile(os.path.join(os.path.dirname(inits[0]), "_install_paths.py"))
     site = os.path.dirname(os.path.dirname(inits[0]))
     code = (
         "import tokitai_jit as tj\n"

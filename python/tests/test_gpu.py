@@ -375,6 +375,7 @@ def test_device_buffers_without_a_framework(gctx):
 def test_cupy_arrays_and_stream(gctx):
     cupy = pytest.importorskip("cupy")
     x = cupy.random.default_rng(25).standard_normal((16, 500), dtype=cupy.float32).astype(cupy.float16)
+    cupy.cuda.Device().synchronize()  # x is ready before a non-blocking stream reads it
     s = cupy.cuda.Stream(non_blocking=True)
     y = gctx.softmax_f16_fwd(x, stream=s)
     s.synchronize()

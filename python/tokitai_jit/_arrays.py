@@ -317,6 +317,9 @@ def view(obj: Any, name: str) -> ArrayView:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _from_torch(obj, name, torch)
+    own = getattr(type(obj), "_tk_view", None)  # tokitai_jit.DeviceBuffer
+    if own is not None:
+        return own(obj, name)
     if _has_cai(obj):
         return _from_cai(obj, name)
     if hasattr(obj, "__dlpack__"):

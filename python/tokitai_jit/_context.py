@@ -317,8 +317,13 @@ class DeviceBuffer:
         }
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        kind = {"cuda": _arrays.DL_CUDA, "hip": _arrays.DL_ROCM}.get(self.context.backend, _arrays.DL_CPU)
+        kind = {"cuda": _arrays.DL_CUDA, "hip": _arrays.DL_ROCM}.get(self.context._backend_name, _arrays.DL_CPU)
         return kind, self.context.device
+
+    def _tk_view(self, name: str) -> ArrayView:
+        """The operators' view of this buffer, without the interface dict."""
+        return ArrayView(self, name, self.ptr, self.shape, _arrays._row_major(self.shape), self.dtype,
+                         self.__dlpack_device__(), "tokitai")
 
     def upload(self, data: Any) -> "DeviceBuffer":
         """Copies a bytes-like object of exactly nbytes into the buffer."""

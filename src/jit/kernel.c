@@ -673,6 +673,8 @@ static int entry_current(tk_context *ctx, const prep *p, const tk__entry *entry)
     if ((want || have) && (!want || !have || strcmp(want, have) != 0)) {
         tk__log(ctx, TK_LOG_INFO, "%s (%s): included files changed since it was cached; compiling",
                 p->key.hex, p->label);
+        tk__log(ctx, TK_LOG_DEBUG, "lookups then:\n%s\nlookups now:\n%s", have ? have : "(none)",
+                want ? want : "(none)");
         return 0;
     }
     if (p->name_expr && (!entry->meta.lowered || !entry->meta.lowered[0]))

@@ -132,41 +132,47 @@ tk_status tk__search_dirs(const char *const *opts, size_t n_opts, const char ***
 
 /* ------------------------------------------------------------ lookups */
 
-/* Reads a whole regular file; NULL with errno on failure. */
-static char *read_file(const char *path, size_t *len)
+/* An open descriptor on path when it is a regular file (a folder of the
+ * same name is not a match), else -1; *size gets its size. One open and one
+ * fstat: on a disk hit these calls are most of the cost. */
+static int open_regular(const char *path, size_t *size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return NULL;
+        return -1;
     struct stat st;
-    char *text = NULL;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_HEADER_BYTES) {
-        errno = EINVAL;
-        goto done;
+        close(fd);
+        return -1;
     }
-    size_t size = (size_t)st.st_size, got = 0;
-    text = malloc(size + 1);
-    if (!text)
-        goto done;
-    while (got < size) {
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+/* Reads size bytes of fd (fewer if it shrank) and closes it; NULL when out
+ * of memory or on a read error. */
+static char *read_fd(int fd, size_t size, size_t *len)
+{
+    size_t got = 0;
+    char *text = malloc(size + 1);
+    while (text && got < size) {
         ssize_t r = read(fd, text + got, size - got);
         if (r < 0 && errno == EINTR)
             continue;
+        if (r < 0) {
+            free(text);
+            text = NULL;
+        }
         if (r <= 0)
             break;
         got += (size_t)r;
     }
-    text[got] = '\0'; /* a file that shrank is hashed as read */
-    *len = got;
-done:
     close(fd);
+    if (text) {
+        text[got] = '\0';
+        *len = got;
+    }
     return text;
-}
-
-static int is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 static void hash_hex(const void *data, size_t len, char hex[33])
@@ -179,6 +185,8 @@ typedef struct found {
     int kind;        /* 0 not found, 'm' memory, 'f' file */
     size_t mem;      /* index for 'm' */
     char path[4096]; /* for 'f' */
+    int fd;          /* for 'f': open on path (the caller closes it) */
+    size_t size;
 } found;
 
 /* Runs one lookup (sources.h, resolution order). 0, or -1 when a path does
@@ -187,10 +195,11 @@ static int lookup(int quoted, const char *includer_dir, const char *spelling, co
                   found *out)
 {
     out->kind = 0;
+    out->fd = -1;
     if (spelling[0] == '/') {
         if (strlen(spelling) >= sizeof out->path)
             return -1;
-        if (is_file(spelling)) {
+        if ((out->fd = open_regular(spelling, &out->size)) >= 0) {
             out->kind = 'f';
             snprintf(out->path, sizeof out->path, "%s", spelling);
         }
@@ -200,7 +209,7 @@ static int lookup(int quoted, const char *includer_dir, const char *spelling, co
         int n = snprintf(out->path, sizeof out->path, "%s/%s", includer_dir, spelling);
         if (n < 0 || (size_t)n >= sizeof out->path)
             return -1;
-        if (is_file(out->path)) {
+        if ((out->fd = open_regular(out->path, &out->size)) >= 0) {
             out->kind = 'f';
             return 0;
         }
@@ -217,7 +226,7 @@ static int lookup(int quoted, const char *includer_dir, const char *spelling, co
                      : snprintf(out->path, sizeof out->path, "%s", spelling);
         if (n < 0 || (size_t)n >= sizeof out->path)
             return -1;
-        if (is_file(out->path)) {
+        if ((out->fd = open_regular(out->path, &out->size)) >= 0) {
             out->kind = 'f';
             return 0;
         }
@@ -284,12 +293,17 @@ typedef struct sfile {
     size_t len;
 } sfile;
 
+typedef struct seen_lookup {
+    char *key; /* "<q|a>\t<includer folder>\t<spelling>" */
+    long file; /* index into files, -1: not found */
+} seen_lookup;
+
 typedef struct resolver {
     const tk__search *s;
     sfile *files;
     size_t n_files;
     buf deps;
-    char **seen; /* lookup keys already recorded */
+    seen_lookup *seen; /* lookups already made, with their results */
     size_t n_seen, cap_seen;
     tk__srcset *out;
     char *msg;
@@ -302,28 +316,34 @@ static tk_status r_fail(resolver *r, tk_status st, const char *what, const char 
     return st;
 }
 
-/* Index of the file for f, added when new; -1 on failure (message set). */
-static long file_index(resolver *r, const found *f, tk_status *st)
+/* Index of the file for f, added (and read) when new; -1 on failure
+ * (message set). Closes f->fd in every case. */
+static long file_index(resolver *r, found *f, tk_status *st)
 {
+    int fd = f->fd;
+    f->fd = -1;
     for (size_t i = 0; i < r->n_files; i++) {
         const sfile *x = &r->files[i];
         if (x->kind == f->kind &&
-            (f->kind == 'm' ? x->mem == f->mem : strcmp(x->path, f->path) == 0))
+            (f->kind == 'm' ? x->mem == f->mem : strcmp(x->path, f->path) == 0)) {
+            if (fd >= 0)
+                close(fd);
             return (long)i;
+        }
     }
+    sfile x = {f->kind, f->mem, NULL, NULL, NULL, 0};
     if (r->n_files == MAX_FILES) {
         *st = r_fail(r, TK_INVALID_ARGUMENT, "more than 4096 headers; the last:", f->path);
-        return -1;
+        goto fail;
     }
     if (r->n_files % 16 == 0) {
         sfile *g = realloc(r->files, (r->n_files + 16) * sizeof *g);
         if (!g) {
             *st = TK_OUT_OF_MEMORY;
-            return -1;
+            goto fail;
         }
         r->files = g;
     }
-    sfile x = {f->kind, f->mem, NULL, NULL, NULL, 0};
     if (f->kind == 'm') {
         x.text = (char *)r->s->mem[f->mem].text;
         x.len = strlen(x.text);
@@ -331,71 +351,64 @@ static long file_index(resolver *r, const found *f, tk_status *st)
         x.path = strdup(f->path);
         x.dir = strdup(f->path);
         if (!x.path || !x.dir) {
-            free(x.path);
-            free(x.dir);
             *st = TK_OUT_OF_MEMORY;
-            return -1;
+            goto fail;
         }
         char *slash = strrchr(x.dir, '/');
         if (slash)
             *slash = '\0';
         else
             x.dir[0] = '\0'; /* relative to the working folder */
-        x.text = read_file(x.path, &x.len);
+        x.text = read_fd(fd, f->size, &x.len);
+        fd = -1;
         if (!x.text) {
             *st = r_fail(r, TK_IO_ERROR, "cannot read header", f->path);
-            free(x.path);
-            free(x.dir);
-            return -1;
+            goto fail;
         }
         if (memchr(x.text, '\0', x.len)) {
             *st = r_fail(r, TK_INVALID_ARGUMENT, "a NUL byte in header", f->path);
-            free(x.text);
-            free(x.path);
-            free(x.dir);
-            return -1;
+            goto fail;
         }
     }
     r->files[r->n_files] = x;
     return (long)r->n_files++;
+fail:
+    if (fd >= 0)
+        close(fd);
+    if (x.kind == 'f')
+        free(x.text);
+    free(x.path);
+    free(x.dir);
+    return -1;
 }
 
-/* Records one lookup in the deps (once per distinct lookup). */
-static tk_status record(resolver *r, int quoted, const char *dir, const char *spelling,
-                        const found *f, const sfile *file)
+/* Records a new lookup (key owned by the caller) and its result in the deps. */
+static tk_status record(resolver *r, const char *key, long file)
 {
-    buf key = {NULL, 0, 0, 0};
-    b_str(&key, quoted ? "q\t" : "a\t");
-    b_str(&key, dir ? dir : "");
-    b_str(&key, "\t");
-    b_str(&key, spelling);
-    if (key.failed)
-        return TK_OUT_OF_MEMORY;
-    for (size_t i = 0; i < r->n_seen; i++)
-        if (strcmp(r->seen[i], key.p) == 0) {
-            free(key.p);
-            return TK_OK;
-        }
     if (r->n_seen == r->cap_seen) {
         size_t cap = r->cap_seen ? r->cap_seen * 2 : 32;
-        char **g = realloc(r->seen, cap * sizeof *g);
-        if (!g) {
-            free(key.p);
+        seen_lookup *g = realloc(r->seen, cap * sizeof *g);
+        if (!g)
             return TK_OUT_OF_MEMORY;
-        }
         r->seen = g;
         r->cap_seen = cap;
     }
-    r->seen[r->n_seen++] = key.p;
-    b_str(&r->deps, key.p);
+    char *copy = strdup(key);
+    if (!copy)
+        return TK_OUT_OF_MEMORY;
+    r->seen[r->n_seen].key = copy;
+    r->seen[r->n_seen].file = file;
+    r->n_seen++;
+    b_str(&r->deps, key);
     b_str(&r->deps, "\t");
-    if (f->kind == 'm') {
+    const sfile *f = file >= 0 ? &r->files[file] : NULL;
+    if (f && f->kind == 'm') {
         b_str(&r->deps, "m:");
         b_str(&r->deps, r->s->mem[f->mem].name);
         b_str(&r->deps, "\t-\n");
-    } else if (f->kind == 'f') {
+    } else if (f) {
         char hex[33];
-        hash_hex(file->text, file->len, hex);
+        hash_hex(f->text, f->len, hex);
         b_str(&r->deps, "f:");
         b_str(&r->deps, f->path);
         b_str(&r->deps, "\t");
@@ -415,6 +428,36 @@ static int fits_in_deps(const char *s, size_t n)
     return 1;
 }
 
+/* The file (index) one include finds, or -1; looked up once per distinct
+ * (kind, includer folder, spelling). -2 with *st on failure, -3 when the
+ * path cannot be recorded (too long, or a tab in it). */
+static long resolve_include(resolver *r, int quoted, const char *dir, const char *spelling,
+                            tk_status *st)
+{
+    char key[8400];
+    int n = snprintf(key, sizeof key, "%c\t%s\t%s", quoted ? 'q' : 'a', dir ? dir : "", spelling);
+    if (n < 0 || (size_t)n >= sizeof key || (dir && !fits_in_deps(dir, strlen(dir))))
+        return -3;
+    for (size_t i = 0; i < r->n_seen; i++)
+        if (strcmp(r->seen[i].key, key) == 0)
+            return r->seen[i].file;
+    found f;
+    if (lookup(quoted, dir, spelling, r->s, &f) != 0)
+        return -3;
+    if (f.kind == 'f' && !fits_in_deps(f.path, strlen(f.path))) {
+        close(f.fd);
+        return -3;
+    }
+    long idx = -1;
+    if (f.kind) {
+        idx = file_index(r, &f, st);
+        if (idx < 0)
+            return -2;
+    }
+    *st = record(r, key, idx);
+    return *st == TK_OK ? idx : -2;
+}
+
 /* Rewrites text (of a file in folder dir, NULL for the main source or an
  * in-memory header) into out. */
 static tk_status rewrite(resolver *r, const char *text, size_t len, const char *dir, buf *out)
@@ -429,47 +472,35 @@ static tk_status rewrite(resolver *r, const char *text, size_t len, const char *
         if (d.is_include && !d.computed &&
             (d.name_len >= sizeof spelling || !fits_in_deps(d.name, d.name_len)))
             d.computed = 1;
-        if (!d.is_include) {
-            b_add(out, p, (size_t)(next - p));
-        } else if (d.computed) {
+        long idx = -1;
+        if (d.is_include && !d.computed) {
+            memcpy(spelling, d.name, d.name_len);
+            spelling[d.name_len] = '\0';
+            tk_status st = TK_OK;
+            idx = resolve_include(r, d.quoted, dir, spelling, &st);
+            if (idx == -2)
+                return st;
+            if (idx == -3) {
+                /* Cannot be recorded: followed by the compiler, not cached. */
+                d.computed = 1;
+                idx = -1;
+            }
+        }
+        if (d.computed) {
             if (!r->out->uncacheable) {
                 int n = (int)(line_end - p);
                 snprintf(r->out->why, sizeof r->out->why, "%.*s", n > 200 ? 200 : n, p);
             }
             r->out->uncacheable = 1;
+        }
+        if (idx < 0) {
             b_add(out, p, (size_t)(next - p));
         } else {
-            memcpy(spelling, d.name, d.name_len);
-            spelling[d.name_len] = '\0';
-            found f;
-            if (lookup(d.quoted, dir, spelling, r->s, &f) != 0 ||
-                (f.kind == 'f' && !fits_in_deps(f.path, strlen(f.path)))) {
-                /* A path too long to record: followed by the compiler, not cached. */
-                r->out->uncacheable = 1;
-                snprintf(r->out->why, sizeof r->out->why, "path too long: %.200s", spelling);
-                b_add(out, p, (size_t)(next - p));
-                p = next;
-                continue;
-            }
-            long idx = -1;
-            if (f.kind) {
-                tk_status st = TK_OK;
-                idx = file_index(r, &f, &st);
-                if (idx < 0)
-                    return st;
-            }
-            tk_status st = record(r, d.quoted, dir, spelling, &f, idx >= 0 ? &r->files[idx] : NULL);
-            if (st != TK_OK)
-                return st;
-            if (idx < 0) {
-                b_add(out, p, (size_t)(next - p));
-            } else {
-                char line[4200];
-                const char *base = strrchr(spelling, '/');
-                snprintf(line, sizeof line, "#include \"tk_inc/%ld/%s\"%s", idx,
-                         base ? base + 1 : spelling, eol ? "\n" : "");
-                b_str(out, line);
-            }
+            char line[4200];
+            const char *base = strrchr(spelling, '/');
+            snprintf(line, sizeof line, "#include \"tk_inc/%ld/%s\"%s", idx,
+                     base ? base + 1 : spelling, eol ? "\n" : "");
+            b_str(out, line);
         }
         p = next;
     }
@@ -548,7 +579,7 @@ tk_status tk__sources_resolve(const char *text, const tk__search *s, tk__srcset 
     }
     free(r.files);
     for (size_t i = 0; i < r.n_seen; i++)
-        free(r.seen[i]);
+        free(r.seen[i].key);
     free(r.seen);
     if (st != TK_OK) {
         if (st == TK_OUT_OF_MEMORY && !msg[0])
@@ -573,69 +604,4 @@ void tk__srcset_free(tk__srcset *set)
     free(set->texts);
     free(set->deps);
     memset(set, 0, sizeof *set);
-}
-
-/* -------------------------------------------------------------- checks */
-
-/* Splits line into n tab-separated fields in place; 0 when the count differs. */
-static int split(char *line, char **f, int n)
-{
-    int k = 0;
-    f[k++] = line;
-    for (char *c = line; *c; c++)
-        if (*c == '\t') {
-            if (k == n)
-                return 0;
-            *c = '\0';
-            f[k++] = c + 1;
-        }
-    return k == n;
-}
-
-int tk__deps_current(const char *deps, const tk__search *s)
-{
-    if (!deps || !deps[0])
-        return 1;
-    size_t total = strlen(deps);
-    char *copy = malloc(total + 1);
-    found *fd = malloc(sizeof *fd);
-    int ok = copy && fd;
-    if (ok)
-        memcpy(copy, deps, total + 1);
-    char *p = copy;
-    while (ok && *p) {
-        char *nl = strchr(p, '\n');
-        if (!nl) {
-            ok = 0; /* every record ends with a newline */
-            break;
-        }
-        *nl = '\0';
-        char *f[5];
-        if (!split(p, f, 5) || (strcmp(f[0], "q") != 0 && strcmp(f[0], "a") != 0) || !f[2][0] ||
-            lookup(f[0][0] == 'q', f[1][0] ? f[1] : NULL, f[2], s, fd) != 0) {
-            ok = 0;
-            break;
-        }
-        if (fd->kind == 0) {
-            ok = f[3][0] == '\0';
-        } else if (fd->kind == 'm') {
-            ok = strncmp(f[3], "m:", 2) == 0 && strcmp(f[3] + 2, s->mem[fd->mem].name) == 0;
-        } else {
-            ok = strncmp(f[3], "f:", 2) == 0 && strcmp(f[3] + 2, fd->path) == 0;
-            size_t len = 0;
-            char *text = ok ? read_file(fd->path, &len) : NULL;
-            char hex[33];
-            if (text) {
-                hash_hex(text, len, hex);
-                ok = strcmp(hex, f[4]) == 0;
-            } else {
-                ok = 0;
-            }
-            free(text);
-        }
-        p = nl + 1;
-    }
-    free(copy);
-    free(fd);
-    return ok;
 }

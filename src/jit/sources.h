@@ -18,8 +18,10 @@
  *     <q|a> TAB <includer folder, or empty> TAB <spelling> TAB <result> TAB <hash>
  * result "" (not found), "m:<name>" (in-memory; its text is in the key) or
  * "f:<path>"; hash: 32 hex digits of XXH3-128 of a file's bytes, else "-".
- * A disk hit re-runs every lookup and compares: any difference (an edited
- * header, a new file earlier in the search order, a vanished one) is a miss.
+ * A lookup re-runs every lookup (resolving the source again) and compares
+ * the record with the stored one: any difference (an edited header, a new
+ * file earlier in the search order, a vanished one) is a miss. Resolution
+ * is deterministic, so equal records mean equal lookups.
  */
 #ifndef TK_JIT_SOURCES_H
 #define TK_JIT_SOURCES_H
@@ -57,10 +59,6 @@ tk_status tk__search_dirs(const char *const *opts, size_t n_opts, const char ***
 tk_status tk__sources_resolve(const char *text, const tk__search *s, tk__srcset *out, char *msg,
                               size_t msg_size);
 void tk__srcset_free(tk__srcset *set);
-
-/* 1 when every lookup of deps gives today the result it recorded. A malformed
- * record is not current. */
-int tk__deps_current(const char *deps, const tk__search *s);
 
 /* 1 for a plain identifier (an extern "C" name), 0 otherwise. */
 int tk__is_identifier(const char *s);

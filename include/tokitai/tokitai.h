@@ -179,8 +179,8 @@ TK_API const char *tk_cache_last_error(const tk_cache *cache);
 typedef struct tk_cache_entry_info {
     const char *key_hex;   /* 32 hex digits: the XXH3-128 fingerprint */
     const char *path;      /* file holding the entry */
-    const char *kernel;    /* entry point name */
-    const char *source;    /* source name ("gemm_f16", or "user:<hash>") */
+    const char *kernel;    /* entry point: extern "C" name or C++ name expression */
+    const char *source;    /* source name ("gemm_f16", the source_label, or "user:<hash>") */
     const char *backend;   /* "cuda", "hip", "stub" */
     const char *arch;      /* full target id */
     const char *compiler;  /* compiler identity */

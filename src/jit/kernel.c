@@ -20,7 +20,18 @@
  * then every define as -DNAME[=VALUE] sorted by name. The backend's own -I
  * options are left out: they are machine paths, and the headers behind them
  * are part of the compiler identity instead, so that a cache filled on one
- * machine hits on another with the same toolkit at another path.
+ * machine hits on another with the same toolkit at another path. A user
+ * source's in-memory headers (name and text) follow the defines.
+ *
+ * User sources (sources.c): before the key is built, the library resolves
+ * the source's includes itself and rewrites them to names it hands to the
+ * compiler with the headers' text, so the compiler reads no user file
+ * behind the cache's back. Files read from disk are not in the key; the
+ * entry stores the record of every lookup (file and content hash, or "not
+ * found"), and a stored entry is used only when today's record is the same
+ * (entry_current); otherwise the kernel is compiled and its entry replaced.
+ * A C++ name expression as entry is compiled through the name-expression
+ * API and its lowered name stored in the entry for the next disk hit.
  */
 #include <stdio.h>
 #include <stdlib.h>

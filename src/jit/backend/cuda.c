@@ -10,13 +10,11 @@
  * Test hooks: TK__CUDA_DRIVER_LIB and TK__NVRTC_LIB replace the library
  * names searched.
  */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -181,45 +179,14 @@ static void find_cccl(void)
     }
 }
 
-/* Every file of the include tree by relative path and size: catches a
- * header added, removed or edited in place (sizes almost always move) for
- * the price of one stat per file (2000 files, a few ms, once per process). */
-static uint64_t tree_hash;
-
-static void tree_walk(const char *dir, size_t root_len, int depth)
-{
-    DIR *d = depth < 32 ? opendir(dir) : NULL;
-    if (!d)
-        return;
-    /* readdir order is the file system's: combine entries commutatively. */
-    uint64_t acc = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
-            continue;
-        char path[2048];
-        int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (n < 0 || (size_t)n >= sizeof path || lstat(path, &st) != 0)
-            continue;
-        if (S_ISDIR(st.st_mode)) {
-            tree_walk(path, root_len, depth + 1);
-            continue;
-        }
-        uint64_t size = (uint64_t)st.st_size;
-        uint64_t x = XXH3_64bits_withSeed(path + root_len, strlen(path + root_len), size);
-        acc += x;
-    }
-    closedir(d);
-    tree_hash ^= XXH3_64bits_withSeed(&acc, sizeof acc, depth);
-}
-
 /* The include folder enters cache keys by the content of the headers the
- * prelude pulls in and the versions of the libraries beside them, plus a
- * listing of the whole tree (cccl included), not by its path: the same
- * toolkit sits at different paths on different machines
- * (/usr/local/cuda-13.0/include, .../targets/x86_64-linux/include), and a
- * cache filled on a build machine must hit. */
+ * prelude pulls in, the entry header of each family user kernels include,
+ * and the version headers of libcu++, CUB and Thrust (CCCL ships as its own
+ * package, so it can move without NVRTC), not by its path: the same toolkit
+ * sits at different paths on different machines (/usr/local/cuda-13.0/include,
+ * .../targets/x86_64-linux/include), and a cache filled on a build machine
+ * must hit. The rest of the tree is covered by NVRTC's build id: a walk of
+ * its 2000 files cost 2 to 30 ms per process here, more than it buys. */
 static uint64_t headers_hash(const char *dir)
 {
     static const char *const names[] = {"cuda_fp16.h",
@@ -230,14 +197,19 @@ static uint64_t headers_hash(const char *dir)
                                         "cuda_fp8.h",
                                         "cuda_fp8.hpp",
                                         "mma.h",
+                                        "crt/mma.h",
                                         "cooperative_groups.h",
                                         "cuda_pipeline.h",
                                         "cuda_awbarrier.h",
                                         "cuda/std/__cccl/version.h",
-                                        "cccl/cuda/std/__cccl/version.h"};
-    tree_hash = 0;
-    tree_walk(dir, strlen(dir), 0);
-    uint64_t h = tree_hash;
+                                        "cuda/std/version",
+                                        "cub/version.cuh",
+                                        "thrust/version.h",
+                                        "cccl/cuda/std/__cccl/version.h",
+                                        "cccl/cuda/std/version",
+                                        "cccl/cub/version.cuh",
+                                        "cccl/thrust/version.h"};
+    uint64_t h = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[1300];
         int n = snprintf(path, sizeof path, "%s/%s", dir, names[i]);

@@ -536,6 +536,39 @@ START_TEST(test_label_in_listing)
 }
 END_TEST
 
+START_TEST(test_pre_include_tracked)
+{
+    put("inc/pre.h", "#define K 1.0f /* pre1 */\n");
+    char *inc = under("inc");
+    const char *opts[] = {inc, "--pre-include=pre.h"};
+    tk_kernel_desc d = {.source = "extern \"C\" __global__ void scale(float *x) { x[0] *= K; }\n",
+                        .entry = "scale",
+                        .options = opts,
+                        .n_options = 2,
+                        .source_label = "pre_user.cu"};
+    got g = get_ok(&d);
+    ck_assert_uint_eq(g.compiles, 1);
+    ck_assert_ptr_nonnull(strstr(g.code, "pre1"));
+    ck_assert_uint_eq(get_ok(&d).compiles, 0);
+    put("inc/pre.h", "#define K 2.0f /* pre2 */\n");
+    g = get_ok(&d);
+    ck_assert_uint_eq(g.compiles, 1);
+    ck_assert_ptr_nonnull(strstr(g.code, "pre2"));
+    /* "-include x" as two options is the same; lines of the user's file
+     * still count from 1. */
+    const char *two[] = {inc, "-include", "pre.h"};
+    tk_kernel_desc e = {.source = "extern \"C\" __global__ void scale(float *x)\n#error at two\n",
+                        .entry = "scale",
+                        .options = two,
+                        .n_options = 3,
+                        .source_label = "pre_user.cu"};
+    g = get_fresh(&e);
+    ck_assert_int_eq(g.st, TK_COMPILE_FAILED);
+    ck_assert_msg(strstr(g.code, "pre_user.cu(2): error") != NULL, "%s", g.code);
+    free(inc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("user_sources");
@@ -553,6 +586,7 @@ int main(void)
     tcase_add_test(tc, test_bad_entries_and_descriptors);
     tcase_add_test(tc, test_errors_name_user_file_and_line);
     tcase_add_test(tc, test_label_in_listing);
+    tcase_add_test(tc, test_pre_include_tracked);
     suite_add_tcase(s, tc);
     return tk_test_main(s);
 }

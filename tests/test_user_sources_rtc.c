@@ -309,6 +309,18 @@ static void header_edit(tk_backend_kind kind, const char *target)
     mem.text = "#define TILE 64\n";
     ck_assert_int_eq(precompile_ok(kind, target, &d, &n), TK_ORIGIN_COMPILED);
     ck_assert_int_eq(precompile_ok(kind, target, &d, &n), TK_ORIGIN_DISK);
+
+    /* A pre-include is resolved and tracked like an include. */
+    put("inc/pre.h", "#define OFFSET 1\n");
+    const char *pre[] = {inc, "-include", "pre.h"};
+    tk_kernel_desc p = {.source = "extern \"C\" __global__ void offs(int *x) { x[0] += OFFSET; }\n",
+                        .entry = "offs",
+                        .options = pre,
+                        .n_options = 3};
+    ck_assert_int_eq(precompile_ok(kind, target, &p, &n), TK_ORIGIN_COMPILED);
+    ck_assert_int_eq(precompile_ok(kind, target, &p, &n), TK_ORIGIN_DISK);
+    put("inc/pre.h", "#define OFFSET 2\n");
+    ck_assert_int_eq(precompile_ok(kind, target, &p, &n), TK_ORIGIN_COMPILED);
 }
 
 START_TEST(test_nvrtc_header_edit)

@@ -310,7 +310,9 @@ typedef struct tk_header {
  * `#include "x"` / `#include <x>` of the source and of the headers it finds
  * itself, in this order: for "x" in a header read from disk, that header's
  * folder; the in-memory headers (by exact name); each -I folder of options
- * ("-Idir", "-I dir", "--include-path=dir") in order. What it finds is handed
+ * ("-Idir", "-I dir", "--include-path=dir") in order. A pre-include option
+ * ("--pre-include=x", "-include x") is resolved the same way, as an
+ * `#include "x"` before the first line. What it finds is handed
  * to the compiler as in-memory headers, so the compiler reads nothing else
  * but its own toolkit headers; an include found nowhere is left to the
  * compiler (toolkit headers: cuda_fp16.h, cooperative_groups.h, <cuda/std/...>,

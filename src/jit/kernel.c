@@ -466,6 +466,9 @@ typedef struct prep {
     tk__srcset set;    /* a user source with its includes resolved (sources.h) */
     const char **dirs; /* -I folders of the caller's options */
     tk__search search;
+    unsigned char *pre_skip; /* caller's options that are pre-includes (NULL: none) */
+    const char **cc_opts;    /* p->opts less pre-includes, for the compiler (NULL: opts) */
+    size_t n_cc_opts;
     sbuf full;          /* prelude + expanded source */
     tk_define *sorted;  /* shallow copy of the defines, sorted by name */
     char **define_opts; /* "-DNAME=VALUE" */
@@ -490,6 +493,8 @@ static void prep_free(prep *p)
         tk__key_free(&p->key);
     tk__srcset_free(&p->set);
     free(p->dirs);
+    free(p->pre_skip);
+    free(p->cc_opts);
 }
 
 static int define_cmp(const void *a, const void *b)
@@ -515,8 +520,25 @@ static tk_status prep_user(tk_context *ctx, const tk_kernel_desc *d, prep *p)
     p->search.dirs = p->dirs;
     p->search.mem = d->headers;
     p->search.n_mem = d->n_headers;
+    /* Pre-includes become #include lines the library resolves and tracks;
+     * a #line puts the user's first line back at 1. */
+    char *prefix = NULL;
+    if (tk__pre_includes(d->options, d->n_options, &prefix, &p->pre_skip) != TK_OK)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
+    char *text = (char *)d->source;
+    if (prefix) {
+        size_t n = strlen(prefix) + strlen(p->file) + strlen(d->source) + 16;
+        text = malloc(n);
+        if (text)
+            snprintf(text, n, "%s#line 1 \"%s\"\n%s", prefix, p->file, d->source);
+        free(prefix);
+        if (!text)
+            return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
+    }
     char msg[512];
-    tk_status st = tk__sources_resolve(d->source, &p->search, &p->set, msg, sizeof msg);
+    tk_status st = tk__sources_resolve(text, &p->search, &p->set, msg, sizeof msg);
+    if (text != d->source)
+        free(text);
     if (st != TK_OK)
         return tk__fail(ctx, st, "kernel %s of %s: %s", d->entry, p->label, msg);
     p->text = p->set.main;
@@ -640,6 +662,14 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
     }
     if (tk__key_finish(&p->key) != TK_OK)
         goto oom;
+    if (p->pre_skip) {
+        p->cc_opts = calloc(p->n_opts + 1, sizeof *p->cc_opts);
+        if (!p->cc_opts)
+            goto oom;
+        for (size_t i = 0; i < p->n_opts; i++)
+            if (i < n_def || i >= n_def + d->n_options || !p->pre_skip[i - n_def])
+                p->cc_opts[p->n_cc_opts++] = p->opts[i];
+    }
     return TK_OK;
 oom:
     return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
@@ -777,7 +807,8 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
                                p->set.n_files, p->name_expr ? d->entry : NULL};
     double t0 = now_seconds();
     tk_status st =
-        ctx->be->compile(ctx->target, p->file, p->full.p, p->opts, p->n_opts, &extra, &code, &e);
+        ctx->be->compile(ctx->target, p->file, p->full.p, p->cc_opts ? p->cc_opts : p->opts,
+                         p->cc_opts ? p->n_cc_opts : p->n_opts, &extra, &code, &e);
     double secs = now_seconds() - t0;
     count(&ctx->n_compiles, 1);
     count(&ctx->compile_ns, (uint64_t)(secs * 1e9));

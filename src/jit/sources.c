@@ -130,6 +130,41 @@ tk_status tk__search_dirs(const char *const *opts, size_t n_opts, const char ***
     return TK_OK;
 }
 
+tk_status tk__pre_includes(const char *const *opts, size_t n_opts, char **prefix,
+                           unsigned char **skip)
+{
+    *prefix = NULL;
+    *skip = NULL;
+    buf b = {NULL, 0, 0, 0};
+    unsigned char *mask = NULL;
+    for (size_t i = 0; i < n_opts; i++) {
+        const char *o = opts[i], *name = NULL;
+        size_t first = i;
+        if (strncmp(o, "--pre-include=", 14) == 0)
+            name = o + 14;
+        else if ((strcmp(o, "-include") == 0 || strcmp(o, "--pre-include") == 0) && i + 1 < n_opts)
+            name = opts[++i];
+        if (!name || !name[0] || strpbrk(name, "\"\n\r"))
+            continue;
+        if (!mask && !(mask = calloc(n_opts, 1)))
+            goto oom;
+        for (size_t j = first; j <= i; j++)
+            mask[j] = 1;
+        b_str(&b, "#include \"");
+        b_str(&b, name);
+        b_str(&b, "\"\n");
+    }
+    if (b.failed)
+        goto oom;
+    *prefix = b.p;
+    *skip = mask;
+    return TK_OK;
+oom:
+    free(b.p);
+    free(mask);
+    return TK_OUT_OF_MEMORY;
+}
+
 /* ------------------------------------------------------------ lookups */
 
 /* An open descriptor on path when it is a regular file (a folder of the

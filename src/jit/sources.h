@@ -53,6 +53,14 @@ typedef struct tk__srcset {
 tk_status tk__search_dirs(const char *const *opts, size_t n_opts, const char ***dirs,
                           size_t *n_dirs);
 
+/* Pre-includes among the options ("--pre-include=x", "--pre-include x",
+ * "-include x"): *prefix gets `#include "x"` lines (malloc'd, NULL when
+ * none) for the library to resolve like any include, and *skip a mask
+ * (malloc'd, NULL when none) of the options the compiler must then not see.
+ * TK_OUT_OF_MEMORY only. */
+tk_status tk__pre_includes(const char *const *opts, size_t n_opts, char **prefix,
+                           unsigned char **skip);
+
 /* Resolves text's includes. On failure (TK_OUT_OF_MEMORY, TK_IO_ERROR for a
  * found header that cannot be read, TK_INVALID_ARGUMENT for a header with a
  * NUL or too deep a chain) msg names the file. */

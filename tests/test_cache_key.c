@@ -223,7 +223,7 @@ START_TEST(entry_encode_parse_roundtrip)
     meta.created = 1700000000;
     size_t len;
     uint8_t *bytes = encode_sample(&key, &meta, 1000, &len);
-    ck_assert_uint_eq(len, TK__ENTRY_HEADER_SIZE + 36 + 4 * 6 + strlen("kern") +
+    ck_assert_uint_eq(len, TK__ENTRY_HEADER_SIZE + 36 + 4 * TK__ENTRY_N_STRINGS + strlen("kern") +
                                 strlen("user:1234") + strlen("stub") + strlen("sm_90") +
                                 strlen("stubcc 1.0") + key.len + 1000 + TK__ENTRY_TRAILER_SIZE);
     tk__entry_view v;

@@ -913,10 +913,12 @@ START_TEST(missing_folder_created_private)
     snprintf(root, sizeof(root), "%s/a/b/c", base);
     test_log log = {0};
     tk_cache *cache = open_cache(root, &log);
-    const char *levels[] = {"/a", "/a/b", "/a/b/c", "/a/b/c/1"};
+    const char *levels[] = {"/a", "/a/b", "/a/b/c", "/a/b/c/"};
     for (size_t i = 0; i < 4; i++) {
         char p[PATH_MAX];
         snprintf(p, sizeof(p), "%s%s", base, levels[i]);
+        if (i == 3) /* the format folder */
+            snprintf(p, sizeof(p), "%s%s%d", base, levels[i], TK__CACHE_FORMAT);
         struct stat st;
         ck_assert_int_eq(stat(p, &st), 0);
         ck_assert_msg((st.st_mode & 0777) == 0700, "%s has mode %o", p, st.st_mode & 0777);

@@ -49,7 +49,7 @@ static void plant_entries(const char *root, int n)
                  "extern \"C\" __global__ void cli_kernel_%d(float *x) { x[0] = %d.0f; }\n"
                  "/* %.*s */\n",
                  i, i, i * 8, "................................................................");
-        tk_kernel_desc d = {NULL, src, "cli_kernel", defs, 2, NULL, 0};
+        tk_kernel_desc d = {.source = src, .entry = "cli_kernel", .defines = defs, .n_defines = 2};
         tk_origin origin = TK_ORIGIN_MEMORY;
         tk_assert_status(tk_kernel_precompile(ctx, &d, &origin), TK_OK);
         ck_assert_int_eq(origin, TK_ORIGIN_COMPILED);

@@ -241,8 +241,8 @@ TK_API const char *tk_cache_last_error(const tk_cache *cache);
 typedef struct tk_cache_entry_info {
     const char *key_hex;   /* 32 hex digits: the XXH3-128 fingerprint */
     const char *path;      /* file holding the entry */
-    const char *kernel;    /* entry point name */
-    const char *source;    /* source name ("gemm_f16", or "user:<hash>") */
+    const char *kernel;    /* entry point: extern "C" name or C++ name expression */
+    const char *source;    /* source name ("gemm_f16", the source_label, or "user:<hash>") */
     const char *backend;   /* "cuda", "hip", "stub" */
     const char *arch;      /* full target id */
     const char *compiler;  /* compiler identity */
@@ -404,17 +404,57 @@ typedef struct tk_define {
     const char *value; /* NULL: -Dname */
 } tk_define;
 
-/* What to compile. Every pointer is borrowed for the call. */
+/* A header held in memory: `#include "name"` (or <name>) in a user source
+ * finds it before any -I folder. Both strings borrowed for the call. */
+typedef struct tk_header {
+    const char *name; /* as written in the #include, such as "tiles.cuh" */
+    const char *text; /* null-terminated contents; part of the cache key */
+} tk_header;
+
+/* What to compile. Every pointer is borrowed for the call. A descriptor
+ * zero-initialised before its fields are set keeps working as new fields are
+ * appended.
+ *
+ * entry: an extern "C" name ("gemm"), or a C++ name expression naming one
+ * __global__ function: a template instance ("fill<4, float>",
+ * "ns::gemm<128, true>") or a qualified name ("ns::k", "::k" for a C++
+ * function that is not extern "C"). Anything that is not a plain identifier is
+ * compiled through the compiler's name-expression API
+ * (nvrtcAddNameExpression / hiprtcAddNameExpression); the lowered (mangled)
+ * name is stored in the cache entry, so a disk hit needs no compiler.
+ *
+ * User headers (user sources only). The library resolves every
+ * `#include "x"` / `#include <x>` of the source and of the headers it finds
+ * itself, in this order: for "x" in a header read from disk, that header's
+ * folder; the in-memory headers (by exact name); each -I folder of options
+ * ("-Idir", "-I dir", "--include-path=dir") in order. A pre-include option
+ * ("--pre-include=x", "-include x") is resolved the same way, as an
+ * `#include "x"` before the first line. What it finds is handed
+ * to the compiler as in-memory headers, so the compiler reads nothing else
+ * but its own toolkit headers; an include found nowhere is left to the
+ * compiler (toolkit headers: cuda_fp16.h, cooperative_groups.h, <cuda/std/...>,
+ * part of the compiler identity). The cache entry records each lookup's result
+ * (file and XXH3-128 of its contents, or "not found"); a disk hit re-runs the
+ * lookups and accepts the entry only when every result is unchanged: an
+ * edited header, a new file shadowing another earlier in the search order, or
+ * a reordered -I list gives exactly one fresh compile. A computed include
+ * (`#include MACRO`) cannot be followed: such a kernel is compiled, never
+ * stored, and the log says so. A kernel already in a context's memory table
+ * is reused as is: editing a header on disk affects new contexts (and new
+ * processes), not kernels a context already holds. */
 typedef struct tk_kernel_desc {
     /* Exactly one of source_name (a source embedded from kernel_src/, such as
      * "gemm_f16") or source (user code, null-terminated) is set. */
     const char *source_name;
     const char *source;
-    const char *entry; /* extern "C" entry point */
+    const char *entry; /* extern "C" name or C++ name expression (see above) */
     const tk_define *defines;
     size_t n_defines;
     const char *const *options; /* extra compiler options */
     size_t n_options;
+    const char *source_label; /* name used in compiler messages and --list (NULL: a default) */
+    const tk_header *headers; /* in-memory headers, searched before the -I folders */
+    size_t n_headers;
 } tk_kernel_desc;
 
 /* A loaded, launchable kernel; owned by its context, valid until the context

@@ -188,6 +188,10 @@ class tk_define(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("value", c_char_p)]
 
 
+class tk_header(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("text", c_char_p)]
+
+
 class tk_kernel_desc(ctypes.Structure):
     # A library whose tk_kernel_desc ends with source_label / headers /
     # n_headers gets them appended here (with a tk_header mirror); Kernel()
@@ -200,6 +204,9 @@ class tk_kernel_desc(ctypes.Structure):
         ("n_defines", c_size_t),
         ("options", POINTER(c_char_p)),
         ("n_options", c_size_t),
+        ("source_label", c_char_p),
+        ("headers", POINTER(tk_header)),
+        ("n_headers", c_size_t),
     ]
 
 
@@ -248,6 +255,7 @@ STRUCTS: Dict[str, type] = {
     "tk_cache_stats": tk_cache_stats,
     "tk_context_stats": tk_context_stats,
     "tk_define": tk_define,
+    "tk_header": tk_header,
     "tk_kernel_desc": tk_kernel_desc,
     "tk_kernel_info": tk_kernel_info,
     "tk_check_report": tk_check_report,
@@ -365,6 +373,7 @@ _REQUIRED: Dict[str, Tuple[Any, List[Any]]] = {
 # Functions of newer libraries: declared when present, probed with has().
 _OPTIONAL: Dict[str, Tuple[Any, List[Any]]] = {
     "tk_config_set_build_mode": (_st, [_cfg, c_int]),
+    "tk_context_wait_builds": (_st, [_ctx, c_int]),
 }
 
 # --------------------------------------------------------------- loading

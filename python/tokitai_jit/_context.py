@@ -578,6 +578,16 @@ class Context:
     def reset_stats(self) -> None:
         self._lib.tk_context_reset_stats(self._handle())
 
+    def wait_builds(self, timeout: Optional[float] = None) -> None:
+        """Blocks until no background build is queued or running (operators in
+        the "async" build mode), so that every kernel asked for so far is
+        ready. ``timeout`` in seconds (None: no limit); raises
+        :class:`tokitai_jit.errors.TimeoutError_` when it passes first."""
+        if not _capi.has("tk_context_wait_builds"):
+            return
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        self._call("tk_context_wait_builds", ms)
+
     def synchronize(self, stream: Any = None) -> None:
         """Waits for the work enqueued on ``stream`` (default: the default stream)."""
         handle = 0 if stream is None else _arrays.stream_handle(stream)[0]

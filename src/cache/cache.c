@@ -415,6 +415,8 @@ static tk_status fill_entry(const tk__entry_view *v, int64_t mtime, tk__entry *o
     out->meta.arch = ptrs[3];
     out->meta.compiler = ptrs[4];
     out->meta.options = ptrs[5];
+    out->meta.lowered = ptrs[6];
+    out->meta.deps = ptrs[7];
     out->meta.created = v->created;
     out->meta.last_used = mtime;
     out->meta.resources = v->resources;

@@ -13,7 +13,7 @@
 #include "tokitai/tokitai.h"
 
 /* Bumped whenever the entry layout or the key encoding changes. */
-#define TK__CACHE_FORMAT 1
+#define TK__CACHE_FORMAT 2
 
 /* ------------------------------------------------------------------ keys */
 
@@ -49,6 +49,8 @@ typedef struct tk__entry_meta {
     const char *arch;
     const char *compiler;
     const char *options;
+    const char *lowered;  /* mangled entry of a name expression; NULL: the kernel name */
+    const char *deps;     /* include lookups of a user source (src/jit/sources.h); NULL: none */
     int64_t created;      /* 0 on store: now */
     int64_t last_used;
     tk_resource_usage resources;

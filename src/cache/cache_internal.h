@@ -18,8 +18,9 @@
  *        that a listing can trust header + metadata without the payload
  *   metadata
  *     9 x i32 tk_resource_usage, in declaration order
- *     6 x string (kernel, source, backend, arch, compiler, options):
- *         u32 length (0xffffffff: NULL) + bytes, no NUL
+ *     8 x string (kernel, source, backend, arch, compiler, options,
+ *         lowered, deps): u32 length (0xffffffff: NULL) + bytes, no NUL
+ *         (format 1 had the first 6 only)
  *   key material (the whole canonical key, compared on read)
  *   payload
  *   trailer: u64 XXH3-64 of every byte before it
@@ -47,7 +48,7 @@
 enum {
     TK__ENTRY_HEADER_SIZE = 64,
     TK__ENTRY_TRAILER_SIZE = 8,
-    TK__ENTRY_N_STRINGS = 6,
+    TK__ENTRY_N_STRINGS = 8,
     TK__ENTRY_RESOURCE_FIELDS = 9,
     TK__ENTRY_MAX_META = 1u << 20,
     TK__BUNDLE_HEADER_SIZE = 24

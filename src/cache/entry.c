@@ -32,7 +32,9 @@ static const char *meta_string(const tk__entry_meta *meta, int i)
     case 2: return meta->backend;
     case 3: return meta->arch;
     case 4: return meta->compiler;
-    default: return meta->options;
+    case 5: return meta->options;
+    case 6: return meta->lowered;
+    default: return meta->deps;
     }
 }
 

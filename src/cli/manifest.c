@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -318,6 +319,67 @@ static int parse_policy_line(parser *p, char **tok, int ntok)
     return 0;
 }
 
+/* An extern "C" name or a C++ name expression: identifier characters and
+ * "::", then template or call arguments in balanced <> / (); the library
+ * checks it again before compiling. */
+static int valid_entry(const char *s)
+{
+    if (!s[0] || !(isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == ':'))
+        return 0;
+    int depth = 0;
+    for (const char *c = s; *c; c++) {
+        unsigned char u = (unsigned char)*c;
+        if (u < 0x20 || u >= 0x7f || strchr("\"'{};#\\`@$?", u))
+            return 0;
+        if (u == '<' || u == '(')
+            depth++;
+        else if (u == '>' || u == ')')
+            depth--;
+        else if (depth == 0 && !isalnum(u) && u != '_' && u != ':')
+            return 0;
+        if (depth < 0)
+            return 0;
+    }
+    return depth == 0;
+}
+
+static int is_include_option(const char *o)
+{
+    return strncmp(o, "-I", 2) == 0 || strncmp(o, "--include-path=", 15) == 0;
+}
+
+/* Appends "-I<dir>" (dir as given) after checking it is a folder. */
+static int add_include_resolved(parser *p, tk__mf_kernel *k, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return fail(p, dir, "include folder %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fail(p, dir, "include folder %s: not a folder", dir);
+    size_t n = strlen(dir) + 3;
+    char *o = malloc(n);
+    if (!o)
+        return oom(p);
+    snprintf(o, n, "-I%s", dir);
+    k->options[k->n_options++] = o;
+    return 0;
+}
+
+/* Appends an -I folder given in the manifest, relative to its folder. */
+static int add_include(parser *p, tk__mf_kernel *k, const char *dir)
+{
+    if (dir[0] == '/' || !p->base_dir || !*p->base_dir)
+        return add_include_resolved(p, k, dir);
+    size_t n = strlen(p->base_dir) + strlen(dir) + 2;
+    char *full = malloc(n);
+    if (!full)
+        return oom(p);
+    snprintf(full, n, "%s/%s", p->base_dir, dir);
+    int r = add_include_resolved(p, k, full);
+    free(full);
+    return r;
+}
+
 static int parse_kernel_line(parser *p, char **tok, int ntok)
 {
     tk__manifest *m = p->m;
@@ -368,15 +430,29 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
         return fail(p, file, "%s is empty or not a text file", k->path);
     if (!(k->entry = strdup(tok[2])))
         return oom(p);
-    for (const char *c = k->entry; *c; c++)
-        if (!isalnum((unsigned char)*c) && *c != '_')
-            return fail(p, tok[2], "not a valid entry point name");
+    if (!valid_entry(k->entry))
+        return fail(p, tok[2],
+                    "not an entry point: an extern \"C\" name or a C++ name expression "
+                    "such as \"fill<4, float>\" (quoted when it holds blanks)");
     size_t n = (size_t)ntok;
     k->defines = calloc(n, sizeof *k->defines);
     k->define_text = calloc(n, sizeof *k->define_text);
-    k->options = calloc(n, sizeof *k->options);
+    k->options = calloc(n + 1, sizeof *k->options);
     if (!k->defines || !k->define_text || !k->options)
         return oom(p);
+    /* `#include "x"` next to the kernel file: its folder is searched first. */
+    char *kdir = strdup(k->path);
+    if (!kdir)
+        return oom(p);
+    char *kslash = strrchr(kdir, '/');
+    if (kslash)
+        kslash[kslash == kdir ? 1 : 0] = 0;
+    else
+        snprintf(kdir, strlen(kdir) + 1, ".");
+    int added = add_include_resolved(p, k, kdir);
+    free(kdir);
+    if (added != 0)
+        return -1;
     for (int t = 3; t < ntok; t++) {
         if (strncmp(tok[t], "-D", 2) == 0) {
             if (!tok[t][2] || tok[t][2] == '=')
@@ -391,6 +467,15 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
             k->defines[k->n_defines].name = d;
             k->defines[k->n_defines].value = eq ? eq + 1 : NULL;
             k->n_defines++;
+        } else if (is_include_option(tok[t])) {
+            /* -I folders are relative to the manifest, and must exist. */
+            const char *dir = tok[t][2] ? tok[t] + 2 : (t + 1 < ntok ? tok[++t] : NULL);
+            if (strncmp(tok[t], "--include-path=", 15) == 0)
+                dir = tok[t] + 15;
+            if (!dir || !dir[0])
+                return fail(p, tok[t], "-I without a folder");
+            if (add_include(p, k, dir) != 0)
+                return -1;
         } else {
             if (!(k->options[k->n_options++] = strdup(tok[t])))
                 return oom(p);
@@ -403,19 +488,53 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
     return push_job(p, &job);
 }
 
+/* Fields are separated by blanks; a field in double quotes may hold blanks
+ * and '#' ("fill<4, float>"), has no escapes and ends at the next quote,
+ * which must end the field. '#' outside quotes starts a comment. */
+static int split_fields(parser *p, char *line, char **tok, int *ntok)
+{
+    int n = 0;
+    char *c = line;
+    for (;;) {
+        while (*c && strchr(" \t\r\v\f", *c))
+            c++;
+        if (!*c || *c == '#')
+            break;
+        if (n == 256)
+            return fail(p, NULL, "too many fields on one line");
+        if (*c == '"') {
+            char *close = strchr(c + 1, '"');
+            if (!close)
+                return fail(p, NULL, "a quoted field has no closing quote");
+            if (close[1] && !strchr(" \t\r\v\f#", close[1]))
+                return fail(p, NULL, "a closing quote must end its field");
+            tok[n++] = c + 1;
+            *close = 0;
+            c = close + 1;
+            continue;
+        }
+        tok[n++] = c;
+        while (*c && !strchr(" \t\r\v\f#\"", *c))
+            c++;
+        if (*c == '"')
+            return fail(p, NULL, "a quote inside a field (quote the whole field)");
+        if (*c == '#') {
+            *c = 0;
+            break;
+        }
+        if (*c)
+            *c++ = 0;
+    }
+    *ntok = n;
+    return 0;
+}
+
 static int parse_line(parser *p, char *line)
 {
-    char *hash = strchr(line, '#');
-    if (hash)
-        *hash = 0;
     char *tok[256];
     int ntok = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(line, " \t\r\v\f", &save); t; t = strtok_r(NULL, " \t\r\v\f", &save)) {
-        if (ntok == 256)
-            return fail(p, NULL, "too many fields on one line");
-        tok[ntok++] = t;
-    }
+    if (split_fields(p, line, tok, &ntok) != 0)
+        return -1;
     if (ntok == 0)
         return 0;
     if (strcmp(tok[0], "arch") == 0)

@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -460,6 +461,10 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
                 d.n_defines = k->n_defines;
                 d.options = (const char *const *)k->options;
                 d.n_options = k->n_options;
+                /* Compiler messages name the file (a path with a quote or a
+                 * backslash keeps the default name). */
+                if (!strpbrk(k->path, "\"\\\r\n"))
+                    d.source_label = k->path;
                 tk_origin origin = TK_ORIGIN_COMPILED;
                 st = tk_kernel_precompile(*slot, &d, &origin);
                 if (st == TK_OK) {
@@ -787,6 +792,19 @@ static int default_workers(void)
     return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
 }
 
+typedef struct stored_count {
+    int64_t since;
+    uint64_t n;
+} stored_count;
+
+static int count_stored(void *user, const tk_cache_entry_info *info)
+{
+    stored_count *c = user;
+    if (!info->read_only_tier && info->created >= c->since)
+        c->n++;
+    return 0;
+}
+
 int tk__cmd_precompile(const tk__cli_opts *opts)
 {
     run_state s;
@@ -874,8 +892,9 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
     }
     /* The library never fails a compile because the cache cannot store it;
      * a precompile that stored nothing has failed all the same. */
-    tk_cache_stats before, after;
+    tk_cache_stats before;
     int have_before = tk_cache_get_stats(cache, &before) == TK_OK;
+    time_t started = time(NULL);
 
     int n_workers = opts->jobs ? opts->jobs : default_workers();
     if ((size_t)n_workers > s.n_items)
@@ -887,13 +906,18 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
     fflush(stdout);
     uint64_t n_compiled = 0;
     rc = execute(&s, n_workers, t_start, root, &n_compiled);
-    if (have_before && n_compiled && tk_cache_get_stats(cache, &after) == TK_OK &&
-        after.entries < before.entries + n_compiled) {
-        tk__cli_error("%llu kernels compiled but the cache at %s grew by %lld entries: is it "
-                      "writable, disabled (TOKITAI_JIT_CACHE_DISABLE) or too small "
-                      "(TOKITAI_JIT_CACHE_MAX_SIZE)?",
+    /* Counted by creation time, not by growth: a kernel whose headers
+     * changed replaces its entry. */
+    stored_count sc = {(int64_t)started, 0};
+    tk_cache_stats after;
+    if (have_before && n_compiled && tk_cache_list(cache, count_stored, &sc) == TK_OK &&
+        sc.n < n_compiled && tk_cache_get_stats(cache, &after) == TK_OK) {
+        tk__cli_error("%llu kernels compiled but the cache at %s grew by %lld entries (%llu "
+                      "stored or replaced): is it writable, disabled (TOKITAI_JIT_CACHE_DISABLE) "
+                      "or too small (TOKITAI_JIT_CACHE_MAX_SIZE)?",
                       (unsigned long long)n_compiled, root,
-                      (long long)after.entries - (long long)before.entries);
+                      (long long)after.entries - (long long)before.entries,
+                      (unsigned long long)sc.n);
         rc = TK__EXIT_FAIL;
     }
 

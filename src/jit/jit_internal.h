@@ -88,6 +88,9 @@ struct tk_kernel {
     size_t n_defines;
     char **options;
     size_t n_options;
+    char *source_label;  /* NULL: none given */
+    tk_header *headers;  /* in-memory headers, strings owned */
+    size_t n_headers;
 
     char key_hex[33];
     tk_origin origin;

@@ -20,7 +20,18 @@
  * then every define as -DNAME[=VALUE] sorted by name. The backend's own -I
  * options are left out: they are machine paths, and the headers behind them
  * are part of the compiler identity instead, so that a cache filled on one
- * machine hits on another with the same toolkit at another path.
+ * machine hits on another with the same toolkit at another path. A user
+ * source's in-memory headers (name and text) follow the defines.
+ *
+ * User sources (sources.c): before the key is built, the library resolves
+ * the source's includes itself and rewrites them to names it hands to the
+ * compiler with the headers' text, so the compiler reads no user file
+ * behind the cache's back. Files read from disk are not in the key; the
+ * entry stores the record of every lookup (file and content hash, or "not
+ * found"), and a stored entry is used only when today's record is the same
+ * (entry_current); otherwise the kernel is compiled and its entry replaced.
+ * A C++ name expression as entry is compiled through the name-expression
+ * API and its lowered name stored in the entry for the next disk hit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +42,7 @@
 #include <xxhash.h>
 
 #include "jit/jit_internal.h"
+#include "jit/sources.h"
 
 /* ------------------------------------------------------------- hashing */
 
@@ -47,6 +59,14 @@ static int desc_pointers_ok(const tk_kernel_desc *d)
             return 0;
     for (size_t i = 0; i < d->n_options; i++)
         if (!d->options[i])
+            return 0;
+    /* Headers and labels belong to user sources. */
+    if (d->n_headers && (!d->headers || d->source_name))
+        return 0;
+    if (d->source_label && d->source_name)
+        return 0;
+    for (size_t i = 0; i < d->n_headers; i++)
+        if (!d->headers[i].name || !d->headers[i].text)
             return 0;
     return 1;
 }
@@ -76,6 +96,18 @@ static uint64_t desc_hash(const tk_kernel_desc *d, int by_content)
     h = XXH3_64bits_withSeed(mix, sizeof mix, h);
     for (size_t i = 0; i < d->n_options; i++)
         h = XXH3_64bits_withSeed(d->options[i], strlen(d->options[i]), h + 1);
+    if (d->source_label)
+        h = XXH3_64bits_withSeed(d->source_label, strlen(d->source_label), h + 2);
+    /* Headers like the source: by address on the fast path, else by text. */
+    for (size_t i = 0; i < d->n_headers; i++) {
+        if (by_content) {
+            h = XXH3_64bits_withSeed(d->headers[i].name, strlen(d->headers[i].name), h + 3);
+            h = XXH3_64bits_withSeed(d->headers[i].text, strlen(d->headers[i].text), h + 4);
+        } else {
+            uintptr_t addr[2] = {(uintptr_t)d->headers[i].name, (uintptr_t)d->headers[i].text};
+            h = XXH3_64bits_withSeed(addr, sizeof addr, h + 5);
+        }
+    }
     return h;
 }
 
@@ -105,6 +137,12 @@ static int kernel_matches(const tk_kernel *k, const tk_kernel_desc *d)
         return 0;
     for (size_t i = 0; i < d->n_options; i++)
         if (strcmp(k->options[i], d->options[i]) != 0)
+            return 0;
+    if (!str_eq(k->source_label, d->source_label) || k->n_headers != d->n_headers)
+        return 0;
+    for (size_t i = 0; i < d->n_headers; i++)
+        if (strcmp(k->headers[i].name, d->headers[i].name) != 0 ||
+            strcmp(k->headers[i].text, d->headers[i].text) != 0)
             return 0;
     /* Both directions: the stored set has no duplicates, the caller's may. */
     for (size_t i = 0; i < d->n_defines; i++)
@@ -229,6 +267,12 @@ static void kernel_free(tk_context *ctx, tk_kernel *k)
     for (size_t i = 0; i < k->n_options; i++)
         free(k->options[i]);
     free(k->options);
+    free(k->source_label);
+    for (size_t i = 0; i < k->n_headers; i++) {
+        free((char *)k->headers[i].name);
+        free((char *)k->headers[i].text);
+    }
+    free(k->headers);
     free(k->code);
     free(k);
 }
@@ -417,9 +461,16 @@ static void expand_source(sbuf *out, const char *text, size_t len, const char *f
 }
 
 typedef struct prep {
-    const char *text;   /* caller's source text (embedded or user) */
-    char label[64];     /* "gemm_f16" or "user:<16 hex>" for the cache metadata */
-    char file[80];      /* name given to the compiler */
+    const char *text;  /* caller's source text (embedded or user) */
+    char label[512];   /* "gemm_f16", the source_label, or "user:<16 hex>" for the metadata */
+    char file[512];    /* name given to the compiler */
+    int name_expr;     /* the entry is a C++ name expression */
+    tk__srcset set;    /* a user source with its includes resolved (sources.h) */
+    const char **dirs; /* -I folders of the caller's options */
+    tk__search search;
+    unsigned char *pre_skip; /* caller's options that are pre-includes (NULL: none) */
+    const char **cc_opts;    /* p->opts less pre-includes, for the compiler (NULL: opts) */
+    size_t n_cc_opts;
     sbuf full;          /* prelude + expanded source */
     tk_define *sorted;  /* shallow copy of the defines, sorted by name */
     char **define_opts; /* "-DNAME=VALUE" */
@@ -442,6 +493,10 @@ static void prep_free(prep *p)
     free(p->opt_text.p);
     if (p->key_ready)
         tk__key_free(&p->key);
+    tk__srcset_free(&p->set);
+    free(p->dirs);
+    free(p->pre_skip);
+    free(p->cc_opts);
 }
 
 static int define_cmp(const void *a, const void *b)
@@ -449,15 +504,47 @@ static int define_cmp(const void *a, const void *b)
     return strcmp(((const tk_define *)a)->name, ((const tk_define *)b)->name);
 }
 
-static int is_identifier(const char *s)
+/* The user-source half of prep_build (sources.h): label, includes. */
+static tk_status prep_user(tk_context *ctx, const tk_kernel_desc *d, prep *p)
 {
-    if (!s[0] || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
-        return 0;
-    for (const char *c = s; *c; c++)
-        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-              *c == '_'))
-            return 0;
-    return 1;
+    if (d->source_label) {
+        if (!d->source_label[0] || strlen(d->source_label) >= sizeof p->file ||
+            strpbrk(d->source_label, "\"\\\r\n"))
+            return tk__fail(ctx, TK_INVALID_ARGUMENT,
+                            "source_label '%.100s' must be 1 to 511 characters with no quote, "
+                            "backslash or line break",
+                            d->source_label);
+        snprintf(p->label, sizeof p->label, "%s", d->source_label);
+        snprintf(p->file, sizeof p->file, "%s", d->source_label);
+    }
+    if (tk__search_dirs(d->options, d->n_options, &p->dirs, &p->search.n_dirs) != TK_OK)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
+    p->search.dirs = p->dirs;
+    p->search.mem = d->headers;
+    p->search.n_mem = d->n_headers;
+    /* Pre-includes become #include lines the library resolves and tracks;
+     * a #line puts the user's first line back at 1. */
+    char *prefix = NULL;
+    if (tk__pre_includes(d->options, d->n_options, &prefix, &p->pre_skip) != TK_OK)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
+    char *text = (char *)d->source;
+    if (prefix) {
+        size_t n = strlen(prefix) + strlen(p->file) + strlen(d->source) + 16;
+        text = malloc(n);
+        if (text)
+            snprintf(text, n, "%s#line 1 \"%s\"\n%s", prefix, p->file, d->source);
+        free(prefix);
+        if (!text)
+            return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
+    }
+    char msg[512];
+    tk_status st = tk__sources_resolve(text, &p->search, &p->set, msg, sizeof msg);
+    if (text != d->source)
+        free(text);
+    if (st != TK_OK)
+        return tk__fail(ctx, st, "kernel %s of %s: %s", d->entry, p->label, msg);
+    p->text = p->set.main;
+    return TK_OK;
 }
 
 static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
@@ -477,10 +564,19 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
         unsigned long long h = (unsigned long long)XXH3_64bits(d->source, len);
         snprintf(p->label, sizeof p->label, "user:%016llx", h);
         snprintf(p->file, sizeof p->file, "user_%016llx.cu", h);
+        tk_status st = prep_user(ctx, d, p);
+        if (st != TK_OK)
+            return st;
+        len = strlen(p->text);
     }
-    if (!is_identifier(d->entry))
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "entry point '%s' is not an identifier",
-                        d->entry);
+    if (!tk__is_identifier(d->entry)) {
+        if (d->source_name || !tk__is_name_expression(d->entry))
+            return tk__fail(ctx, TK_INVALID_ARGUMENT,
+                            "entry point '%.200s' is neither an identifier nor (for a user "
+                            "source) a C++ name expression",
+                            d->entry);
+        p->name_expr = 1;
+    }
 
     /* Defines: identifiers, single-line values, no name twice; sorted. */
     if (d->n_defines) {
@@ -492,7 +588,7 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
     }
     for (size_t i = 0; i < d->n_defines; i++) {
         const tk_define *df = &p->sorted[i];
-        if (!is_identifier(df->name))
+        if (!tk__is_identifier(df->name))
             return tk__fail(ctx, TK_INVALID_ARGUMENT, "define name '%s' is not an identifier",
                             df->name);
         if (df->value && strpbrk(df->value, "\r\n"))
@@ -560,8 +656,22 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
     }
     for (size_t i = 0; i < d->n_defines; i++)
         tk__key_add_str(&p->key, "define", p->define_opts[i]);
+    /* In-memory headers by name and text; files on disk are checked through
+     * the entry's deps instead (obtain_code). */
+    for (size_t i = 0; i < d->n_headers; i++) {
+        tk__key_add_str(&p->key, "header", d->headers[i].name);
+        tk__key_add_str(&p->key, "header_text", d->headers[i].text);
+    }
     if (tk__key_finish(&p->key) != TK_OK)
         goto oom;
+    if (p->pre_skip) {
+        p->cc_opts = calloc(p->n_opts + 1, sizeof *p->cc_opts);
+        if (!p->cc_opts)
+            goto oom;
+        for (size_t i = 0; i < p->n_opts; i++)
+            if (i < n_def || i >= n_def + d->n_options || !p->pre_skip[i - n_def])
+                p->cc_opts[p->n_cc_opts++] = p->opts[i];
+    }
     return TK_OK;
 oom:
     return tk__fail(ctx, TK_OUT_OF_MEMORY, "out of memory preparing kernel '%s'", d->entry);
@@ -593,7 +703,45 @@ typedef struct obtained {
     tk_resource_usage res;
     tk_origin origin;
     double seconds;
+    char *lowered; /* mangled name of a name-expression entry (owned), else NULL */
 } obtained;
+
+/* 1 when a stored entry fits what p resolved today: the same include
+ * lookups with the same results and file hashes (sources.h), and a lowered
+ * name where the entry point is a name expression. */
+static int entry_current(tk_context *ctx, const prep *p, const tk__entry *entry)
+{
+    const char *want = p->set.deps && p->set.deps[0] ? p->set.deps : NULL;
+    const char *have = entry->meta.deps && entry->meta.deps[0] ? entry->meta.deps : NULL;
+    if ((want || have) && (!want || !have || strcmp(want, have) != 0)) {
+        tk__log(ctx, TK_LOG_INFO, "%s (%s): included files changed since it was cached; compiling",
+                p->key.hex, p->label);
+        tk__log(ctx, TK_LOG_DEBUG, "lookups then:\n%s\nlookups now:\n%s", have ? have : "(none)",
+                want ? want : "(none)");
+        return 0;
+    }
+    if (p->name_expr && (!entry->meta.lowered || !entry->meta.lowered[0]))
+        return 0;
+    return 1;
+}
+
+/* The first line of a compiler log that reports an error ("file(12): error:
+ * ..." from NVRTC, "file:12:3: error: ..." from hipRTC), for the one-line
+ * message; "" when there is none. */
+static void first_error_line(const char *log, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (const char *p = log; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        const char *hit = strstr(p, "error");
+        if (hit && (size_t)(hit - p) < n) {
+            snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), p);
+            return;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+}
 
 /* A disk hit moves the payload into *o; misses and cache trouble return 0. */
 static int disk_lookup(tk_context *ctx, const prep *p, obtained *o)
@@ -608,6 +756,17 @@ static int disk_lookup(tk_context *ctx, const prep *p, obtained *o)
                     tk_status_str(st));
         }
         return 0;
+    }
+    if (!entry_current(ctx, p, &entry)) {
+        tk__entry_free(&entry);
+        return 0;
+    }
+    if (p->name_expr) {
+        o->lowered = strdup(entry.meta.lowered);
+        if (!o->lowered) {
+            tk__entry_free(&entry);
+            return 0;
+        }
     }
     o->code = entry.payload;
     o->size = entry.payload_size;
@@ -644,27 +803,38 @@ void tk__foreground_wait(void)
 static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const prep *p,
                              int force_compile, int no_compile, obtained *o)
 {
-    if (!force_compile && disk_lookup(ctx, p, o))
+    /* A computed include cannot be checked on a later lookup: never cached. */
+    int cacheable = !p->set.uncacheable;
+    if (!cacheable)
+        tk__log(ctx, TK_LOG_WARN,
+                "kernel %s of %s: '%s' is a computed include the library cannot follow; "
+                "compiled every time, never cached",
+                d->entry, p->label, p->set.why);
+    if (cacheable && !force_compile && disk_lookup(ctx, p, o))
         return TK_OK;
     if (no_compile)
         return TK_NOT_FOUND;
 
     tk__cache_lock *lock = NULL;
-    if (tk__cache_lock_key(ctx->cache, &p->key, &lock) != TK_OK)
+    if (!cacheable || tk__cache_lock_key(ctx->cache, &p->key, &lock) != TK_OK)
         lock = NULL; /* no lock: at worst two processes compile the same kernel */
-    if (!force_compile && disk_lookup(ctx, p, o)) {
+    if (cacheable && !force_compile && disk_lookup(ctx, p, o)) {
         tk__cache_unlock(lock);
         return TK_OK;
     }
 
     tk__err e = {.msg = "", .log = NULL};
-    tk__code code = {NULL, 0, NULL};
+    tk__code code = {NULL, 0, NULL, NULL};
+    tk__compile_extra extra = {(const char *const *)p->set.names, (const char *const *)p->set.texts,
+                               p->set.n_files, p->name_expr ? d->entry : NULL};
     if (tk__in_builder)
         tk__foreground_wait();
     else
         __atomic_fetch_add(&foreground_compiles, 1, __ATOMIC_ACQ_REL);
     double t0 = now_seconds();
-    tk_status st = ctx->be->compile(ctx->target, p->file, p->full.p, p->opts, p->n_opts, &code, &e);
+    tk_status st =
+        ctx->be->compile(ctx->target, p->file, p->full.p, p->cc_opts ? p->cc_opts : p->opts,
+                         p->cc_opts ? p->n_cc_opts : p->n_opts, &extra, &code, &e);
     double secs = now_seconds() - t0;
     if (!tk__in_builder)
         __atomic_fetch_sub(&foreground_compiles, 1, __ATOMIC_ACQ_REL);
@@ -678,10 +848,13 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
         if (st == TK_COMPILE_FAILED)
             count(&ctx->n_compile_failures, 1);
         const char *log = code.log ? code.log : e.log;
-        st = tk__fail_with_log(ctx, st, log, "%s (kernel %s of %s for %s)", e.msg, d->entry,
-                               p->label, ctx->target);
+        char first[512];
+        first_error_line(log, first, sizeof first);
+        st = tk__fail_with_log(ctx, st, log, "%s (kernel %s of %s for %s)%s%s", e.msg, d->entry,
+                               p->label, ctx->target, first[0] ? ": " : "", first);
         free(code.data);
         free(code.log);
+        free(code.lowered);
         free(e.log);
         return st;
     }
@@ -692,7 +865,8 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
             ctx->target, secs * 1e3, p->key.hex);
 
     tk_resource_usage res;
-    st = ctx->be->inspect(code.data, code.size, d->entry, &res, &e);
+    const char *symbol = code.lowered ? code.lowered : d->entry;
+    st = ctx->be->inspect(code.data, code.size, symbol, &res, &e);
     if (st == TK_NOT_FOUND) {
         /* The code object has no such kernel (a typo, or an entry that only
          * exists under some define): nothing worth storing or loading. */
@@ -700,6 +874,7 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
         st = tk__fail(ctx, TK_NOT_FOUND, "kernel %s is not in the code compiled from %s for %s: %s",
                       d->entry, p->label, ctx->target, e.msg);
         free(code.data);
+        free(code.lowered);
         free(e.log);
         return st;
     }
@@ -707,13 +882,15 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
         tk__log(ctx, TK_LOG_DEBUG, "no resource usage for %s: %s", d->entry, e.msg);
         resources_unknown(&res);
     }
-    if (ctx->cache_writable && tk__cache_usable(ctx->cache)) {
+    if (cacheable && ctx->cache_writable && tk__cache_usable(ctx->cache)) {
         tk__entry_meta meta = {.kernel = d->entry,
                                .source = p->label,
                                .backend = ctx->be->name,
                                .arch = ctx->target,
                                .compiler = ctx->compiler,
                                .options = p->opt_text.p ? p->opt_text.p : "",
+                               .lowered = code.lowered,
+                               .deps = p->set.deps && p->set.deps[0] ? p->set.deps : NULL,
                                .created = 0,
                                .last_used = 0,
                                .resources = res};
@@ -731,6 +908,7 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
     o->res = res;
     o->origin = TK_ORIGIN_COMPILED;
     o->seconds = secs;
+    o->lowered = code.lowered;
     return TK_OK;
 }
 
@@ -777,8 +955,27 @@ static tk_kernel *kernel_new(const tk_kernel_desc *d, const prep *p, uint64_t h)
             failed = 1;
         }
     }
+    k->source_label = dup_or_null(d->source_label, &failed);
+    if (d->n_headers) {
+        k->headers = calloc(d->n_headers, sizeof *k->headers);
+        if (k->headers) {
+            k->n_headers = d->n_headers;
+            for (size_t i = 0; i < d->n_headers; i++) {
+                k->headers[i].name = dup_or_null(d->headers[i].name, &failed);
+                k->headers[i].text = dup_or_null(d->headers[i].text, &failed);
+            }
+        } else {
+            failed = 1;
+        }
+    }
     memcpy(k->key_hex, p->key.hex, sizeof k->key_hex);
     if (failed) {
+        free(k->source_label);
+        for (size_t i = 0; i < k->n_headers; i++) {
+            free((char *)k->headers[i].name);
+            free((char *)k->headers[i].text);
+        }
+        free(k->headers);
         free(k->source_name);
         free(k->source);
         free(k->entry);
@@ -802,7 +999,7 @@ static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_
                                int no_compile, tk_kernel **out)
 {
     prep p;
-    obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};
+    obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0, NULL};
     tk_kernel *k = NULL;
     void *module = NULL, *fn = NULL;
     tk__err e = {.msg = "", .log = NULL};
@@ -838,10 +1035,12 @@ static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_
             tk__cache_remove(ctx->cache, &p.key);
         free(o.code);
         o.code = NULL;
+        free(o.lowered);
+        o.lowered = NULL;
     }
     if (module) {
         count(&ctx->n_loads, 1);
-        st = ctx->be->module_function(module, d->entry, &fn, &e);
+        st = ctx->be->module_function(module, o.lowered ? o.lowered : d->entry, &fn, &e);
         if (st != TK_OK) {
             st = tk__fail(ctx, st, "kernel %s not found in %s: %s", d->entry, p.label, e.msg);
             goto fail;
@@ -869,6 +1068,7 @@ static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_
     }
     prep_free(&p);
     free(e.log);
+    free(o.lowered);
     *out = k;
     return TK_OK;
 
@@ -879,6 +1079,7 @@ fail:
         ctx->be->module_unload(ctx->dev, module);
     }
     free(o.code);
+    free(o.lowered);
     free(e.log);
     prep_free(&p);
     return st;
@@ -1085,13 +1286,14 @@ tk_status tk_kernel_precompile(tk_context *ctx, const tk_kernel_desc *desc, tk_o
     tk__flight node;
     flight_enter(ctx, h, desc, 0, &node, NULL);
     prep p;
-    obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0};
+    obtained o = {NULL, 0, {0}, TK_ORIGIN_COMPILED, 0, NULL};
     tk_status st = prep_build(ctx, desc, &p);
     if (st == TK_OK)
         st = obtain_code(ctx, desc, &p, 0, 0, &o);
     prep_free(&p);
     flight_leave(ctx, &node);
     free(o.code);
+    free(o.lowered);
     if (st != TK_OK)
         return st;
     if (origin)

@@ -33,7 +33,16 @@ typedef struct tk__code {
     void *data;
     size_t size;
     char *log;
+    char *lowered; /* mangled name of extra->name_expr, malloc'd; NULL without one */
 } tk__code;
+
+/* What a user source brings besides its text (see src/jit/sources.h). */
+typedef struct tk__compile_extra {
+    const char *const *header_names; /* in-memory headers for the compiler */
+    const char *const *header_texts;
+    size_t n_headers;
+    const char *name_expr; /* C++ name expression of the entry, or NULL */
+} tk__compile_extra;
 
 struct tk__backend {
     const char *name; /* "cuda", "hip", "stub" */
@@ -61,9 +70,12 @@ struct tk__backend {
     tk_status (*device_bind)(void *dev_handle, tk__err *err);
 
     /* Compile source (already including the prelude) for target with options.
+     * name is the program name (the file compiler messages name). extra may
+     * be NULL; with a name expression, out->lowered gets its mangled name.
      * Never spawns a process. */
     tk_status (*compile)(const char *target, const char *name, const char *source,
-                         const char *const *options, size_t n_options, tk__code *out, tk__err *err);
+                         const char *const *options, size_t n_options,
+                         const tk__compile_extra *extra, tk__code *out, tk__err *err);
     /* Extra options the backend always adds (include folder for NVRTC...),
      * NULL-terminated, static. These are part of the key. */
     const char *const *(*default_options)(void);

@@ -82,7 +82,9 @@ typedef void *nvrtcProgram;
     X(nvrtcGetProgramLogSize, int, (nvrtcProgram, size_t *))                                       \
     X(nvrtcGetProgramLog, int, (nvrtcProgram, char *))                                             \
     X(nvrtcGetCUBINSize, int, (nvrtcProgram, size_t *))                                            \
-    X(nvrtcGetCUBIN, int, (nvrtcProgram, char *))
+    X(nvrtcGetCUBIN, int, (nvrtcProgram, char *))                                                  \
+    X(nvrtcAddNameExpression, int, (nvrtcProgram, const char *))                                   \
+    X(nvrtcGetLoweredName, int, (nvrtcProgram, const char *, const char **))
 
 TK__DL_TABLE(cu_table, TK__CU_FUNCS)
 TK__DL_TABLE(nvrtc_table, TK__NVRTC_FUNCS)
@@ -103,7 +105,8 @@ static struct {
     int n_archs;
     char identity[256];
     char include_opt[1100];
-    const char *default_opts[4];
+    char cccl_opt[1100]; /* CUDA 13: libcu++, CUB, Thrust under include/cccl; "" before */
+    const char *default_opts[5];
     /* driver */
     tk_status drv_status;
     char drv_err[1200];
@@ -160,14 +163,52 @@ static void find_include(void)
     snprintf(g.include_opt, sizeof g.include_opt, "-I/usr/local/cuda/include");
 }
 
+/* CUDA 13 moved libcu++ (<cuda/std/...>, <cuda/barrier>, which
+ * cooperative_groups.h needs), CUB and Thrust to include/cccl; nvcc adds it
+ * after include (nvcc.profile: -isystem .../include/cccl), and so does this. */
+static void find_cccl(void)
+{
+    char probe[1200];
+    const char *inc = g.include_opt + 2;
+    g.cccl_opt[0] = '\0';
+    int n = snprintf(probe, sizeof probe, "%s/cccl/cuda/std/version", inc);
+    if (n > 0 && (size_t)n < sizeof probe && file_exists(probe)) {
+        n = snprintf(g.cccl_opt, sizeof g.cccl_opt, "-I%s/cccl", inc);
+        if (n < 0 || (size_t)n >= sizeof g.cccl_opt)
+            g.cccl_opt[0] = '\0';
+    }
+}
+
 /* The include folder enters cache keys by the content of the headers the
- * prelude pulls in, not by its path: the same toolkit sits at different
- * paths on different machines (/usr/local/cuda-13.0/include, .../targets/
- * x86_64-linux/include), and a cache filled on a build machine must hit. */
+ * prelude pulls in, the entry header of each family user kernels include,
+ * and the version headers of libcu++, CUB and Thrust (CCCL ships as its own
+ * package, so it can move without NVRTC), not by its path: the same toolkit
+ * sits at different paths on different machines (/usr/local/cuda-13.0/include,
+ * .../targets/x86_64-linux/include), and a cache filled on a build machine
+ * must hit. The rest of the tree is covered by NVRTC's build id: a walk of
+ * its 2000 files cost 2 to 30 ms per process here, more than it buys. */
 static uint64_t headers_hash(const char *dir)
 {
-    static const char *const names[] = {"cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h",
-                                        "cuda_bf16.hpp", "vector_types.h"};
+    static const char *const names[] = {"cuda_fp16.h",
+                                        "cuda_fp16.hpp",
+                                        "cuda_bf16.h",
+                                        "cuda_bf16.hpp",
+                                        "vector_types.h",
+                                        "cuda_fp8.h",
+                                        "cuda_fp8.hpp",
+                                        "mma.h",
+                                        "crt/mma.h",
+                                        "cooperative_groups.h",
+                                        "cuda_pipeline.h",
+                                        "cuda_awbarrier.h",
+                                        "cuda/std/__cccl/version.h",
+                                        "cuda/std/version",
+                                        "cub/version.cuh",
+                                        "thrust/version.h",
+                                        "cccl/cuda/std/__cccl/version.h",
+                                        "cccl/cuda/std/version",
+                                        "cccl/cub/version.cuh",
+                                        "cccl/thrust/version.h"};
     uint64_t h = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[1300];
@@ -233,12 +274,17 @@ static void load_nvrtc(void)
     if (tk__dl_library_id(sym, id, sizeof id) != TK_OK)
         snprintf(id, sizeof id, "unknown");
     find_include();
-    snprintf(g.identity, sizeof g.identity, "nvrtc-%d.%d+%s;headers-%016llx", g.rtc_major,
-             g.rtc_minor, id, (unsigned long long)headers_hash(g.include_opt + 2));
-    g.default_opts[0] = g.include_opt;
-    g.default_opts[1] = "--std=c++17";
-    g.default_opts[2] = "-default-device";
-    g.default_opts[3] = NULL;
+    find_cccl();
+    snprintf(g.identity, sizeof g.identity, "nvrtc-%d.%d+%s;headers-%016llx%s", g.rtc_major,
+             g.rtc_minor, id, (unsigned long long)headers_hash(g.include_opt + 2),
+             g.cccl_opt[0] ? "+cccl" : "");
+    size_t nd = 0;
+    g.default_opts[nd++] = g.include_opt;
+    if (g.cccl_opt[0])
+        g.default_opts[nd++] = g.cccl_opt;
+    g.default_opts[nd++] = "--std=c++17";
+    g.default_opts[nd++] = "-default-device";
+    g.default_opts[nd] = NULL;
 }
 
 static void load_driver(void)
@@ -297,8 +343,9 @@ static tk_status cuda_describe(char *buf, size_t size)
     pthread_once(&g.once, load_once);
     snprintf(buf, size, "cuda:\n");
     if (g.nvrtc_status == TK_OK)
-        tk__strcat_fmt(buf, size, "  nvrtc: %s (version %d.%d, include %s)\n", g.nvrtc_path,
-                       g.rtc_major, g.rtc_minor, g.include_opt + 2);
+        tk__strcat_fmt(buf, size, "  nvrtc: %s (version %d.%d, include %s%s%s)\n", g.nvrtc_path,
+                       g.rtc_major, g.rtc_minor, g.include_opt + 2, g.cccl_opt[0] ? " " : "",
+                       g.cccl_opt[0] ? g.cccl_opt + 2 : "");
     else
         tk__strcat_fmt(buf, size, "  nvrtc: unavailable: %s\n", g.nvrtc_err);
     if (g.drv_status == TK_OK)
@@ -429,8 +476,8 @@ static tk_status cuda_device_bind(void *dev_handle, tk__err *err)
 }
 
 static tk_status cuda_compile(const char *target, const char *name, const char *source,
-                              const char *const *options, size_t n_options, tk__code *out,
-                              tk__err *err)
+                              const char *const *options, size_t n_options,
+                              const tk__compile_extra *extra, tk__code *out, tk__err *err)
 {
     tk_status st = cuda_load(err);
     if (st != TK_OK)
@@ -460,11 +507,22 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
     for (size_t i = 0; i < n_options; i++)
         opts[n++] = options[i];
 
-    int r = g.rtc.nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    int n_headers = extra && extra->n_headers <= 100000 ? (int)extra->n_headers : 0;
+    int r = g.rtc.nvrtcCreateProgram(&prog, source, name, n_headers,
+                                     n_headers ? extra->header_texts : NULL,
+                                     n_headers ? extra->header_names : NULL);
     if (r != 0) {
         st = tk__err_set(err, TK_COMPILE_FAILED, "nvrtcCreateProgram: %s",
                          g.rtc.nvrtcGetErrorString(r));
         goto done;
+    }
+    if (extra && extra->name_expr) {
+        r = g.rtc.nvrtcAddNameExpression(prog, extra->name_expr);
+        if (r != 0) {
+            st = tk__err_set(err, TK_COMPILE_FAILED, "nvrtcAddNameExpression(%s): %s",
+                             extra->name_expr, g.rtc.nvrtcGetErrorString(r));
+            goto done;
+        }
     }
     int cr = g.rtc.nvrtcCompileProgram(prog, n, opts);
     /* The log first, whatever happened: it explains the failure. */
@@ -497,6 +555,20 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
     if (r != 0) {
         st = tk__err_set(err, TK_COMPILE_FAILED, "nvrtcGetCUBIN: %s", g.rtc.nvrtcGetErrorString(r));
         goto done;
+    }
+    if (extra && extra->name_expr) {
+        const char *lowered = NULL;
+        r = g.rtc.nvrtcGetLoweredName(prog, extra->name_expr, &lowered);
+        if (r != 0 || !lowered) {
+            st = tk__err_set(err, TK_NOT_FOUND, "no __global__ function %s in %s: %s",
+                             extra->name_expr, name, g.rtc.nvrtcGetErrorString(r));
+            goto done;
+        }
+        out->lowered = strdup(lowered);
+        if (!out->lowered) {
+            st = tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
     }
     out->data = cubin;
     out->size = size;

@@ -90,7 +90,9 @@ typedef struct comgr_md {
     X(hiprtcGetProgramLog, int, (hiprtcProgram, char *))                                           \
     X(hiprtcGetCodeSize, int, (hiprtcProgram, size_t *))                                           \
     X(hiprtcGetCode, int, (hiprtcProgram, char *))                                                 \
-    X(hiprtcDestroyProgram, int, (hiprtcProgram *))
+    X(hiprtcDestroyProgram, int, (hiprtcProgram *))                                                \
+    X(hiprtcAddNameExpression, int, (hiprtcProgram, const char *))                                 \
+    X(hiprtcGetLoweredName, int, (hiprtcProgram, const char *, const char **))
 
 #define TK__COMGR_FUNCS(X)                                                                         \
     X(amd_comgr_get_version, void, (size_t *, size_t *))                                           \
@@ -422,8 +424,8 @@ static int unbundle(const unsigned char *d, size_t size, size_t *off, size_t *le
 }
 
 static tk_status hip_compile(const char *target, const char *name, const char *source,
-                             const char *const *options, size_t n_options, tk__code *out,
-                             tk__err *err)
+                             const char *const *options, size_t n_options,
+                             const tk__compile_extra *extra, tk__code *out, tk__err *err)
 {
     tk_status st = hip_load(err);
     if (st != TK_OK)
@@ -446,11 +448,23 @@ static tk_status hip_compile(const char *target, const char *name, const char *s
     for (size_t i = 0; i < n_options; i++)
         opts[i + 1] = options[i];
 
-    int r = g.rtc.hiprtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    /* hipRTC's prototype takes the header arrays without const; it copies them. */
+    int n_headers = extra && extra->n_headers <= 100000 ? (int)extra->n_headers : 0;
+    int r = g.rtc.hiprtcCreateProgram(&prog, source, name, n_headers,
+                                      n_headers ? (const char **)extra->header_texts : NULL,
+                                      n_headers ? (const char **)extra->header_names : NULL);
     if (r != 0) {
         st = tk__err_set(err, TK_COMPILE_FAILED, "hiprtcCreateProgram: %s",
                          g.rtc.hiprtcGetErrorString(r));
         goto done;
+    }
+    if (extra && extra->name_expr) {
+        r = g.rtc.hiprtcAddNameExpression(prog, extra->name_expr);
+        if (r != 0) {
+            st = tk__err_set(err, TK_COMPILE_FAILED, "hiprtcAddNameExpression(%s): %s",
+                             extra->name_expr, g.rtc.hiprtcGetErrorString(r));
+            goto done;
+        }
     }
     int cr = g.rtc.hiprtcCompileProgram(prog, (int)(n_options + 1), opts);
     size_t log_size = 0;
@@ -492,6 +506,20 @@ static tk_status hip_compile(const char *target, const char *name, const char *s
     if (off != 0) {
         memmove(codebuf, codebuf + off, len);
         size = len;
+    }
+    if (extra && extra->name_expr) {
+        const char *lowered = NULL;
+        r = g.rtc.hiprtcGetLoweredName(prog, extra->name_expr, &lowered);
+        if (r != 0 || !lowered) {
+            st = tk__err_set(err, TK_NOT_FOUND, "no __global__ function %s in %s: %s",
+                             extra->name_expr, name, g.rtc.hiprtcGetErrorString(r));
+            goto done;
+        }
+        out->lowered = strdup(lowered);
+        if (!out->lowered) {
+            st = tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
     }
     out->data = codebuf;
     out->size = size;

@@ -93,9 +93,66 @@ static void sleep_ms(int ms)
     }
 }
 
+/* File and line of position at in text, following #line directives, in the
+ * form compilers print: "file(line)". */
+static void where(const char *text, const char *at, const char *file, char *buf, size_t size)
+{
+    unsigned line = 1;
+    char cur[512];
+    snprintf(cur, sizeof cur, "%s", file);
+    for (const char *p = text; p < at;) {
+        const char *eol = strchr(p, '\n');
+        if (!eol || eol >= at)
+            break;
+        unsigned n;
+        char name[512];
+        if (sscanf(p, "#line %u \"%511[^\"]\"", &n, name) == 2) {
+            snprintf(cur, sizeof cur, "%s", name);
+            line = n;
+        } else {
+            line++;
+        }
+        p = eol + 1;
+    }
+    snprintf(buf, size, "%s(%u)", cur, line);
+}
+
+/* The stub's "mangling": the expression with every other character an
+ * underscore, behind a prefix no C identifier in a test uses. */
+static char *stub_lower(const char *expr)
+{
+    size_t n = strlen(expr);
+    char *out = malloc(n + 8);
+    if (!out)
+        return NULL;
+    memcpy(out, "_Zstub_", 7);
+    for (size_t i = 0; i < n; i++) {
+        char c = expr[i];
+        out[7 + i] =
+            ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : '_';
+    }
+    out[7 + n] = '\0';
+    return out;
+}
+
+/* The function a name expression names: its last identifier before any '<'. */
+static void expr_base(const char *expr, char *buf, size_t size)
+{
+    size_t end = strcspn(expr, "<(");
+    while (end > 0 && expr[end - 1] == ' ')
+        end--;
+    size_t start = end;
+    while (start > 0 &&
+           (expr[start - 1] == '_' || (expr[start - 1] >= 'a' && expr[start - 1] <= 'z') ||
+            (expr[start - 1] >= 'A' && expr[start - 1] <= 'Z') ||
+            (expr[start - 1] >= '0' && expr[start - 1] <= '9')))
+        start--;
+    snprintf(buf, size, "%.*s", (int)(end - start), expr + start);
+}
+
 static tk_status stub_compile(const char *target, const char *name, const char *source,
-                              const char *const *options, size_t n_options, tk__code *out,
-                              tk__err *err)
+                              const char *const *options, size_t n_options,
+                              const tk__compile_extra *extra, tk__code *out, tk__err *err)
 {
     __atomic_fetch_add(&g_counters.compiles, 1, __ATOMIC_SEQ_CST);
     int delay = __atomic_load_n(&g_counters.compile_delay_ms, __ATOMIC_SEQ_CST);
@@ -104,29 +161,61 @@ static tk_status stub_compile(const char *target, const char *name, const char *
     if (strcmp(target, "stub") != 0)
         return tk__err_set(err, TK_UNSUPPORTED, "the stub compiler does not know target '%s'",
                            target);
-
-    const char *bad = strstr(source, "#error");
-    if (bad) {
+    size_t n_headers = extra ? extra->n_headers : 0;
+    /* "#error" anywhere (source, then headers) fails with the position. */
+    for (size_t i = 0; i <= n_headers; i++) {
+        const char *text = i == 0 ? source : extra->header_texts[i - 1];
+        const char *file = i == 0 ? name : extra->header_names[i - 1];
+        const char *bad = strstr(text, "#error");
+        if (!bad)
+            continue;
         const char *eol = strchr(bad, '\n');
         int len = eol ? (int)(eol - bad) : (int)strlen(bad);
-        char *log = malloc((size_t)len + 64 + strlen(name));
+        char pos[600];
+        where(text, bad, file, pos, sizeof pos);
+        char *log = malloc((size_t)len + 64 + strlen(pos));
         if (log)
-            sprintf(log, "%s: error: %.*s\n1 error detected.\n", name, len, bad);
+            sprintf(log, "%s: error: %.*s\n1 error detected.\n", pos, len, bad);
         out->log = log;
         return tk__err_set(err, TK_COMPILE_FAILED, "stub: compiling %s failed", name);
     }
-
-    size_t tlen = strlen(target), slen = strlen(source);
-    size_t size = STUB_MAGIC_LEN + tlen + 1 + slen;
-    char *code = malloc(size);
-    if (!code)
+    char *lowered = NULL;
+    if (extra && extra->name_expr) {
+        char base[256];
+        expr_base(extra->name_expr, base, sizeof base);
+        int present = base[0] && strstr(source, base) != NULL;
+        for (size_t i = 0; i < n_headers && !present; i++)
+            present = strstr(extra->header_texts[i], base) != NULL;
+        if (!present)
+            return tk__err_set(err, TK_NOT_FOUND, "stub: no function %s for name expression %s",
+                               base, extra->name_expr);
+        lowered = stub_lower(extra->name_expr);
+        if (!lowered)
+            return tk__err_set(err, TK_OUT_OF_MEMORY, "stub: out of memory");
+    }
+    /* Code object: magic, target, source, each header, the lowered name. */
+    size_t tlen = strlen(target), size = STUB_MAGIC_LEN + tlen + 1 + strlen(source);
+    for (size_t i = 0; i < n_headers; i++)
+        size += strlen(extra->header_names[i]) + strlen(extra->header_texts[i]) + 16;
+    if (lowered)
+        size += strlen(lowered) + 16;
+    char *code = malloc(size + 1);
+    if (!code) {
+        free(lowered);
         return tk__err_set(err, TK_OUT_OF_MEMORY, "stub: out of memory");
+    }
     memcpy(code, STUB_MAGIC, STUB_MAGIC_LEN);
     memcpy(code + STUB_MAGIC_LEN, target, tlen + 1);
-    memcpy(code + STUB_MAGIC_LEN + tlen + 1, source, slen);
+    char *p = code + STUB_MAGIC_LEN + tlen + 1;
+    p += sprintf(p, "%s", source);
+    for (size_t i = 0; i < n_headers; i++)
+        p += sprintf(p, "\n/* %s */\n%s", extra->header_names[i], extra->header_texts[i]);
+    if (lowered)
+        p += sprintf(p, "\n/* %s */\n", lowered);
     out->data = code;
-    out->size = size;
+    out->size = (size_t)(p - code);
     out->log = NULL;
+    out->lowered = lowered;
     return TK_OK;
 }
 

@@ -1,0 +1,269 @@
+/*
+ * User kernels on a real device (label gpu): a template kernel named by a
+ * C++ name expression and a cooperative_groups reduction run and give the
+ * right answer; a header edited between two processes gives the new result
+ * (one compile), and a third process hits the disk cache with it. Without a
+ * device it prints "skipped: ..." and exits 77.
+ *
+ * Runs without forking (CUDA does not survive fork); the other processes
+ * are this binary re-executed with "--child <cache dir> <include dir>".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tk_test.h"
+
+static char g_self[4096];
+
+static tk_context *context_in(const char *dir)
+{
+    tk_config *cfg = NULL;
+    tk_config_create(&cfg);
+    tk_config_set_cache_dir(cfg, dir);
+    tk_context *ctx = tk_test_gpu_context_or_skip(cfg);
+    tk_config_destroy(cfg);
+    return ctx;
+}
+
+static tk_kernel *get_ok(tk_context *ctx, const tk_kernel_desc *d)
+{
+    tk_kernel *k = NULL;
+    tk_status st = tk_kernel_get(ctx, d, &k);
+    ck_assert_msg(st == TK_OK, "tk_kernel_get %s: %s: %s", d->entry, tk_status_str(st),
+                  tk_context_last_error(ctx));
+    return k;
+}
+
+static const char *const k_templates =
+    "template <int N, typename T> __global__ void fill(T *x, int n)\n"
+    "{\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) x[i] = T(N) + T(i);\n"
+    "}\n"
+    "namespace ns {\n"
+    "template <int B, bool NEG> __global__ void scale(int *x, int n)\n"
+    "{\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) x[i] *= NEG ? -B : B;\n"
+    "}\n"
+    "}\n";
+
+START_TEST(test_template_kernels)
+{
+    char *dir = tk_test_tmpdir("gpu_usr_tpl");
+    tk_context *ctx = context_in(dir);
+    enum { N = 5000 };
+    unsigned grid[3] = {(N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+    int n = N;
+
+    tk_kernel_desc df = {.source = k_templates, .entry = "fill<7, float>"};
+    tk_kernel *kf = get_ok(ctx, &df);
+    float *hf = malloc(N * sizeof *hf);
+    void *d = NULL;
+    tk_assert_status(tk_mem_alloc(ctx, N * sizeof(float), &d), TK_OK);
+    void *args[] = {&d, &n};
+    tk_assert_status(tk_kernel_launch(ctx, kf, grid, block, 0, NULL, args), TK_OK);
+    tk_assert_status(tk_mem_download(ctx, hf, d, N * sizeof(float)), TK_OK);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(hf[i] == 7.0f + (float)i, "fill<7, float>[%d] = %g", i, (double)hf[i]);
+
+    tk_kernel_desc di = {.source = k_templates, .entry = "fill<3, int>"};
+    tk_kernel_desc ds = {.source = k_templates, .entry = "ns::scale<5, true>"};
+    tk_kernel *ki = get_ok(ctx, &di), *ks = get_ok(ctx, &ds);
+    ck_assert_ptr_ne(ki, kf);
+    int *hi = malloc(N * sizeof *hi);
+    tk_assert_status(tk_kernel_launch(ctx, ki, grid, block, 0, NULL, args), TK_OK);
+    tk_assert_status(tk_kernel_launch(ctx, ks, grid, block, 0, NULL, args), TK_OK);
+    tk_assert_status(tk_mem_download(ctx, hi, d, N * sizeof(int)), TK_OK);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(hi[i] == -5 * (3 + i), "scale<5, true>(fill<3, int>)[%d] = %d", i, hi[i]);
+    tk_mem_free(ctx, d);
+    free(hf);
+    free(hi);
+    tk_context_destroy(ctx);
+    tk_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+static const char *const k_cg =
+    "#include <cooperative_groups.h>\n"
+    "#include <cooperative_groups/reduce.h>\n"
+    "namespace cg = cooperative_groups;\n"
+    "extern \"C\" __global__ void cg_sum(const int *in, int n, unsigned long long *out)\n"
+    "{\n"
+    "    cg::thread_block block = cg::this_thread_block();\n"
+    "    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    unsigned long long v = i < n ? (unsigned long long)in[i] : 0ull;\n"
+    "    v = cg::reduce(warp, v, cg::plus<unsigned long long>());\n"
+    "    block.sync();\n"
+    "    if (warp.thread_rank() == 0) atomicAdd(out, v);\n"
+    "}\n";
+
+START_TEST(test_cooperative_groups_kernel)
+{
+    char *dir = tk_test_tmpdir("gpu_usr_cg");
+    tk_context *ctx = context_in(dir);
+    if (strcmp(tk_context_backend_name(ctx), "cuda") != 0) {
+        printf("note: cooperative_groups.h is a CUDA toolkit header; not run on %s\n",
+               tk_context_backend_name(ctx));
+        tk_context_destroy(ctx);
+        tk_test_rmtree(dir);
+        free(dir);
+        return;
+    }
+    enum { N = 100003 };
+    int *h = malloc(N * sizeof *h);
+    unsigned long long want = 0, got = 0;
+    for (int i = 0; i < N; i++) {
+        h[i] = (i * 7919) % 1000;
+        want += (unsigned long long)h[i];
+    }
+    tk_kernel_desc d = {.source = k_cg, .entry = "cg_sum", .source_label = "cg_sum.cu"};
+    tk_kernel *k = get_ok(ctx, &d);
+    void *din = NULL, *dout = NULL;
+    tk_assert_status(tk_mem_alloc(ctx, N * sizeof(int), &din), TK_OK);
+    tk_assert_status(tk_mem_alloc(ctx, sizeof got, &dout), TK_OK);
+    tk_assert_status(tk_mem_upload(ctx, din, h, N * sizeof(int)), TK_OK);
+    tk_assert_status(tk_mem_set(ctx, dout, 0, sizeof got), TK_OK);
+    int n = N;
+    void *args[] = {&din, &n, &dout};
+    unsigned grid[3] = {(N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+    tk_assert_status(tk_kernel_launch(ctx, k, grid, block, 0, NULL, args), TK_OK);
+    tk_assert_status(tk_mem_download(ctx, &got, dout, sizeof got), TK_OK);
+    ck_assert_uint_eq(got, want);
+    tk_mem_free(ctx, din);
+    tk_mem_free(ctx, dout);
+    free(h);
+    tk_context_destroy(ctx);
+    tk_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---------------------------------------------- header edit across processes */
+
+static const char *const k_uses_header =
+    "#include \"value.h\"\n"
+    "extern \"C\" __global__ void put_value(int *out) { *out = VALUE; }\n";
+
+/* Child: gets put_value with -I<inc>, runs it, prints "<value> <origin> <compiles>". */
+static int child_main(const char *cache, const char *inc)
+{
+    tk_config *cfg = NULL;
+    tk_context *ctx = NULL;
+    char err[1024] = "";
+    tk_config_create(&cfg);
+    tk_config_set_cache_dir(cfg, cache);
+    tk_status st = tk_context_create(cfg, &ctx, err, sizeof err);
+    tk_config_destroy(cfg);
+    if (st != TK_OK) {
+        printf("child: no context: %s\n", err);
+        return 3;
+    }
+    char opt[4200];
+    snprintf(opt, sizeof opt, "-I%s", inc);
+    const char *opts[] = {opt};
+    tk_kernel_desc d = {
+        .source = k_uses_header, .entry = "put_value", .options = opts, .n_options = 1};
+    tk_kernel *k = NULL;
+    if (tk_kernel_get(ctx, &d, &k) != TK_OK) {
+        printf("child: %s\n", tk_context_last_error(ctx));
+        return 4;
+    }
+    void *dout = NULL;
+    int value = -1;
+    unsigned one[3] = {1, 1, 1};
+    if (tk_mem_alloc(ctx, sizeof value, &dout) != TK_OK)
+        return 5;
+    void *args[] = {&dout};
+    if (tk_kernel_launch(ctx, k, one, one, 0, NULL, args) != TK_OK ||
+        tk_mem_download(ctx, &value, dout, sizeof value) != TK_OK)
+        return 6;
+    tk_kernel_info info;
+    tk_context_stats s;
+    tk_kernel_get_info(k, &info);
+    tk_context_get_stats(ctx, &s);
+    printf("%d %d %llu\n", value, (int)info.origin, (unsigned long long)s.compiles);
+    tk_mem_free(ctx, dout);
+    tk_context_destroy(ctx);
+    return 0;
+}
+
+static void run_child(const char *cache, const char *inc, int *value, int *origin,
+                      unsigned long long *compiles)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "'%s' --child '%s' '%s'", g_self, cache, inc);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[2048] = "";
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, p));
+    int rc = pclose(p);
+    ck_assert_msg(rc == 0 && sscanf(line, "%d %d %llu", value, origin, compiles) == 3,
+                  "child failed (%d): %s", rc, line);
+}
+
+START_TEST(test_header_edit_between_processes)
+{
+    char *cache = tk_test_tmpdir("gpu_usr_hdr_cache");
+    char *inc = tk_test_tmpdir("gpu_usr_hdr_inc");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/value.h", inc);
+    ck_assert_int_eq(tk_test_write_file(path, "#define VALUE 1\n", 16), 0);
+    int value, origin;
+    unsigned long long compiles;
+    run_child(cache, inc, &value, &origin, &compiles);
+    ck_assert_int_eq(value, 1);
+    ck_assert_uint_eq(compiles, 1);
+    run_child(cache, inc, &value, &origin, &compiles);
+    ck_assert_int_eq(value, 1);
+    ck_assert_int_eq(origin, TK_ORIGIN_DISK);
+    ck_assert_uint_eq(compiles, 0);
+
+    ck_assert_int_eq(tk_test_write_file(path, "#define VALUE 2\n", 16), 0);
+    run_child(cache, inc, &value, &origin, &compiles);
+    ck_assert_int_eq(value, 2);
+    ck_assert_int_eq(origin, TK_ORIGIN_COMPILED);
+    ck_assert_uint_eq(compiles, 1);
+    run_child(cache, inc, &value, &origin, &compiles);
+    ck_assert_int_eq(value, 2);
+    ck_assert_int_eq(origin, TK_ORIGIN_DISK);
+    ck_assert_uint_eq(compiles, 0);
+    tk_test_rmtree(cache);
+    tk_test_rmtree(inc);
+    free(cache);
+    free(inc);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2], argv[3]);
+    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    if (n <= 0)
+        return 1;
+    g_self[n] = '\0';
+
+    /* Skips (exit 77) when there is no device. */
+    tk_context_destroy(tk_test_gpu_context_or_skip(NULL));
+
+    Suite *s = suite_create("gpu_user_kernels");
+    TCase *tc = tcase_create("device");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_template_kernels);
+    tcase_add_test(tc, test_cooperative_groups_kernel);
+    tcase_add_test(tc, test_header_edit_between_processes);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -168,11 +168,23 @@ static void plan_target(tk_context *ctx, gemm_plan *p)
     p->tile = *pick_tile(p->M, p->N, p->K);
 }
 
+/* Fraction of the SMs busy over the waves `tiles` blocks take (one block
+ * per SM at a time, as the wgmma kernels run). */
+static double wave_eff(int64_t tiles)
+{
+    const int64_t waves = (tiles + NV_SMS - 1) / NV_SMS;
+    return waves > 0 ? (double)tiles / (double)(waves * NV_SMS) : 1.0;
+}
+
 /* After plan_target and plan_alignment: the wgmma kernel (sm_90a) takes the
  * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
  * allowed; 128x256 tiles where they (nearly) fill it, 128x128 otherwise.
  * Everything else stays on the mma.sync kernel. Measured on an H100:
- * bench/NOTES-gemm.md. */
+ * bench/NOTES-gemm.md. TMA form: 128x256 tiles unless their last wave leaves
+ * the chip idle enough that 128x128 tiles (each ~15% less efficient, a guess
+ * from 2048^3: 0.62 vs 0.56 of cuBLAS at equal waves) do better: the MoE up
+ * projection, 2048 x 2816, makes 176 tiles of 128x256 (1.33 waves, 67% busy)
+ * or 352 of 128x128 (2.67 waves, 89% busy). */
 static void plan_wgmma(gemm_plan *p)
 {
     p->wgmma = 0;
@@ -186,8 +198,10 @@ static void plan_wgmma(gemm_plan *p)
     if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
         /* 128x256 won on every large shape and layout; 4 stages (192 KiB) */
         p->tma = 1;
-        p->wg_bn =
-            p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm)) ? 256 : 128;
+        p->wg_bn = p->N > 128 && wave_eff(tm * ((p->N + 255) / 256)) >=
+                                     0.85 * wave_eff(tm * ((p->N + 127) / 128))
+                       ? 256
+                       : 128;
         p->wg_stages = 4;
         return;
     }

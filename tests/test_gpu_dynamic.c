@@ -106,7 +106,8 @@ START_TEST(test_gemm_swap)
     uint16_t *b = malloc((size_t)(K * N) * 2), *got16 = malloc((size_t)(MMAX * K) * 2);
     uint16_t *want16 = malloc((size_t)(MMAX * (K > N ? K : N)) * 2);
     float *got32 = malloc((size_t)(MMAX * N) * 4), *want32 = malloc((size_t)(MMAX * N) * 4);
-    void *da = dalloc(ctx, (size_t)(MMAX * (K > N ? K : N)) * 2), *db = dalloc(ctx, (size_t)(K * N) * 2);
+    void *da = dalloc(ctx, (size_t)(MMAX * (K > N ? K : N)) * 2);
+    void *db = dalloc(ctx, (size_t)(MMAX * N) * 2); /* K x N, or grad_b's M x N */
     void *dc = dalloc(ctx, (size_t)(MMAX * N) * 4);
     for (int it = 0; it < 30; it++) {
         const int op = it % 3;

@@ -245,9 +245,6 @@ int main(int argc, char **argv)
         return 1;
     g_self[n] = '\0';
 
-    /* Skips (exit 77) when there is no device. */
-    tk_context_destroy(tk_test_gpu_context_or_skip(NULL));
-
     Suite *s = suite_create("gpu_engine");
     TCase *tc = tcase_create("device");
     tcase_set_timeout(tc, 300);
@@ -255,10 +252,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_sixteen_threads_compile_once);
     tcase_add_test(tc, test_callers_stream_is_honoured);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return tk_test_gpu_main(s);
 }

@@ -364,18 +364,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    /* Skip (exit 77) before any test when there is no GPU. The suite runs
-     * without forking: CUDA does not survive fork() once initialised. */
-    tk_context *probe = tk_test_gpu_context_or_skip(NULL);
-    if (strcmp(tk_context_backend_name(probe), "stub") == 0) {
-        printf("skipped: only the stub backend is available\n");
-        return 77;
-    }
-    tk_context_destroy(probe);
-    SRunner *sr = srunner_create(suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return tk_test_gpu_main(suite());
 }

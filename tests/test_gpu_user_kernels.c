@@ -250,9 +250,6 @@ int main(int argc, char **argv)
         return 1;
     g_self[n] = '\0';
 
-    /* Skips (exit 77) when there is no device. */
-    tk_context_destroy(tk_test_gpu_context_or_skip(NULL));
-
     Suite *s = suite_create("gpu_user_kernels");
     TCase *tc = tcase_create("device");
     tcase_set_timeout(tc, 300);
@@ -260,10 +257,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_cooperative_groups_kernel);
     tcase_add_test(tc, test_header_edit_between_processes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return tk_test_gpu_main(s);
 }

@@ -116,41 +116,13 @@ static tk__job *job_new(const tk_kernel_desc *d, uint64_t h)
     return j;
 }
 
-static int str_eq(const char *a, const char *b)
-{
-    return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
-}
-
-static int define_in(const tk_define *set, size_t n, const tk_define *d)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(set[i].name, d->name) == 0 && str_eq(set[i].value, d->value))
-            return 1;
-    return 0;
-}
-
-static int job_matches(const tk__job *j, const tk_kernel_desc *d)
-{
-    if (!str_eq(j->desc.source_name, d->source_name) || strcmp(j->desc.entry, d->entry) != 0 ||
-        j->desc.n_defines != d->n_defines || j->desc.n_options != d->n_options)
-        return 0;
-    for (size_t i = 0; i < d->n_options; i++)
-        if (strcmp(j->desc.options[i], d->options[i]) != 0)
-            return 0;
-    for (size_t i = 0; i < d->n_defines; i++)
-        if (!define_in(j->desc.defines, j->desc.n_defines, &d->defines[i]) ||
-            !define_in(d->defines, d->n_defines, &j->desc.defines[i]))
-            return 0;
-    return 1;
-}
-
 /* mu held */
 static tk__job *known_find(tk__builder *b, uint64_t h, const tk_kernel_desc *d)
 {
     if (!b->known)
         return NULL;
     for (tk__job *j = b->known[h % N_BUCKETS]; j; j = j->next_known)
-        if (j->h == h && job_matches(j, d))
+        if (j->h == h && tk__desc_same(&j->desc, d))
             return j;
     return NULL;
 }

@@ -175,6 +175,9 @@ const tk__backend *tk__backend_for(tk_backend_kind kind);
 tk_status tk__fail_with_log(tk_context *ctx, tk_status status, const char *log, const char *fmt,
                             ...) __attribute__((format(printf, 4, 5)));
 
+/* 1 when two descriptors name the same kernel (defines in any order). */
+int tk__desc_same(const tk_kernel_desc *a, const tk_kernel_desc *b);
+
 /* Frees every kernel of the context (context destruction). */
 void tk__kernels_destroy(tk_context *ctx);
 

@@ -124,6 +124,34 @@ static int define_in(const tk_define *set, size_t n, const tk_define *d)
     return 0;
 }
 
+/* Both define sets hold the same name = value pairs (order free; a set may
+ * repeat a pair). */
+static int defines_same(const tk_define *a, size_t na, const tk_define *b, size_t nb)
+{
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++)
+        if (!define_in(b, nb, &a[i]) || !define_in(a, na, &b[i]))
+            return 0;
+    return 1;
+}
+
+int tk__desc_same(const tk_kernel_desc *a, const tk_kernel_desc *b)
+{
+    if (!str_eq(a->source_name, b->source_name) || !str_eq(a->source, b->source) ||
+        strcmp(a->entry, b->entry) != 0 || a->n_options != b->n_options ||
+        !str_eq(a->source_label, b->source_label) || a->n_headers != b->n_headers)
+        return 0;
+    for (size_t i = 0; i < a->n_options; i++)
+        if (strcmp(a->options[i], b->options[i]) != 0)
+            return 0;
+    for (size_t i = 0; i < a->n_headers; i++)
+        if (strcmp(a->headers[i].name, b->headers[i].name) != 0 ||
+            strcmp(a->headers[i].text, b->headers[i].text) != 0)
+            return 0;
+    return defines_same(a->defines, a->n_defines, b->defines, b->n_defines);
+}
+
 static int kernel_matches(const tk_kernel *k, const tk_kernel_desc *d)
 {
     if (d->source_name) {
@@ -346,43 +374,12 @@ static void flight_leave(tk_context *ctx, tk__flight *node)
 
 /* ------------------------------------------------------------ preparation */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} sbuf;
 
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static void sb_line_directive(sbuf *b, unsigned line, const char *file)
+static void sb_line_directive(tk__sbuf *b, unsigned line, const char *file)
 {
     char tmp[320];
     int n = snprintf(tmp, sizeof tmp, "#line %u \"%s\"\n", line, file);
-    sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    tk__sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
 #define MAX_INCLUDES 64
@@ -430,7 +427,7 @@ static const tk__embedded *embedded_include(const char *s, const char *e)
 /* Copies text into out, replacing includes of embedded headers by their
  * text (each once, as if guarded), so that the key covers every byte the
  * compiler sees and the compilers need no header callbacks. */
-static void expand_source(sbuf *out, const char *text, size_t len, const char *file,
+static void expand_source(tk__sbuf *out, const char *text, size_t len, const char *file,
                           include_state *inc, int depth)
 {
     const char *p = text, *end = text + len;
@@ -447,17 +444,17 @@ static void expand_source(sbuf *out, const char *text, size_t len, const char *f
                 inc->seen[inc->n_seen++] = t->name;
                 sb_line_directive(out, 1, t->name);
                 expand_source(out, t->text, t->len, t->name, inc, depth + 1);
-                sb_str(out, "\n");
+                tk__sb_str(out, "\n");
             }
             sb_line_directive(out, line + 1, file);
         } else {
-            sb_add(out, p, (size_t)(next - p));
+            tk__sb_add(out, p, (size_t)(next - p));
         }
         line++;
         p = next;
     }
     if (len && text[len - 1] != '\n')
-        sb_str(out, "\n");
+        tk__sb_str(out, "\n");
 }
 
 typedef struct prep {
@@ -471,12 +468,12 @@ typedef struct prep {
     unsigned char *pre_skip; /* caller's options that are pre-includes (NULL: none) */
     const char **cc_opts;    /* p->opts less pre-includes, for the compiler (NULL: opts) */
     size_t n_cc_opts;
-    sbuf full;          /* prelude + expanded source */
+    tk__sbuf full;          /* prelude + expanded source */
     tk_define *sorted;  /* shallow copy of the defines, sorted by name */
     char **define_opts; /* "-DNAME=VALUE" */
     const char **opts;  /* default + caller's + define options */
     size_t n_opts;
-    sbuf opt_text; /* the same, space-separated, for the metadata */
+    tk__sbuf opt_text; /* the same, space-separated, for the metadata */
     tk__key key;
     int key_ready;
 } prep;
@@ -624,15 +621,15 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
     }
     for (size_t i = 0; i < p->n_opts; i++) {
         if (i)
-            sb_str(&p->opt_text, " ");
-        sb_str(&p->opt_text, p->opts[i]);
+            tk__sb_str(&p->opt_text, " ");
+        tk__sb_str(&p->opt_text, p->opts[i]);
     }
     if (!p->n_opts)
-        sb_str(&p->opt_text, "");
+        tk__sb_str(&p->opt_text, "");
 
     /* Source as the compiler sees it. */
     include_state inc = {.n_seen = 0};
-    sb_str(&p->full, ctx->be->prelude());
+    tk__sb_str(&p->full, ctx->be->prelude());
     sb_line_directive(&p->full, 1, p->file);
     expand_source(&p->full, p->text, len, p->file, &inc, 0);
     if (p->full.failed || p->opt_text.failed)

@@ -16,13 +16,7 @@
 
 /* ------------------------------------------------------------ buffers */
 
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} buf;
-
-static void b_add(buf *b, const char *s, size_t n)
+void tk__sb_add(tk__sbuf *b, const char *s, size_t n)
 {
     if (b->failed)
         return;
@@ -43,9 +37,9 @@ static void b_add(buf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void b_str(buf *b, const char *s)
+void tk__sb_str(tk__sbuf *b, const char *s)
 {
-    b_add(b, s, strlen(s));
+    tk__sb_add(b, s, strlen(s));
 }
 
 /* ------------------------------------------------------------- names */
@@ -135,7 +129,7 @@ tk_status tk__pre_includes(const char *const *opts, size_t n_opts, char **prefix
 {
     *prefix = NULL;
     *skip = NULL;
-    buf b = {NULL, 0, 0, 0};
+    tk__sbuf b = {NULL, 0, 0, 0};
     unsigned char *mask = NULL;
     for (size_t i = 0; i < n_opts; i++) {
         const char *o = opts[i], *name = NULL;
@@ -150,9 +144,9 @@ tk_status tk__pre_includes(const char *const *opts, size_t n_opts, char **prefix
             goto oom;
         for (size_t j = first; j <= i; j++)
             mask[j] = 1;
-        b_str(&b, "#include \"");
-        b_str(&b, name);
-        b_str(&b, "\"\n");
+        tk__sb_str(&b, "#include \"");
+        tk__sb_str(&b, name);
+        tk__sb_str(&b, "\"\n");
     }
     if (b.failed)
         goto oom;
@@ -337,7 +331,7 @@ typedef struct resolver {
     const tk__search *s;
     sfile *files;
     size_t n_files;
-    buf deps;
+    tk__sbuf deps;
     seen_lookup *seen; /* lookups already made, with their results */
     size_t n_seen, cap_seen;
     tk__srcset *out;
@@ -434,23 +428,23 @@ static tk_status record(resolver *r, const char *key, long file)
     r->seen[r->n_seen].key = copy;
     r->seen[r->n_seen].file = file;
     r->n_seen++;
-    b_str(&r->deps, key);
-    b_str(&r->deps, "\t");
+    tk__sb_str(&r->deps, key);
+    tk__sb_str(&r->deps, "\t");
     const sfile *f = file >= 0 ? &r->files[file] : NULL;
     if (f && f->kind == 'm') {
-        b_str(&r->deps, "m:");
-        b_str(&r->deps, r->s->mem[f->mem].name);
-        b_str(&r->deps, "\t-\n");
+        tk__sb_str(&r->deps, "m:");
+        tk__sb_str(&r->deps, r->s->mem[f->mem].name);
+        tk__sb_str(&r->deps, "\t-\n");
     } else if (f) {
         char hex[33];
         hash_hex(f->text, f->len, hex);
-        b_str(&r->deps, "f:");
-        b_str(&r->deps, f->path);
-        b_str(&r->deps, "\t");
-        b_str(&r->deps, hex);
-        b_str(&r->deps, "\n");
+        tk__sb_str(&r->deps, "f:");
+        tk__sb_str(&r->deps, f->path);
+        tk__sb_str(&r->deps, "\t");
+        tk__sb_str(&r->deps, hex);
+        tk__sb_str(&r->deps, "\n");
     } else {
-        b_str(&r->deps, "\t-\n");
+        tk__sb_str(&r->deps, "\t-\n");
     }
     return r->deps.failed ? TK_OUT_OF_MEMORY : TK_OK;
 }
@@ -495,7 +489,7 @@ static long resolve_include(resolver *r, int quoted, const char *dir, const char
 
 /* Rewrites text (of a file in folder dir, NULL for the main source or an
  * in-memory header) into out. */
-static tk_status rewrite(resolver *r, const char *text, size_t len, const char *dir, buf *out)
+static tk_status rewrite(resolver *r, const char *text, size_t len, const char *dir, tk__sbuf *out)
 {
     const char *p = text, *end = text + len;
     char spelling[4096];
@@ -529,13 +523,13 @@ static tk_status rewrite(resolver *r, const char *text, size_t len, const char *
             r->out->uncacheable = 1;
         }
         if (idx < 0) {
-            b_add(out, p, (size_t)(next - p));
+            tk__sb_add(out, p, (size_t)(next - p));
         } else {
             char line[4200];
             const char *base = strrchr(spelling, '/');
             snprintf(line, sizeof line, "#include \"tk_inc/%ld/%s\"%s", idx,
                      base ? base + 1 : spelling, eol ? "\n" : "");
-            b_str(out, line);
+            tk__sb_str(out, line);
         }
         p = next;
     }
@@ -553,18 +547,18 @@ tk_status tk__sources_resolve(const char *text, const tk__search *s, tk__srcset 
     memset(out, 0, sizeof *out);
     msg[0] = '\0';
     resolver r = {s, NULL, 0, {NULL, 0, 0, 0}, NULL, 0, 0, out, msg, msg_size};
-    buf main_text = {NULL, 0, 0, 0};
+    tk__sbuf main_text = {NULL, 0, 0, 0};
     tk_status st = rewrite(&r, text, strlen(text), NULL, &main_text);
     /* Breadth first: every file found is scanned once, in order. */
     char **names = NULL, **texts = NULL;
     for (size_t i = 0; st == TK_OK && i < r.n_files; i++) {
-        buf t = {NULL, 0, 0, 0};
+        tk__sbuf t = {NULL, 0, 0, 0};
         const sfile *f = &r.files[i];
         const char *shown = f->kind == 'm' ? s->mem[f->mem].name : f->path;
         if (safe_for_line(shown)) {
-            b_str(&t, "#line 1 \"");
-            b_str(&t, shown);
-            b_str(&t, "\"\n");
+            tk__sb_str(&t, "#line 1 \"");
+            tk__sb_str(&t, shown);
+            tk__sb_str(&t, "\"\n");
         }
         st = rewrite(&r, f->text, f->len, f->kind == 'f' ? f->dir : NULL, &t);
         f = &r.files[i]; /* rewrite may have grown the array */

@@ -30,6 +30,16 @@
 
 #include "tokitai/tokitai.h"
 
+/* A growable NUL-terminated string; failed is set (and the text stops
+ * growing) when an allocation fails. Zero-initialise; free(p) when done. */
+typedef struct tk__sbuf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} tk__sbuf;
+void tk__sb_add(tk__sbuf *b, const char *s, size_t n);
+void tk__sb_str(tk__sbuf *b, const char *s);
+
 typedef struct tk__search {
     const char *const *dirs; /* -I folders, in order (borrowed) */
     size_t n_dirs;

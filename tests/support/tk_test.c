@@ -166,3 +166,19 @@ tk_context *tk_test_gpu_context_or_skip(const tk_config *cfg)
     }
     return ctx;
 }
+
+int tk_test_gpu_main(Suite *suite)
+{
+    tk_context *probe = tk_test_gpu_context_or_skip(NULL);
+    if (strcmp(tk_context_backend_name(probe), "stub") == 0) {
+        printf("skipped: only the stub backend is available\n");
+        return 77;
+    }
+    tk_context_destroy(probe);
+    SRunner *sr = srunner_create(suite);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

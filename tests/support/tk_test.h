@@ -25,6 +25,10 @@ int tk_test_main(Suite *suite);
 /* For GPU suites: creates a context on the real device, or prints
  * "skipped: <why>" and exits 77 (CTest shows the test as Skipped). */
 tk_context *tk_test_gpu_context_or_skip(const tk_config *cfg);
+/* main() of a GPU suite: skips (exit 77, "skipped: why") without a device or
+ * with only the stub backend, else runs the suite without forking (CUDA
+ * does not survive fork() once initialised); the process exit code. */
+int tk_test_gpu_main(Suite *suite);
 
 #define tk_assert_status(expr, expected)                                                   \
     do {                                                                                   \

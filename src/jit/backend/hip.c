@@ -423,9 +423,9 @@ static int unbundle(const unsigned char *d, size_t size, size_t *off, size_t *le
     return 0;
 }
 
-static tk_status hip_compile(const char *target, const char *name, const char *source,
-                             const char *const *options, size_t n_options,
-                             const tk__compile_extra *extra, tk__code *out, tk__err *err)
+static tk_status hip_compile_locked(const char *target, const char *name, const char *source,
+                                    const char *const *options, size_t n_options,
+                                    const tk__compile_extra *extra, tk__code *out, tk__err *err)
 {
     tk_status st = hip_load(err);
     if (st != TK_OK)
@@ -531,6 +531,23 @@ done:
         g.rtc.hiprtcDestroyProgram(&prog);
     free(codebuf);
     free(opts);
+    return st;
+}
+
+/* One hipRTC compile at a time per process (callers' threads and the
+ * background builder alike): ROCm 5.2's hipRTC serialises a process's
+ * compiles anyway (DESIGN.md), and nothing here relies on it being safe to
+ * enter from several threads. The precompile tool compiles in parallel with
+ * worker processes. */
+static pthread_mutex_t hip_compile_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static tk_status hip_compile(const char *target, const char *name, const char *source,
+                             const char *const *options, size_t n_options,
+                             const tk__compile_extra *extra, tk__code *out, tk__err *err)
+{
+    pthread_mutex_lock(&hip_compile_mu);
+    tk_status st = hip_compile_locked(target, name, source, options, n_options, extra, out, err);
+    pthread_mutex_unlock(&hip_compile_mu);
     return st;
 }
 

@@ -59,14 +59,14 @@ static int cublas_ref_gemm(tk_op op, int64_t M64, int64_t N64, int64_t K64, cons
     const int M = (int)M64, N = (int)N64, K = (int)K64;
     switch (op) {
     case TK_OP_GEMM_F16_FWD: /* C^T[N,M] = B^T A^T */
-        return cub.gemm(cub.handle, OP_N, OP_N, N, M, K, &one, y, R_16F, N, x, R_16F, K, &zero,
-                        out, R_32F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
+        return cub.gemm(cub.handle, OP_N, OP_N, N, M, K, &one, y, R_16F, N, x, R_16F, K, &zero, out,
+                        R_32F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
     case TK_OP_GEMM_F16_GRAD_A: /* gA^T[K,M] = B[K,N](col view N x K, op T) gC^T */
-        return cub.gemm(cub.handle, OP_T, OP_N, K, M, N, &one, y, R_16F, N, x, R_16F, N, &zero,
-                        out, R_16F, K, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
+        return cub.gemm(cub.handle, OP_T, OP_N, K, M, N, &one, y, R_16F, N, x, R_16F, N, &zero, out,
+                        R_16F, K, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
     default: /* gB^T[N,K] = gC^T A (A col view K x M, op T) */
-        return cub.gemm(cub.handle, OP_N, OP_T, N, K, M, &one, y, R_16F, N, x, R_16F, K, &zero,
-                        out, R_16F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
+        return cub.gemm(cub.handle, OP_N, OP_T, N, K, M, &one, y, R_16F, N, x, R_16F, K, &zero, out,
+                        R_16F, N, COMPUTE_32F, GEMM_DEFAULT_TENSOR_OP);
     }
 }
 

@@ -165,8 +165,7 @@ typedef struct call {
 
 #define MAX_CALLS (MAX_LAYERS * EXPERTS * 6)
 
-static int step_calls(const bench_cfg *c, const bufs *b, int64_t m[MAX_LAYERS][EXPERTS],
-                      call *out)
+static int step_calls(const bench_cfg *c, const bufs *b, int64_t m[MAX_LAYERS][EXPERTS], call *out)
 {
     int n = 0;
     for (int l = 0; l < c->layers; l++) {
@@ -215,7 +214,7 @@ static tk_status run_cublas(const call *k)
     if (g_stub)
         return run_ours(k);
     return cublas_ref_gemm(k->op, k->M, k->N, k->K, k->x, k->y, k->out) == 0 ? TK_OK
-                                                                              : TK_LAUNCH_FAILED;
+                                                                             : TK_LAUNCH_FAILED;
 }
 
 /* Host time of the last run_step's enqueue loop (without the final sync). */
@@ -299,8 +298,7 @@ static const char *policy_text(tk_policy p)
 
 /* One configuration, in a child process. Prints its step table and one
  * summary line starting with "SUMMARY". Returns the exit code. */
-static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, int warm,
-                      int steps)
+static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, int warm, int steps)
 {
     tk_config *cfg = NULL;
     char why[512] = "", dir[] = "/tmp/tk-dynamic-XXXXXX";
@@ -323,7 +321,8 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
         setenv("CUDA_CACHE_PATH", nv, 1);
     }
     if (cache == NULL || tk_config_create(&cfg) != TK_OK ||
-        tk_config_set_cache_dir(cfg, cache) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK ||
+        tk_config_set_cache_dir(cfg, cache) != TK_OK ||
+        tk_config_set_policy(cfg, policy) != TK_OK ||
         tk_config_set_build_mode(cfg, mode) != TK_OK ||
         tk_config_set_backend(cfg, c->stub ? TK_BACKEND_STUB : TK_BACKEND_CUDA) != TK_OK)
         return 1;
@@ -439,10 +438,10 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
         }
     }
     {
-        static const char *const names[6] = {"up fwd",      "down fwd",   "down grad_a",
+        static const char *const names[6] = {"up fwd",      "down fwd",  "down grad_a",
                                              "down grad_b", "up grad_a", "up grad_b"};
-        printf("GROUPS %s %s %s", policy_text(policy),
-               mode == TK_BUILD_ASYNC ? "async" : "sync", warm ? "warm" : "cold");
+        printf("GROUPS %s %s %s", policy_text(policy), mode == TK_BUILD_ASYNC ? "async" : "sync",
+               warm ? "warm" : "cold");
         for (int g = 0; g < 6; g++)
             printf(" | %s %.3f", names[g], g_n[g] ? exp(g_log[g] / g_n[g]) : 0.0);
         printf("\n");
@@ -458,12 +457,11 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
            "gemm_geomean_vs_cublas=%.3f gemm_sum_vs_cublas=%.3f worst_call=%s:%lldx%lldx%lld:%.3f "
            "max_err=%.2e check=%s\n",
            policy_text(policy), mode_text, warm ? "warm" : "cold", steps, wait_total / 1e3,
-           wait_after2 / 1e3, (unsigned long long)waits_after2,
-           (unsigned long long)compiles_total, (unsigned long long)fallback_total,
-           (unsigned long long)s1.builds_done, (unsigned long long)s1.builds_failed,
-           (unsigned long long)s1.builds_dropped, settled_at, settle_ms,
-           (unsigned long long)steady_fallback, (unsigned long long)steady_waits, drain_ms,
-           step_ms[0], steady / half, loaded / half, steady / loaded, cub_cold / half,
+           wait_after2 / 1e3, (unsigned long long)waits_after2, (unsigned long long)compiles_total,
+           (unsigned long long)fallback_total, (unsigned long long)s1.builds_done,
+           (unsigned long long)s1.builds_failed, (unsigned long long)s1.builds_dropped, settled_at,
+           settle_ms, (unsigned long long)steady_fallback, (unsigned long long)steady_waits,
+           drain_ms, step_ms[0], steady / half, loaded / half, steady / loaded, cub_cold / half,
            cub_ms / half, loaded / cub_ms, enq_ours * 1e3 / n_enq, enq_cub * 1e3 / n_enq,
            exp(log_sum / n), cub_sum / ours_sum, worst ? tk_op_name(worst->op) : "-",
            worst ? (long long)worst->M : 0, worst ? (long long)worst->N : 0,
@@ -521,10 +519,10 @@ int main(int argc, char **argv)
         tk_build_mode mode;
         int warm, steps;
     } runs[] = {
-        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 0, 0}, {TK_POLICY_STABLE, TK_BUILD_SYNC, 0, 0},
+        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 0, 0},  {TK_POLICY_STABLE, TK_BUILD_SYNC, 0, 0},
         {TK_POLICY_GENERIC, TK_BUILD_ASYNC, 0, 0}, {TK_POLICY_GENERIC, TK_BUILD_SYNC, 0, 0},
-        {TK_POLICY_EXACT, TK_BUILD_ASYNC, 0, 0},  {TK_POLICY_EXACT, TK_BUILD_SYNC, 0, 3},
-        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 1, 0}, {TK_POLICY_STABLE, TK_BUILD_SYNC, 1, 0},
+        {TK_POLICY_EXACT, TK_BUILD_ASYNC, 0, 0},   {TK_POLICY_EXACT, TK_BUILD_SYNC, 0, 3},
+        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 1, 0},  {TK_POLICY_STABLE, TK_BUILD_SYNC, 1, 0},
     };
     int rc_all = 0;
     printf("# bench/dynamic: %d tokens, %d layers, %d experts top-2, d=%d, ffn=%d, seed %llu\n",

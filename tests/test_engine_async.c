@@ -380,8 +380,8 @@ START_TEST(test_background_failure)
     ck_assert_int_ge(g_warns, 1);
     const uint64_t queued = s.builds_queued;
     for (int i = 0; i < 5; i++)
-        tk_assert_status(tk_gemm_f16_fwd(ctx, 2000 + i, 1024, 2816, P(0x100000), 0, P(0x200000),
-                                         0, P(0x300000), 0, NULL),
+        tk_assert_status(tk_gemm_f16_fwd(ctx, 2000 + i, 1024, 2816, P(0x100000), 0, P(0x200000), 0,
+                                         P(0x300000), 0, NULL),
                          TK_OK);
     s = stats(ctx);
     ck_assert_uint_eq(s.builds_queued, queued); /* not retried */
@@ -480,9 +480,8 @@ START_TEST(test_policy_table)
     {
         const char *dims[] = {"-DTK_M=", NULL}, *dn[] = {"-DTK_N=", NULL},
                    *dk[] = {"-DTK_K=", NULL};
-        ck_assert_int_eq(count_with(b, dims, none) + count_with(b, dn, none) +
-                             count_with(b, dk, none),
-                         0);
+        ck_assert_int_eq(
+            count_with(b, dims, none) + count_with(b, dn, none) + count_with(b, dk, none), 0);
     }
     /* Softmax: stable and exact bake cols (never rows); generic does not. */
     const int64_t sm[2] = {4096, 32000};

@@ -117,7 +117,9 @@ static tk_backend_kind backend_from_name(const char *name)
 
 static const char *policy_name(int policy)
 {
-    return policy == TK_POLICY_GENERIC ? "generic" : policy == TK_POLICY_STABLE ? "stable" : "exact";
+    return policy == TK_POLICY_GENERIC  ? "generic"
+           : policy == TK_POLICY_STABLE ? "stable"
+                                        : "exact";
 }
 
 /* A config for an offline-target context (target NULL: the device). */

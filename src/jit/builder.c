@@ -193,7 +193,7 @@ static void *worker_main(void *arg)
         tk_kernel *k = NULL;
         tk_status st = tk_kernel_get(ctx, &job->desc, &k);
         if (st != TK_OK)
-            tk__log(ctx, TK_LOG_WARN,
+            tk__log(ctx, TK_LOG_INFO,
                     "background build of %s (%s) failed: %s; calls keep using the generic "
                     "kernel",
                     job->desc.entry, job->desc.source_name ? job->desc.source_name : "user source",
@@ -266,8 +266,7 @@ void tk__builder_request(tk_context *ctx, uint64_t h, const tk_kernel_desc *desc
     b->tail = job;
     b->n_queued++;
     count(&ctx->n_builds_queued, 1);
-    if (b->n_workers < workers_allowed(ctx) &&
-        (size_t)b->n_workers < b->n_running + b->n_queued) {
+    if (b->n_workers < workers_allowed(ctx) && (size_t)b->n_workers < b->n_running + b->n_queued) {
         if (pthread_create(&b->workers[b->n_workers], NULL, worker_main, ctx) == 0)
             b->n_workers++;
         else

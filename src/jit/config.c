@@ -110,8 +110,8 @@ tk_status tk_config_set_target(tk_config *cfg, const char *target)
 
 tk_status tk_config_set_policy(tk_config *cfg, tk_policy policy)
 {
-    if (!cfg || (policy != TK_POLICY_EXACT && policy != TK_POLICY_GENERIC &&
-                 policy != TK_POLICY_STABLE))
+    if (!cfg ||
+        (policy != TK_POLICY_EXACT && policy != TK_POLICY_GENERIC && policy != TK_POLICY_STABLE))
         return TK_INVALID_ARGUMENT;
     cfg->policy = policy;
     cfg->policy_set = 1;

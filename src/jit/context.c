@@ -555,13 +555,14 @@ void tk_context_reset_stats(tk_context *ctx)
 {
     if (!ctx)
         return;
-    uint64_t *fields[] = {&ctx->n_memory_hits,      &ctx->n_disk_hits, &ctx->n_compiles,
-                          &ctx->n_compile_failures, &ctx->n_loads,     &ctx->n_load_failures,
-                          &ctx->n_cache_errors,     &ctx->compile_ns,
-                          &ctx->n_fallback_calls,   &ctx->n_builds_queued,
-                          &ctx->n_builds_done,      &ctx->n_waits,
-                          &ctx->wait_ns,            &ctx->n_sync_compiles,
-                          &ctx->n_builds_failed,    &ctx->n_builds_dropped};
+    uint64_t *fields[] = {&ctx->n_memory_hits,    &ctx->n_disk_hits,
+                          &ctx->n_compiles,       &ctx->n_compile_failures,
+                          &ctx->n_loads,          &ctx->n_load_failures,
+                          &ctx->n_cache_errors,   &ctx->compile_ns,
+                          &ctx->n_fallback_calls, &ctx->n_builds_queued,
+                          &ctx->n_builds_done,    &ctx->n_waits,
+                          &ctx->wait_ns,          &ctx->n_sync_compiles,
+                          &ctx->n_builds_failed,  &ctx->n_builds_dropped};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         __atomic_store_n(fields[i], 0, __ATOMIC_RELAXED);
     tk__cache_remote_reset_counters(ctx->cache); /* issue 12 */

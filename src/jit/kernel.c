@@ -374,7 +374,6 @@ static void flight_leave(tk_context *ctx, tk__flight *node)
 
 /* ------------------------------------------------------------ preparation */
 
-
 static void sb_line_directive(tk__sbuf *b, unsigned line, const char *file)
 {
     char tmp[320];
@@ -468,7 +467,7 @@ typedef struct prep {
     unsigned char *pre_skip; /* caller's options that are pre-includes (NULL: none) */
     const char **cc_opts;    /* p->opts less pre-includes, for the compiler (NULL: opts) */
     size_t n_cc_opts;
-    tk__sbuf full;          /* prelude + expanded source */
+    tk__sbuf full;      /* prelude + expanded source */
     tk_define *sorted;  /* shallow copy of the defines, sorted by name */
     char **define_opts; /* "-DNAME=VALUE" */
     const char **opts;  /* default + caller's + define options */

@@ -347,7 +347,6 @@ typedef struct ws_set {
     pthread_mutex_t mu;
     ws_entry *e;
     size_t n, cap;
-    uint64_t bytes;
 } ws_set;
 
 static const char ws_tag = 'w';
@@ -417,7 +416,6 @@ static tk_status ws_get(tk_context *ctx, ws_set *set, void *stream, size_t need,
             if (st != TK_OK)
                 return st;
             tk_mem_free(ctx, e->ptr);
-            set->bytes -= e->size;
             e->ptr = NULL;
             e->size = 0;
         }
@@ -426,7 +424,6 @@ static tk_status ws_get(tk_context *ctx, ws_set *set, void *stream, size_t need,
             return st;
         e->ptr = p;
         e->size = size;
-        set->bytes += size;
     }
     *out = e->ptr;
     return TK_OK;
@@ -450,16 +447,4 @@ void tk__op_workspace_release(tk_context *ctx)
     ws_set *set = tk__ctx_attached(ctx, &ws_tag);
     if (set != NULL)
         pthread_mutex_unlock(&set->mu);
-}
-
-uint64_t tk__op_workspace_bytes(tk_context *ctx)
-{
-    uint64_t n = 0;
-    ws_set *set = tk__ctx_attached(ctx, &ws_tag);
-    if (set != NULL) {
-        pthread_mutex_lock(&set->mu);
-        n = set->bytes;
-        pthread_mutex_unlock(&set->mu);
-    }
-    return n;
 }

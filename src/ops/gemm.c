@@ -109,7 +109,7 @@ static const gemm_tile nv_tiles[] = {
 /* One op expressed in the kernel's terms. */
 typedef struct gemm_plan {
     const char *op;
-    int moving; /* which kernel dim is the op's M (tokens): 0 = M, 2 = K */
+    int moving;            /* which kernel dim is the op's M (tokens): 0 = M, 2 = K */
     int64_t M, N, K;       /* kernel's M, N, K */
     int64_t lda, ldb, ldc; /* resolved */
     int a_kmajor, b_kmajor, out_f16;

@@ -88,7 +88,5 @@ const char *tk__op_policy_name(tk_policy policy);
  * freed. */
 tk_status tk__op_workspace_acquire(tk_context *ctx, void *stream, size_t need, void **out);
 void tk__op_workspace_release(tk_context *ctx);
-/* Bytes of device workspace ctx holds now (all streams). */
-uint64_t tk__op_workspace_bytes(tk_context *ctx);
 
 #endif

@@ -418,9 +418,13 @@ static int resolve_targets(run_state *s)
 
 /* ----------------------------------------------------------------- worker */
 
+/* Values of tk_policy (EXACT, GENERIC, STABLE). */
+#define N_POLICIES 3
+
 static void worker_main(const run_state *s, int cmd_fd, int res_fd)
 {
-    size_t n_ctx = s->n_targets * 2;
+    /* one context per target and policy (tk_policy: 3 values) */
+    size_t n_ctx = s->n_targets * N_POLICIES;
     tk_context **ctxs = calloc(n_ctx, sizeof *ctxs);
     if (!ctxs)
         _exit(1);
@@ -437,7 +441,7 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
         char *log = NULL;
         char why[1024] = "";
         double t0 = tk__now();
-        tk_context **slot = &ctxs[(size_t)it->target * 2 + it->policy];
+        tk_context **slot = &ctxs[(size_t)it->target * N_POLICIES + it->policy];
         tk_status st = TK_OK;
         if (!*slot) {
             tk_config *cfg = target_config(s->opts, t, it->policy);
@@ -843,14 +847,14 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
 
     /* Items: target-major, then policy, then the manifest's order. --policy
      * overrides the manifest, "policy=" on a line overrides its "policy". */
-    s.items = calloc(s.n_targets * 3 * s.m.n_jobs + 1, sizeof *s.items);
+    s.items = calloc(s.n_targets * N_POLICIES * s.m.n_jobs + 1, sizeof *s.items);
     if (!s.items) {
         tk__cli_error("out of memory");
         goto done;
     }
     unsigned used = 0;
     for (size_t t = 0; t < s.n_targets; t++)
-        for (int pol = 0; pol < 3; pol++) {
+        for (int pol = 0; pol < N_POLICIES; pol++) {
             for (size_t j = 0; j < s.m.n_jobs; j++) {
                 unsigned want = s.policies;
                 if (s.m.jobs[j].policies)

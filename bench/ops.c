@@ -14,7 +14,7 @@
  * against the CPU reference, embedding forward on sampled rows (exact), embedding backward in full
  * against the CPU reference.
  *
- *   ops [--gemm-only | --mem-only] [--quick] [--skinny] [--policy exact|generic]
+ *   ops [--gemm-only | --mem-only] [--quick] [--skinny] [--policy exact|stable|generic]
  *   (--skinny: only the GEMM shapes that fill few tiles: 1024^3 and M <= 512)
  *
  * Prints one table; exit 0 when every check passed, 1 otherwise, 77 without
@@ -585,17 +585,23 @@ int main(int argc, char **argv)
             quick = 1;
         else if (strcmp(argv[i], "--skinny") == 0)
             skinny = 1;
-        else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
-            policy = strcmp(argv[++i], "generic") == 0 ? TK_POLICY_GENERIC : TK_POLICY_EXACT;
-        else {
+        else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            policy = strcmp(v, "generic") == 0  ? TK_POLICY_GENERIC
+                     : strcmp(v, "stable") == 0 ? TK_POLICY_STABLE
+                                                : TK_POLICY_EXACT;
+        } else {
             fprintf(stderr,
                     "usage: %s [--gemm-only | --mem-only] [--quick] [--skinny] [--policy "
-                    "exact|generic]\n",
+                    "exact|stable|generic]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK)
+    /* Sync builds: every figure is the specialised kernel's, never a fallback
+     * that serves while it builds. */
+    if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK ||
+        tk_config_set_build_mode(cfg, TK_BUILD_SYNC) != TK_OK)
         return 1;
     if (tk_context_create(cfg, &g_ctx, why, sizeof why) != TK_OK ||
         strcmp(tk_context_backend_name(g_ctx), "stub") == 0) {
@@ -605,7 +611,9 @@ int main(int argc, char **argv)
     tk_config_destroy(cfg);
     printf("device %s (%s), compiler %s, policy %s\n\n", tk_context_target(g_ctx),
            tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx),
-           policy == TK_POLICY_EXACT ? "exact" : "generic");
+           policy == TK_POLICY_EXACT    ? "exact"
+           : policy == TK_POLICY_STABLE ? "stable"
+                                        : "generic");
     printf("| %-18s | %-20s | %9s | %-15s | %-20s | %5s | %-5s |\n", "op", "shape", "ms", "rate",
            "reference", "ratio", "check");
     printf("|--------------------|----------------------|-----------|-----------------|------------"

@@ -623,6 +623,11 @@ fail:
     return st;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
 static int read_exact(FILE *f, void *p, size_t n)
 {
     return fread(p, 1, n, f) == n ? 0 : -1;
@@ -640,6 +645,8 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
     tk_status st = TK_CORRUPT;
     uint8_t *bytes = NULL;
     uint64_t imported = 0, rejected = 0;
+    char(*keys)[33] = NULL; /* keys published, to count what the eviction left */
+    size_t cap_keys = 0;
     struct stat fst;
     uint8_t head[TK__BUNDLE_HEADER_SIZE];
     if (fstat(fileno(f), &fst) != 0 || read_exact(f, head, sizeof(head)) != 0 ||
@@ -707,20 +714,45 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
         }
         char hex[33];
         tk__fp_hex(v.fp_hi, v.fp_lo, hex);
+        if (imported == cap_keys) {
+            size_t ncap = cap_keys ? cap_keys * 2 : 64;
+            void *nk = realloc(keys, ncap * sizeof(*keys));
+            if (!nk) {
+                st = TK_OUT_OF_MEMORY;
+                goto done;
+            }
+            keys = nk;
+            cap_keys = ncap;
+        }
         st = tk__cache_publish(cache, hex, bytes, (size_t)len);
         if (st != TK_OK)
             goto done;
-        imported++;
+        memcpy(keys[imported++], hex, 33);
     }
     /* One eviction pass for the whole bundle. */
     st = tk__cache_evict(cache, cache->max_size, NULL, 0, NULL);
     if (st != TK_OK)
         goto done;
+    /* "Imported" means in the cache now: an entry the size limit evicted
+     * straight away (or a duplicate of one already counted) is not. */
+    uint64_t kept = 0;
+    if (imported > 1)
+        qsort(keys, (size_t)imported, sizeof(*keys), key_cmp);
+    for (uint64_t i = 0; i < imported; i++) {
+        char epath[PATH_MAX];
+        struct stat est;
+        if ((i == 0 || strcmp(keys[i], keys[i - 1]) != 0) &&
+            tk__cache_entry_path(cache->fmt_dir, keys[i], epath, sizeof(epath)) == TK_OK &&
+            lstat(epath, &est) == 0 && S_ISREG(est.st_mode))
+            kept++;
+    }
+    imported = kept;
     if (n_imported)
         *n_imported = imported;
     if (n_rejected)
         *n_rejected = rejected;
 done:
+    free(keys);
     free(bytes);
     fclose(f);
     return st;

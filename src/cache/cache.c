@@ -146,6 +146,53 @@ static const char *unsafe_dir(const struct stat *st, int allow_root_owner)
     return NULL;
 }
 
+/* A folder inside the cache (format or shard folder) is used only when it is
+ * a real folder, not a symbolic link, and passes unsafe_dir: a link planted
+ * there must never make a store, a prune or a clear reach outside. NULL when
+ * safe, else why not (ENOENT is "missing"). */
+const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? "missing" : "cannot be read";
+    if (S_ISLNK(st.st_mode))
+        return "a symbolic link";
+    return unsafe_dir(&st, allow_root_owner);
+}
+
+/* Opens a folder inside the cache for *at() calls, refusing a symbolic link
+ * at its last component; -1 otherwise. */
+int tk__cache_open_dir(const char *path)
+{
+    return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Unlinks path through its parent folder opened without following a link,
+ * so that a shard folder swapped for a link makes this fail, not reach
+ * outside the cache. */
+int tk__cache_unlink(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return unlink(path);
+    char dir[PATH_MAX];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof(dir)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    int dfd = tk__cache_open_dir(n ? dir : "/");
+    if (dfd < 0)
+        return -1;
+    int r = unlinkat(dfd, slash + 1, 0);
+    int saved = errno;
+    close(dfd);
+    errno = saved;
+    return r;
+}
+
 /* ------------------------------------------------------------------- open */
 
 static int env_true(const char *name)
@@ -207,12 +254,11 @@ static tk_status open_user_tier(tk_cache *cache)
             tk__cache_warn_once(cache, TK__WARN_WRITE,
                                 "cache folder %s cannot be created; continuing uncached",
                                 cache->fmt_dir);
-            tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s cannot be created",
-                           cache->fmt_dir);
+            tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s cannot be created", cache->fmt_dir);
         }
         return TK_OK;
     }
-    why = unsafe_dir(&st, 0);
+    why = tk__cache_dir_unsafe(cache->fmt_dir, 0);
     if (why)
         return set_problem(cache, "cache folder %s refused: %s", cache->fmt_dir, why);
     cache->root_state = TK__ROOT_OK;
@@ -227,8 +273,8 @@ static tk_status open_user_tier(tk_cache *cache)
     free(locks);
     if (access(cache->fmt_dir, W_OK) != 0) {
         tk__cache_warn_once(cache, TK__WARN_WRITE,
-                            "cache folder %s is not writable (%s); reading it only",
-                            cache->fmt_dir, strerror(errno));
+                            "cache folder %s is not writable (%s); reading it only", cache->fmt_dir,
+                            strerror(errno));
         tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s is not writable", cache->fmt_dir);
         return TK_OK;
     }
@@ -262,8 +308,8 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
                 return TK_OUT_OF_MEMORY;
             }
             /* A missing tier is simply empty; a writable-by-others one is refused. */
-            if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && stat(fmt, &st) == 0)
-                why = unsafe_dir(&st, 1);
+            if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
+                why = tk__cache_dir_unsafe(fmt, 1);
             if (why && !cache->disabled)
                 tk__cache_warn_once(cache, TK__WARN_SETUP,
                                     "read-only cache tier %s refused: %s; ignoring it", root, why);
@@ -424,7 +470,7 @@ static void remove_if_same(const char *path, const struct stat *read_st)
 {
     struct stat now;
     if (lstat(path, &now) == 0 && now.st_ino == read_st->st_ino && now.st_dev == read_st->st_dev)
-        unlink(path);
+        tk__cache_unlink(path);
 }
 
 static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__key *key,
@@ -452,6 +498,25 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
                             (unsigned)st.st_uid);
         result = LOAD_MISS;
         goto done;
+    }
+    {
+        /* Its folder too: a link, another user's folder or one others can
+         * write to could have had the file swapped. */
+        char dir[PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : 0;
+        const char *dwhy = NULL;
+        if (n > 0 && n < sizeof(dir)) {
+            memcpy(dir, path, n);
+            dir[n] = 0;
+            dwhy = tk__cache_dir_unsafe(dir, !user_tier);
+        }
+        if (dwhy) {
+            tk__cache_warn_once(cache, TK__WARN_OWNER, "cache entry %s refused: its folder is %s",
+                                path, dwhy);
+            result = LOAD_MISS;
+            goto done;
+        }
     }
     if ((uint64_t)st.st_size > TK__ENTRY_MAX_FILE) {
         why = "file too large";
@@ -540,7 +605,7 @@ tk_status tk__cache_remove(tk_cache *cache, const tk__key *key)
     tk_status st = tk__cache_entry_path(cache->fmt_dir, key->hex, path, sizeof(path));
     if (st != TK_OK)
         return st;
-    if (unlink(path) != 0)
+    if (tk__cache_unlink(path) != 0)
         return errno == ENOENT ? TK_NOT_FOUND
                                : tk__cache_fail(cache, TK_IO_ERROR, "cannot remove %s: %s", path,
                                                 strerror(errno));
@@ -556,16 +621,23 @@ tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock
     *out = NULL;
     if (cache->disabled || !cache->writable)
         return TK_OK;
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof(path), "%s/%s/%s.lock", cache->fmt_dir, TK__LOCK_DIR, key->hex);
-    if (n < 0 || (size_t)n >= sizeof(path))
-        return TK_OK;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0 && errno == ENOENT) {
-        char *locks = join(cache->fmt_dir, TK__LOCK_DIR);
-        if (locks && mkdir(locks, 0700) == 0)
-            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        free(locks);
+    char name[64];
+    snprintf(name, sizeof(name), "%s.lock", key->hex);
+    char *locks = join(cache->fmt_dir, TK__LOCK_DIR);
+    if (!locks)
+        return TK_OUT_OF_MEMORY;
+    /* The lock folder is opened without following a link (a planted link
+     * would have lock files created elsewhere), the lock file likewise. */
+    int dfd = tk__cache_open_dir(locks);
+    if (dfd < 0 && errno == ENOENT && mkdir(locks, 0700) == 0)
+        dfd = tk__cache_open_dir(locks);
+    free(locks);
+    int fd = -1;
+    if (dfd >= 0) {
+        struct stat dst;
+        if (fstat(dfd, &dst) == 0 && !unsafe_dir(&dst, 0))
+            fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        close(dfd);
     }
     if (fd < 0)
         return TK_OK; /* no lock: at worst two processes compile the same key */
@@ -640,6 +712,13 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
         return TK_OVERFLOW;
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         goto fail_io;
+    const char *dwhy = tk__cache_dir_unsafe(dir, 0);
+    if (dwhy) {
+        tk__cache_warn_once(cache, TK__WARN_WRITE, "cache folder %s refused: %s; not storing there",
+                            dir, dwhy);
+        return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: folder %s is %s", path, dir,
+                              dwhy);
+    }
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         goto fail_io;
@@ -661,7 +740,7 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
     if (bad || rename(tmp, path) != 0) {
         if (!bad)
             saved = errno;
-        unlink(tmp);
+        tk__cache_unlink(tmp);
         errno = saved;
         goto fail_io;
     }
@@ -708,8 +787,9 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
          * only if already over the limit). */
         return tk__cache_evict(cache, limit, path, 0, NULL);
     }
-    return tk__cache_evict(cache, limit / 100 * TK__EVICT_LOW_WATER_PERCENT +
-                                      limit % 100 * TK__EVICT_LOW_WATER_PERCENT / 100,
+    return tk__cache_evict(cache,
+                           limit / 100 * TK__EVICT_LOW_WATER_PERCENT +
+                               limit % 100 * TK__EVICT_LOW_WATER_PERCENT / 100,
                            path, 0, NULL);
 }
 
@@ -746,21 +826,22 @@ static int ends_with(const char *s, const char *suffix)
 static void prune_locks(const char *fmt_dir, int all, time_t now)
 {
     char *locks = join(fmt_dir, TK__LOCK_DIR);
-    DIR *dir = locks ? opendir(locks) : NULL;
+    int dfd = locks ? tk__cache_open_dir(locks) : -1;
+    DIR *dir = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!dir && dfd >= 0)
+        close(dfd);
     struct dirent *e;
     while (dir && (e = readdir(dir)) != NULL) {
         if (!ends_with(e->d_name, ".lock"))
             continue;
-        char *path = join(locks, e->d_name);
         struct stat st;
-        int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
             (all || now - st.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) &&
             flock(fd, LOCK_EX | LOCK_NB) == 0)
-            unlink(path);
+            unlinkat(dirfd(dir), e->d_name, 0);
         if (fd >= 0)
             close(fd);
-        free(path);
     }
     if (dir)
         closedir(dir);
@@ -797,7 +878,11 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
             st = TK_OUT_OF_MEMORY;
             break;
         }
-        DIR *dir = opendir(sub);
+        /* A shard folder that is a link is never followed. */
+        int sfd = tk__cache_open_dir(sub);
+        DIR *dir = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (!dir && sfd >= 0)
+            close(sfd);
         struct dirent *e;
         while (dir && (e = readdir(dir)) != NULL) {
             int temp = strncmp(e->d_name, TK__TEMP_PREFIX, strlen(TK__TEMP_PREFIX)) == 0;
@@ -809,13 +894,14 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 st = TK_OUT_OF_MEMORY;
                 break;
             }
-            if (lstat(path, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+            if (fstatat(dirfd(dir), e->d_name, &fst, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISREG(fst.st_mode)) {
                 free(path);
                 continue;
             }
             if (temp) {
                 if (all_temps || now - fst.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) {
-                    if (unlink(path) == 0)
+                    if (unlinkat(dirfd(dir), e->d_name, 0) == 0)
                         removed++;
                 } else {
                     total += (uint64_t)fst.st_size;
@@ -856,7 +942,7 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)
             continue;
-        if (unlink(v[i].path) == 0 || errno == ENOENT) {
+        if (tk__cache_unlink(v[i].path) == 0 || errno == ENOENT) {
             total -= v[i].size;
             removed++;
         }

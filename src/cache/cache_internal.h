@@ -125,15 +125,15 @@ enum tk__root_state {
 };
 
 struct tk_cache {
-    char *root;     /* "" when none could be resolved */
-    char *fmt_dir;  /* <root>/<format>, NULL when root is "" */
-    char **lower;   /* <lower root>/<format> of each usable lower tier */
+    char *root;    /* "" when none could be resolved */
+    char *fmt_dir; /* <root>/<format>, NULL when root is "" */
+    char **lower;  /* <lower root>/<format> of each usable lower tier */
     size_t n_lower;
     uint64_t max_size;
     int disabled;
     int read_only;
     int root_state;
-    int writable;   /* stores are possible */
+    int writable; /* stores are possible */
     unsigned test_write_delay_ms;
     tk__log_fn log;
     void *log_user;
@@ -172,6 +172,15 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
 /* Test hook: TK__CACHE_TEST_WRITE_DELAY_MS, read once at open, makes every
  * store write half its file, sleep that long, then write the rest, so a test
  * can kill a writer mid-store. Unset, it costs nothing. */
+
+/* Hostile-file-system guards (cache.c). tk__cache_dir_unsafe: NULL when path
+ * is a real folder (not a link) owned by us (or root when allow_root_owner)
+ * and writable by nobody else, else why not. tk__cache_open_dir: a folder fd
+ * for *at() calls, -1 for a link. tk__cache_unlink: unlink through the parent
+ * folder opened without following a link. */
+const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
+int tk__cache_open_dir(const char *path);
+int tk__cache_unlink(const char *path);
 
 /* Reads a whole file (regular, at most TK__ENTRY_MAX_FILE bytes) from fd. */
 tk_status tk__read_fd(int fd, uint64_t size, uint8_t **out);

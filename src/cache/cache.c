@@ -254,7 +254,8 @@ static tk_status open_user_tier(tk_cache *cache)
             tk__cache_warn_once(cache, TK__WARN_WRITE,
                                 "cache folder %s cannot be created; continuing uncached",
                                 cache->fmt_dir);
-            tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s cannot be created", cache->fmt_dir);
+            tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s cannot be created",
+                           cache->fmt_dir);
         }
         return TK_OK;
     }
@@ -273,8 +274,8 @@ static tk_status open_user_tier(tk_cache *cache)
     free(locks);
     if (access(cache->fmt_dir, W_OK) != 0) {
         tk__cache_warn_once(cache, TK__WARN_WRITE,
-                            "cache folder %s is not writable (%s); reading it only", cache->fmt_dir,
-                            strerror(errno));
+                            "cache folder %s is not writable (%s); reading it only",
+                            cache->fmt_dir, strerror(errno));
         tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s is not writable", cache->fmt_dir);
         return TK_OK;
     }
@@ -787,9 +788,8 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
          * only if already over the limit). */
         return tk__cache_evict(cache, limit, path, 0, NULL);
     }
-    return tk__cache_evict(cache,
-                           limit / 100 * TK__EVICT_LOW_WATER_PERCENT +
-                               limit % 100 * TK__EVICT_LOW_WATER_PERCENT / 100,
+    return tk__cache_evict(cache, limit / 100 * TK__EVICT_LOW_WATER_PERCENT +
+                                      limit % 100 * TK__EVICT_LOW_WATER_PERCENT / 100,
                            path, 0, NULL);
 }
 

@@ -125,15 +125,15 @@ enum tk__root_state {
 };
 
 struct tk_cache {
-    char *root;    /* "" when none could be resolved */
-    char *fmt_dir; /* <root>/<format>, NULL when root is "" */
-    char **lower;  /* <lower root>/<format> of each usable lower tier */
+    char *root;     /* "" when none could be resolved */
+    char *fmt_dir;  /* <root>/<format>, NULL when root is "" */
+    char **lower;   /* <lower root>/<format> of each usable lower tier */
     size_t n_lower;
     uint64_t max_size;
     int disabled;
     int read_only;
     int root_state;
-    int writable; /* stores are possible */
+    int writable;   /* stores are possible */
     unsigned test_write_delay_ms;
     tk__log_fn log;
     void *log_user;

@@ -477,7 +477,9 @@ static void remove_if_same(const char *path, const struct stat *read_st)
 static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__key *key,
                     tk__entry *out, tk_status *err)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted where an entry should be must not hang the
+     * open (it is then refused as not a regular file). */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return LOAD_MISS;
     int result = LOAD_BAD;
@@ -835,7 +837,7 @@ static void prune_locks(const char *fmt_dir, int all, time_t now)
         if (!ends_with(e->d_name, ".lock"))
             continue;
         struct stat st;
-        int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
             (all || now - st.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) &&
             flock(fd, LOCK_EX | LOCK_NB) == 0)

@@ -94,7 +94,7 @@ static tk_status read_head(const char *path, int user_tier, struct stat *st, tk_
                            uint8_t **buf, const char **why)
 {
     *why = "unreadable";
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return TK_IO_ERROR;
     tk_status s = TK_CORRUPT;
@@ -299,7 +299,7 @@ static tk_status read_entry_file(const char *path, int user_tier, const char *he
                                  size_t *len, tk__entry_view *v, const char **why)
 {
     *why = "unreadable";
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return TK_IO_ERROR;
     struct stat st;

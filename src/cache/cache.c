@@ -901,6 +901,14 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 free(path);
                 continue;
             }
+            if (!temp && (uint64_t)fst.st_size > TK__ENTRY_MAX_FILE) {
+                /* Larger than any entry can be: never loadable, and its size
+                 * must not push good entries out. */
+                if (unlinkat(dirfd(dir), e->d_name, 0) == 0)
+                    removed++;
+                free(path);
+                continue;
+            }
             if (temp) {
                 if (all_temps || now - fst.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) {
                     if (unlinkat(dirfd(dir), e->d_name, 0) == 0)

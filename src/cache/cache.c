@@ -20,6 +20,8 @@
 
 struct tk__cache_lock {
     int fd;
+    int dfd;       /* the lock folder, for the unlink at unlock */
+    char name[64]; /* <hex>.lock */
 };
 
 /* ------------------------------------------------------------ diagnostics */
@@ -635,45 +637,60 @@ tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock
     if (dfd < 0 && errno == ENOENT && mkdir(locks, 0700) == 0)
         dfd = tk__cache_open_dir(locks);
     free(locks);
-    int fd = -1;
-    if (dfd >= 0) {
-        struct stat dst;
-        if (fstat(dfd, &dst) == 0 && !unsafe_dir(&dst, 0))
-            fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        close(dfd);
-    }
-    if (fd < 0)
+    struct stat dst;
+    if (dfd < 0)
         return TK_OK; /* no lock: at worst two processes compile the same key */
-    tk__cache_lock *lock = malloc(sizeof(*lock));
-    if (!lock) {
-        close(fd);
-        return TK_OUT_OF_MEMORY;
-    }
-    int r;
-    do
-        r = flock(fd, LOCK_EX);
-    while (r != 0 && errno == EINTR);
-    if (r != 0) {
-        close(fd);
-        free(lock);
+    if (fstat(dfd, &dst) != 0 || unsafe_dir(&dst, 0)) {
+        close(dfd);
         return TK_OK;
     }
-    /* The lock file's mtime says when it was last used, so that a prune can
-     * tell lock files in use from those of keys long since settled. */
-    futimens(fd, NULL);
-    lock->fd = fd;
-    *out = lock;
-    return TK_OK;
+    tk__cache_lock *lock = malloc(sizeof(*lock));
+    if (!lock) {
+        close(dfd);
+        return TK_OUT_OF_MEMORY;
+    }
+    /* The holder unlinks the lock file at unlock, so none are left behind. A
+     * waiter that then gets the lock on the unlinked file sees it is no
+     * longer the file at that name, and starts over on the new one. */
+    for (int attempt = 0; attempt < 64; attempt++) {
+        int fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            break;
+        int r;
+        do
+            r = flock(fd, LOCK_EX);
+        while (r != 0 && errno == EINTR);
+        struct stat held, named;
+        if (r != 0) {
+            close(fd);
+            break;
+        }
+        if (fstat(fd, &held) == 0 &&
+            fstatat(dfd, name, &named, AT_SYMLINK_NOFOLLOW) == 0 && held.st_nlink > 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+            lock->fd = fd;
+            lock->dfd = dfd;
+            snprintf(lock->name, sizeof(lock->name), "%s", name);
+            *out = lock;
+            return TK_OK;
+        }
+        close(fd); /* unlinked by its last holder: try the current file */
+    }
+    close(dfd);
+    free(lock);
+    return TK_OK; /* no lock: at worst two processes compile the same key */
 }
 
 void tk__cache_unlock(tk__cache_lock *lock)
 {
     if (!lock)
         return;
-    /* The lock file stays: unlinking it could let a third process lock a new
-     * inode while the second still holds the old one. */
+    /* Unlinked while still held: a process waiting on this file notices and
+     * moves to a fresh one (see tk__cache_lock_key). */
+    unlinkat(lock->dfd, lock->name, 0);
     flock(lock->fd, LOCK_UN);
     close(lock->fd);
+    close(lock->dfd);
     free(lock);
 }
 
@@ -722,9 +739,27 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: folder %s is %s", path, dir,
                               dwhy);
     }
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
+    /* The writer holds a lock on its temporary file until the rename, so a
+     * prune can tell a live writer's file from one a killed writer left. A
+     * prune that removed the file between its creation and the lock is
+     * noticed (the name no longer leads to it) and a new one is made. */
+    int fd = -1;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        memcpy(tmp + n - 6, "XXXXXX", 6);
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+            goto fail_io;
+        struct stat held, named;
+        if (flock(fd, LOCK_EX) == 0 && fstat(fd, &held) == 0 && lstat(tmp, &named) == 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+            break;
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        errno = EAGAIN;
         goto fail_io;
+    }
     int bad = 0;
     if (cache->test_write_delay_ms) {
         /* Test hook: a visible half-written temporary file for kill tests. */
@@ -822,9 +857,8 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Removes lock files nobody holds that were last used long ago (all of them
- * when all). A process that opened one but has not locked it yet may end up
- * locking an unlinked file: that costs at most one duplicate compile. */
+/* Removes lock files nobody holds: left by holders killed with the lock
+ * held (a holder removes its own at unlock). */
 static void prune_locks(const char *fmt_dir, int all, time_t now)
 {
     char *locks = join(fmt_dir, TK__LOCK_DIR);
@@ -838,8 +872,11 @@ static void prune_locks(const char *fmt_dir, int all, time_t now)
             continue;
         struct stat st;
         int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        /* Safe whatever its age: a process that locks a file unlinked
+         * meanwhile notices and takes the current one (tk__cache_lock_key). */
+        (void)all;
+        (void)now;
         if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            (all || now - st.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) &&
             flock(fd, LOCK_EX | LOCK_NB) == 0)
             unlinkat(dirfd(dir), e->d_name, 0);
         if (fd >= 0)
@@ -848,6 +885,18 @@ static void prune_locks(const char *fmt_dir, int all, time_t now)
     if (dir)
         closedir(dir);
     free(locks);
+}
+
+/* Unlinks a temporary file whose writer no longer holds its lock (killed
+ * mid-store); 1 when removed. */
+static int temp_unheld_unlink(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int removed = flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dfd, name, 0) == 0;
+    close(fd);
+    return removed;
 }
 
 tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path, int all_temps,
@@ -913,6 +962,8 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 if (all_temps || now - fst.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) {
                     if (unlinkat(dirfd(dir), e->d_name, 0) == 0)
                         removed++;
+                } else if (n_removed && temp_unheld_unlink(dirfd(dir), e->d_name)) {
+                    removed++; /* a tool's prune: its writer is gone */
                 } else {
                     total += (uint64_t)fst.st_size;
                 }

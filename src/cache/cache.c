@@ -353,9 +353,10 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     snprintf(cache->last_error, sizeof(cache->last_error), "no error");
 
     char rootbuf[PATH_MAX];
+    tk_status rs = TK_OK;
     if (opts->root && *opts->root) {
         cache->root = strdup(opts->root);
-    } else if (tk__cache_default_root(rootbuf, sizeof(rootbuf)) == TK_OK) {
+    } else if ((rs = tk__cache_default_root(rootbuf, sizeof(rootbuf))) == TK_OK) {
         cache->root = strdup(rootbuf);
     } else {
         cache->root = strdup("");
@@ -378,7 +379,12 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     if (delay && *delay)
         cache->test_write_delay_ms = (unsigned)strtoul(delay, NULL, 10);
 
-    st = open_user_tier(cache);
+    if (rs == TK_OVERFLOW)
+        st = set_problem(cache, "no cache folder: the path from TOKITAI_JIT_CACHE_DIR, "
+                                "XDG_CACHE_HOME or HOME is longer than %d bytes",
+                         PATH_MAX - 1);
+    else
+        st = open_user_tier(cache);
     if (st != TK_OK)
         goto fail;
     st = open_lower_tiers(cache, opts->lower ? opts->lower : getenv("TOKITAI_JIT_CACHE_PATH"));
@@ -734,7 +740,8 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
         goto fail_io;
     const char *dwhy = tk__cache_dir_unsafe(dir, 0);
     if (dwhy) {
-        tk__cache_warn_once(cache, TK__WARN_WRITE, "cache folder %s refused: %s; not storing there",
+        /* The same category as a lookup's refusal of that folder: one warning. */
+        tk__cache_warn_once(cache, TK__WARN_OWNER, "cache folder %s refused: %s; not storing there",
                             dir, dwhy);
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: folder %s is %s", path, dir,
                               dwhy);

@@ -908,7 +908,7 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         tk_status ls = tk_cache_list(cache, count_stored, &sc);
         if (ls != TK_OK || sc.n < n_compiled) {
             tk__cli_error("%llu %s compiled but %llu stored in the cache at %s: is it "
-                          "writable, disabled (TOKITAI_JIT_CACHE_DISABLE) or too small "
+                          "writable, full, disabled (TOKITAI_JIT_CACHE_DISABLE) or too small "
                           "(TOKITAI_JIT_CACHE_MAX_SIZE)?%s%s",
                           (unsigned long long)n_compiled, n_compiled == 1 ? "kernel" : "kernels",
                           (unsigned long long)sc.n, root, ls != TK_OK ? " " : "",

@@ -6,6 +6,8 @@
  * clean. TK__CACHE_TEST_WRITE_DELAY_MS widens each store's window so that
  * kills land mid-write. TK_STRESS_SCALE=N multiplies the trials.
  */
+#include <sys/prctl.h>
+
 #include "test_cli_common.h"
 #include "test_stress_common.h"
 
@@ -52,6 +54,10 @@ static int check_files(const char *root, int *n_entries, int *n_temps, int *n_lo
  * running); 1 when it was killed while running. */
 static int run_and_kill(char *const argv[], unsigned delay_ms)
 {
+    /* Orphaned workers of a killed precompile become our children, so that
+     * a trial can wait for them to be gone (their locks released). Set here:
+     * Check runs each test in a forked process, and forks do not inherit it. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     int null_fd = open("/dev/null", O_WRONLY);
     pid_t pid = spawn_argv(argv, null_fd, null_fd);
     close(null_fd);
@@ -70,9 +76,14 @@ static int run_and_kill(char *const argv[], unsigned delay_ms)
     kill(pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    /* Workers of the killed parent are in its process group too; give any
-     * straggler a moment to be reaped by init. */
-    return WIFSIGNALED(status);
+    /* The workers of the killed parent are in its process group too: wait
+     * until the whole group is gone (its locks released), as a later run
+     * would find it. */
+    int killed = WIFSIGNALED(status);
+    /* This process is their subreaper (main): they are reaped here. */
+    while (waitpid(-pid, &status, 0) > 0 || errno == EINTR) {
+    }
+    return killed;
 }
 
 static void after_kill(const char *root, kill_figures *f, const char *what, char *const rerun[],

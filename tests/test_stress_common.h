@@ -252,7 +252,7 @@ static inline void blob_set_free(blob_set *s)
  * returns the number of other things found (temporaries, links, folders...). */
 static inline int read_cache_files(const char *root, blob_set *s, int *n_temps)
 {
-    char fmt[PATH_MAX / 2];
+    char fmt[PATH_MAX + 16];
     snprintf(fmt, sizeof(fmt), "%s/%d", root, TK__CACHE_FORMAT);
     int others = 0;
     if (n_temps)

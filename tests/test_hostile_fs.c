@@ -689,7 +689,7 @@ static int full_disk_child(const char *root, int use_rlimit)
 {
     if (use_rlimit) {
         signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {40 * 1024, 40 * 1024};
+        struct rlimit rl = {8 * 1024, 8 * 1024}; /* below one entry: every store fails */
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             return 30;
     }
@@ -747,12 +747,17 @@ START_TEST(test_full_disk)
     if (pid == 0) {
         /* A private mount namespace: the tmpfs goes away with the child. */
         int use_rlimit = 1;
-        if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-            mount("tmpfs", root, "tmpfs", 0, "size=64k,mode=0700") == 0)
+        const char *force = getenv("TK_TEST_FULL_DISK_RLIMIT"); /* to test the stand-in */
+        if (force && *force && *force != '0')
+            printf("  TK_TEST_FULL_DISK_RLIMIT set: RLIMIT_FSIZE stands in for a full disk\n");
+        else if (unshare(CLONE_NEWNS) == 0 &&
+                 mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+                 mount("tmpfs", root, "tmpfs", 0, "size=64k,mode=0700") == 0)
             use_rlimit = 0;
         else
             printf("  mount not permitted here (%s): RLIMIT_FSIZE stands in for a full disk\n",
                    strerror(errno));
+        fflush(stdout);
         _exit(full_disk_child(root, use_rlimit));
     }
     int status = 0;

@@ -53,8 +53,9 @@ static void one_round(int round, const char *dir, long *sum_compiled, int *n_ent
         out_fds[i] = mkstemp(path);
         ck_assert_int_ge(out_fds[i], 0);
         unlink(path);
-        char *argv[] = {(char *)tk_test_cli(), "--precompile", "--manifest", manifests[i], "-j",
-                        "2", "--cache-dir", root, NULL};
+        char *argv[] = {(char *)tk_test_cli(), "--precompile", "--manifest",
+                        manifests[i],          "-j",           "2",
+                        "--cache-dir",         root,           NULL};
         pids[i] = spawn_argv(argv, out_fds[i], out_fds[i]);
     }
     unsetenv("TK__CACHE_TEST_WRITE_DELAY_MS");
@@ -66,8 +67,8 @@ static void one_round(int round, const char *dir, long *sum_compiled, int *n_ent
         char *out = slurp_fd(out_fds[i]);
         close(out_fds[i]);
         ck_assert_msg(!timed_out, "process %d hung", i);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d: status %d\n%s",
-                      i, status, out);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d: status %d\n%s", i,
+                      status, out);
         long c = summary_number(out, " compiled,");
         if (c < 0 && strstr(out, "nothing to compile"))
             c = 0;
@@ -115,8 +116,8 @@ START_TEST(test_32_processes_one_cache)
         int entries, shapes;
         one_round(round, dir, &compiled, &entries, &shapes);
         ck_assert_int_eq(entries, shapes);
-        ck_assert_msg(compiled == entries, "round %d: %ld compiles for %d kernels", round,
-                      compiled, entries);
+        ck_assert_msg(compiled == entries, "round %d: %ld compiles for %d kernels", round, compiled,
+                      entries);
         total_compiled += compiled;
         total_entries += entries;
         total_wanted += N_PROCS * SHAPES_PER_PROC;

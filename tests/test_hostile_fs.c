@@ -559,6 +559,24 @@ START_TEST(test_ownership)
     refusals++;
     tk_cache_close(cache);
     ck_assert_int_eq(chmod(shard, 0755), 0);
+    /* A lower tier's shard folder swapped for a link to a good copy of it. */
+    char moved[PATH_MAX + 16];
+    snprintf(moved, sizeof moved, "%s.real", lower);
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", shard, moved);
+    ck_assert_int_eq(system(cmd), 0);
+    tk_test_rmtree(shard);
+    ck_assert_int_eq(symlink(moved, shard), 0);
+    tk_assert_status(tk__cache_open(&o, &cache), TK_OK);
+    ck_assert(!get_named(cache, "shipped", 300));
+    refusals++;
+    tk_cache_close(cache);
+    unlink(shard);
+    snprintf(cmd, sizeof cmd, "mv '%s' '%s'", moved, shard);
+    ck_assert_int_eq(system(cmd), 0);
+    tk_assert_status(tk__cache_open(&o, &cache), TK_OK);
+    ck_assert(get_named(cache, "shipped", 300)); /* back in place: served again */
+    tk_cache_close(cache);
     ck_assert_int_eq(chmod(lower, 0777), 0);
     test_log l6 = {0};
     o.log_user = &l6;
@@ -571,7 +589,8 @@ START_TEST(test_ownership)
 
     printf("FIGURE hostile-ownership: %d refusals (entry of uid 65534; shard folders 0770, "
            "0707, 0777 and of uid 65534; a 0777 cache folder; root's cache seen by uid 65534; an "
-           "entry planted by uid 65534; lower tier: foreign entry, 0777 shard, 0777 tier), 0 "
+           "entry planted by uid 65534; lower tier: foreign entry, 0777 shard, linked shard, 0777 "
+           "tier), 0 "
            "accepted, one warning each\n",
            refusals);
     fflush(stdout);

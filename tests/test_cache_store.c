@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -88,8 +89,7 @@ START_TEST(store_then_load_same_bytes_and_metadata)
 
     /* Layout <root>/<format>/<2 hex>/<30 hex>.tkc, private modes. */
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%d/%.2s/%s.tkc", root, TK__CACHE_FORMAT, key.hex,
-             key.hex + 2);
+    snprintf(path, sizeof(path), "%s/%d/%.2s/%s.tkc", root, TK__CACHE_FORMAT, key.hex, key.hex + 2);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0600);
@@ -144,11 +144,20 @@ END_TEST
 
 /* ------------------------------------------------------------ bad entries */
 
-enum damage { GARBAGE, EMPTY, TRUNCATED, BITFLIP_PAYLOAD, BITFLIP_HEADER, BITFLIP_KEY,
-              WRONG_VERSION, FOREIGN_KEY, N_DAMAGE };
-static const char *const damage_name[] = {"garbage", "empty", "truncated", "bitflip payload",
-                                          "bitflip header", "bitflip key", "wrong version",
-                                          "foreign key"};
+enum damage {
+    GARBAGE,
+    EMPTY,
+    TRUNCATED,
+    BITFLIP_PAYLOAD,
+    BITFLIP_HEADER,
+    BITFLIP_KEY,
+    WRONG_VERSION,
+    FOREIGN_KEY,
+    N_DAMAGE
+};
+static const char *const damage_name[] = {"garbage",         "empty",          "truncated",
+                                          "bitflip payload", "bitflip header", "bitflip key",
+                                          "wrong version",   "foreign key"};
 
 START_TEST(bad_entries_are_misses_and_replaced)
 {
@@ -365,7 +374,8 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
     }
 
     /* Prune to two entries keeps the two most recently used, and clears
-     * stale temporary files but not fresh ones (a writer may own them). */
+     * stale temporary files and those no writer holds, but not one a live
+     * writer holds its lock on. */
     char dir[PATH_MAX], stale[PATH_MAX + 32], fresh[PATH_MAX + 32];
     snprintf(dir, sizeof(dir), "%s", path);
     *strrchr(dir, '/') = 0;
@@ -374,6 +384,9 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
     ck_assert_int_eq(tk_test_write_file(stale, "x", 1), 0);
     ck_assert_int_eq(tk_test_write_file(fresh, "x", 1), 0);
     set_mtime(stale, now - 3600);
+    int writer_fd = open(fresh, O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(writer_fd, 0);
+    ck_assert_int_eq(flock(writer_fd, LOCK_EX), 0);
     ck_assert(get_named(cache, "k06", 2000)); /* fresh mtimes: no refresh needed */
     /* Explicit times: stores within one clock tick share an mtime. */
     static const char *const order[] = {"k00", "k01", "k06", "k07", "k08"};
@@ -393,6 +406,10 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_eq(stats.entries, 2);
     ck_assert_uint_eq(stats.temp_files, 1);
+    close(writer_fd); /* the writer died: its file goes at the next prune */
+    tk_assert_status(tk_cache_prune(cache, 2 * s + 10, &removed), TK_OK);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert(!path_exists(fresh));
     tk_cache_close(cache);
     tk_test_rmtree(root);
     free(root);
@@ -609,11 +626,11 @@ START_TEST(lock_files_pruned_when_unused)
     ck_assert_ptr_nonnull(lock);
     ck_assert(path_exists(lockpath));
     tk__cache_unlock(lock);
+    ck_assert(!path_exists(lockpath)); /* the holder removes it: nothing left behind */
+    /* One left by a holder killed with it held goes at the next prune. */
+    ck_assert_int_eq(tk_test_write_file(lockpath, "", 0), 0);
     uint64_t removed = 9;
     tk_assert_status(tk_cache_prune(cache, 0, &removed), TK_OK);
-    ck_assert(path_exists(lockpath)); /* recently used */
-    set_mtime(lockpath, time(NULL) - 3600);
-    tk_assert_status(tk_cache_prune(cache, 0, NULL), TK_OK);
     ck_assert(!path_exists(lockpath));
     /* A held lock survives even when old. */
     tk_assert_status(tk__cache_lock_key(cache, &key, &lock), TK_OK);

@@ -1,6 +1,7 @@
 /* tokitai-jit --precompile, --export and --import, without a GPU: the stub
  * backend for the logic, hipRTC (gfx90a) and NVRTC (sm_90) for real code
  * objects where they are installed. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,9 +215,55 @@ START_TEST(test_nothing_stored_fails)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
     unsetenv("TOKITAI_JIT_CACHE_DISABLE");
     ck_assert_msg(rc == CLI_FAIL, "exit %d: %s", rc, err);
-    ck_assert_msg(strstr(err, "grew by 0 entries"), "stderr: %s", err);
+    ck_assert_msg(strstr(err, "compiled but 0 stored"), "stderr: %s", err);
+    ck_assert_int_eq(count_lines(err), 1);
     free(out), free(err);
     ck_assert_int_eq(n_entries(g_root), 0);
+}
+END_TEST
+
+/* Issue 13: a precompile that finds a corrupt entry, recompiles and replaces
+ * it has succeeded (the cache did not grow, but the compile was stored). */
+START_TEST(test_repair_is_success)
+{
+    char path[1024], kpath[1024];
+    write_manifest("user.cu", user_kernel, kpath, sizeof kpath);
+    write_manifest("stub.tkm", stub_manifest, path, sizeof path);
+    char *out, *err;
+    ck_assert_int_eq(
+        cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL),
+        CLI_OK);
+    free(out), free(err);
+    key_set *k = cache_keys(g_root);
+    ck_assert_int_gt(k->n, 1);
+    int n = k->n;
+    /* 4 bytes overwritten in the middle of one entry (the payload). */
+    char epath[PATH_MAX];
+    snprintf(epath, sizeof epath, "%s/1/%.2s/%s.tkc", g_root, k->keys[0], k->keys[0] + 2);
+    free(k);
+    size_t size = 0;
+    char *bytes = tk_test_read_file(epath, &size);
+    ck_assert_ptr_nonnull(bytes);
+    ck_assert_uint_gt(size, 400);
+    memcpy(bytes + size - 100, "XXXX", 4);
+    ck_assert_int_eq(tk_test_write_file(epath, bytes, size), 0);
+    free(bytes);
+    ck_assert_int_eq(cli_run(&out, &err, "--verify", "--cache-dir", g_root, NULL), CLI_FAIL);
+    free(out), free(err);
+
+    setenv("TOKITAI_JIT_LOG", "warn", 1); /* the repair's warning must stay on its own line */
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
+    unsetenv("TOKITAI_JIT_LOG");
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    ck_assert_int_eq(summary_count(out, " compiled,"), 1);
+    ck_assert_msg(!strstr(err, "stored in the cache"), "stderr: %s", err);
+    /* Every message on stderr is a whole line of its own. */
+    ck_assert_int_eq(count_substr(err, "tokitai-jit: "), count_lines(err));
+    ck_assert_msg(err[0] == 0 || err[strlen(err) - 1] == '\n', "stderr: %s", err);
+    free(out), free(err);
+    ck_assert_int_eq(n_entries(g_root), n);
+    ck_assert_int_eq(cli_run(&out, &err, "--verify", "--cache-dir", g_root, NULL), CLI_OK);
+    free(out), free(err);
 }
 END_TEST
 
@@ -343,6 +390,30 @@ START_TEST(test_corrupt_bundle)
                      CLI_FAIL);
     ck_assert_int_eq(count_lines(err), 1);
     ck_assert_ptr_nonnull(strstr(err, "junk.tkb"));
+    free(out), free(err);
+}
+END_TEST
+
+/* "imported N" counts the entries in the cache afterwards: those a small size
+ * limit evicted at once are not among them. */
+START_TEST(test_import_counts_what_stays)
+{
+    precompile_stub(g_root);
+    int n = n_entries(g_root);
+    ck_assert_int_ge(n, 4);
+    char bundle[1024], want[64];
+    snprintf(bundle, sizeof bundle, "%s/warm.tkb", g_dir);
+    char *out, *err;
+    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--cache-dir", g_root, NULL), CLI_OK);
+    free(out), free(err);
+    setenv("TOKITAI_JIT_CACHE_MAX_SIZE", "40K", 1);
+    int rc = cli_run(&out, &err, "--import", bundle, "--cache-dir", g_root2, NULL);
+    unsetenv("TOKITAI_JIT_CACHE_MAX_SIZE");
+    ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
+    int kept = n_entries(g_root2);
+    ck_assert_int_lt(kept, n);
+    snprintf(want, sizeof want, "imported %d entr", kept);
+    ck_assert_msg(strstr(out, want), "kept %d, stdout: %s", kept, out);
     free(out), free(err);
 }
 END_TEST
@@ -506,6 +577,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_stub_precompile);
     tcase_add_test(tc, test_stub_failure_reports_log);
     tcase_add_test(tc, test_nothing_stored_fails);
+    tcase_add_test(tc, test_repair_is_success);
+    tcase_add_test(tc, test_import_counts_what_stays);
     tcase_add_test(tc, test_export_import);
     tcase_add_test(tc, test_corrupt_bundle);
     tcase_add_test(tc, test_real_targets);

@@ -21,7 +21,9 @@
 
 struct tk__cache_lock {
     int fd;
-    void *lease; /* the remote tier's fleet-wide lease, or NULL */
+    int dfd;       /* the lock folder, for the unlink at unlock */
+    char name[64]; /* <hex>.lock */
+    void *lease;   /* the remote tier's fleet-wide lease, or NULL */
 };
 
 /* ------------------------------------------------------------ diagnostics */
@@ -148,6 +150,53 @@ static const char *unsafe_dir(const struct stat *st, int allow_root_owner)
     return NULL;
 }
 
+/* A folder inside the cache (format or shard folder) is used only when it is
+ * a real folder, not a symbolic link, and passes unsafe_dir: a link planted
+ * there must never make a store, a prune or a clear reach outside. NULL when
+ * safe, else why not (ENOENT is "missing"). */
+const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? "missing" : "cannot be read";
+    if (S_ISLNK(st.st_mode))
+        return "a symbolic link";
+    return unsafe_dir(&st, allow_root_owner);
+}
+
+/* Opens a folder inside the cache for *at() calls, refusing a symbolic link
+ * at its last component; -1 otherwise. */
+int tk__cache_open_dir(const char *path)
+{
+    return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Unlinks path through its parent folder opened without following a link,
+ * so that a shard folder swapped for a link makes this fail, not reach
+ * outside the cache. */
+int tk__cache_unlink(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return unlink(path);
+    char dir[PATH_MAX];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof(dir)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    int dfd = tk__cache_open_dir(n ? dir : "/");
+    if (dfd < 0)
+        return -1;
+    int r = unlinkat(dfd, slash + 1, 0);
+    int saved = errno;
+    close(dfd);
+    errno = saved;
+    return r;
+}
+
 /* ------------------------------------------------------------------- open */
 
 static int env_true(const char *name)
@@ -214,7 +263,7 @@ static tk_status open_user_tier(tk_cache *cache)
         }
         return TK_OK;
     }
-    why = unsafe_dir(&st, 0);
+    why = tk__cache_dir_unsafe(cache->fmt_dir, 0);
     if (why)
         return set_problem(cache, "cache folder %s refused: %s", cache->fmt_dir, why);
     cache->root_state = TK__ROOT_OK;
@@ -264,8 +313,8 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
                 return TK_OUT_OF_MEMORY;
             }
             /* A missing tier is simply empty; a writable-by-others one is refused. */
-            if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && stat(fmt, &st) == 0)
-                why = unsafe_dir(&st, 1);
+            if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
+                why = tk__cache_dir_unsafe(fmt, 1);
             if (why && !cache->disabled)
                 tk__cache_warn_once(cache, TK__WARN_SETUP,
                                     "read-only cache tier %s refused: %s; ignoring it", root, why);
@@ -306,9 +355,10 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     snprintf(cache->last_error, sizeof(cache->last_error), "no error");
 
     char rootbuf[PATH_MAX];
+    tk_status rs = TK_OK;
     if (opts->root && *opts->root) {
         cache->root = strdup(opts->root);
-    } else if (tk__cache_default_root(rootbuf, sizeof(rootbuf)) == TK_OK) {
+    } else if ((rs = tk__cache_default_root(rootbuf, sizeof(rootbuf))) == TK_OK) {
         cache->root = strdup(rootbuf);
     } else {
         cache->root = strdup("");
@@ -331,7 +381,12 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     if (delay && *delay)
         cache->test_write_delay_ms = (unsigned)strtoul(delay, NULL, 10);
 
-    st = open_user_tier(cache);
+    if (rs == TK_OVERFLOW)
+        st = set_problem(cache, "no cache folder: the path from TOKITAI_JIT_CACHE_DIR, "
+                                "XDG_CACHE_HOME or HOME is longer than %d bytes",
+                         PATH_MAX - 1);
+    else
+        st = open_user_tier(cache);
     if (st != TK_OK)
         goto fail;
     st = open_lower_tiers(cache, opts->lower ? opts->lower : getenv("TOKITAI_JIT_CACHE_PATH"));
@@ -437,13 +492,15 @@ static void remove_if_same(const char *path, const struct stat *read_st)
 {
     struct stat now;
     if (lstat(path, &now) == 0 && now.st_ino == read_st->st_ino && now.st_dev == read_st->st_dev)
-        unlink(path);
+        tk__cache_unlink(path);
 }
 
 static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__key *key,
                     tk__entry *out, tk_status *err)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted where an entry should be must not hang the
+     * open (it is then refused as not a regular file). */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return LOAD_MISS;
     int result = LOAD_BAD;
@@ -465,6 +522,25 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
                             (unsigned)st.st_uid);
         result = LOAD_MISS;
         goto done;
+    }
+    {
+        /* Its folder too: a link, another user's folder or one others can
+         * write to could have had the file swapped. */
+        char dir[PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : 0;
+        const char *dwhy = NULL;
+        if (n > 0 && n < sizeof(dir)) {
+            memcpy(dir, path, n);
+            dir[n] = 0;
+            dwhy = tk__cache_dir_unsafe(dir, !user_tier);
+        }
+        if (dwhy) {
+            tk__cache_warn_once(cache, TK__WARN_OWNER, "cache entry %s refused: its folder is %s",
+                                path, dwhy);
+            result = LOAD_MISS;
+            goto done;
+        }
     }
     if ((uint64_t)st.st_size > TK__ENTRY_MAX_FILE) {
         why = "file too large";
@@ -553,7 +629,7 @@ tk_status tk__cache_remove(tk_cache *cache, const tk__key *key)
     tk_status st = tk__cache_entry_path(cache->fmt_dir, key->hex, path, sizeof(path));
     if (st != TK_OK)
         return st;
-    if (unlink(path) != 0)
+    if (tk__cache_unlink(path) != 0)
         return errno == ENOENT ? TK_NOT_FOUND
                                : tk__cache_fail(cache, TK_IO_ERROR, "cannot remove %s: %s", path,
                                                 strerror(errno));
@@ -569,41 +645,61 @@ tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock
     *out = NULL;
     if (cache->disabled || !cache->writable)
         return TK_OK;
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof(path), "%s/%s/%s.lock", cache->fmt_dir, TK__LOCK_DIR, key->hex);
-    if (n < 0 || (size_t)n >= sizeof(path))
-        return TK_OK;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0 && errno == ENOENT) {
-        char *locks = join(cache->fmt_dir, TK__LOCK_DIR);
-        if (locks && mkdir(locks, 0700) == 0)
-            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        free(locks);
-    }
-    if (fd < 0)
+    char name[64];
+    snprintf(name, sizeof(name), "%s.lock", key->hex);
+    char *locks = join(cache->fmt_dir, TK__LOCK_DIR);
+    if (!locks)
+        return TK_OUT_OF_MEMORY;
+    /* The lock folder is opened without following a link (a planted link
+     * would have lock files created elsewhere), the lock file likewise. */
+    int dfd = tk__cache_open_dir(locks);
+    if (dfd < 0 && errno == ENOENT && mkdir(locks, 0700) == 0)
+        dfd = tk__cache_open_dir(locks);
+    free(locks);
+    struct stat dst;
+    if (dfd < 0)
         return TK_OK; /* no lock: at worst two processes compile the same key */
+    if (fstat(dfd, &dst) != 0 || unsafe_dir(&dst, 0)) {
+        close(dfd);
+        return TK_OK;
+    }
     tk__cache_lock *lock = malloc(sizeof(*lock));
     if (!lock) {
-        close(fd);
+        close(dfd);
         return TK_OUT_OF_MEMORY;
     }
-    int r;
-    do
-        r = flock(fd, LOCK_EX);
-    while (r != 0 && errno == EINTR);
-    if (r != 0) {
-        close(fd);
-        free(lock);
-        return TK_OK;
+    /* The holder unlinks the lock file at unlock, so none are left behind. A
+     * waiter that then gets the lock on the unlinked file sees it is no
+     * longer the file at that name, and starts over on the new one. */
+    for (int attempt = 0; attempt < 64; attempt++) {
+        int fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            break;
+        int r;
+        do
+            r = flock(fd, LOCK_EX);
+        while (r != 0 && errno == EINTR);
+        struct stat held, named;
+        if (r != 0) {
+            close(fd);
+            break;
+        }
+        if (fstat(fd, &held) == 0 &&
+            fstatat(dfd, name, &named, AT_SYMLINK_NOFOLLOW) == 0 && held.st_nlink > 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+            lock->fd = fd;
+            lock->dfd = dfd;
+            snprintf(lock->name, sizeof(lock->name), "%s", name);
+            /* Other machines (other cache folders) asking for the same key. */
+            lock->lease = tk__cache_remote_lease(cache, key);
+            *out = lock;
+            return TK_OK;
+        }
+        close(fd); /* unlinked by its last holder: try the current file */
     }
-    /* The lock file's mtime says when it was last used, so that a prune can
-     * tell lock files in use from those of keys long since settled. */
-    futimens(fd, NULL);
-    lock->fd = fd;
-    /* Other machines (other cache folders) asking for the same key. */
-    lock->lease = tk__cache_remote_lease(cache, key);
-    *out = lock;
-    return TK_OK;
+    close(dfd);
+    free(lock);
+    return TK_OK; /* no lock: at worst two processes compile the same key */
 }
 
 void tk__cache_unlock(tk__cache_lock *lock)
@@ -611,10 +707,12 @@ void tk__cache_unlock(tk__cache_lock *lock)
     if (!lock)
         return;
     tk__cache_remote_release(lock->lease);
-    /* The lock file stays: unlinking it could let a third process lock a new
-     * inode while the second still holds the old one. */
+    /* Unlinked while still held: a process waiting on this file notices and
+     * moves to a fresh one (see tk__cache_lock_key). */
+    unlinkat(lock->dfd, lock->name, 0);
     flock(lock->fd, LOCK_UN);
     close(lock->fd);
+    close(lock->dfd);
     free(lock);
 }
 
@@ -656,9 +754,35 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
         return TK_OVERFLOW;
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         goto fail_io;
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
+    const char *dwhy = tk__cache_dir_unsafe(dir, 0);
+    if (dwhy) {
+        /* The same category as a lookup's refusal of that folder: one warning. */
+        tk__cache_warn_once(cache, TK__WARN_OWNER, "cache folder %s refused: %s; not storing there",
+                            dir, dwhy);
+        return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: folder %s is %s", path, dir,
+                              dwhy);
+    }
+    /* The writer holds a lock on its temporary file until the rename, so a
+     * prune can tell a live writer's file from one a killed writer left. A
+     * prune that removed the file between its creation and the lock is
+     * noticed (the name no longer leads to it) and a new one is made. */
+    int fd = -1;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        memcpy(tmp + n - 6, "XXXXXX", 6);
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+            goto fail_io;
+        struct stat held, named;
+        if (flock(fd, LOCK_EX) == 0 && fstat(fd, &held) == 0 && lstat(tmp, &named) == 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+            break;
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        errno = EAGAIN;
         goto fail_io;
+    }
     int bad = 0;
     if (cache->test_write_delay_ms) {
         /* Test hook: a visible half-written temporary file for kill tests. */
@@ -677,7 +801,7 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
     if (bad || rename(tmp, path) != 0) {
         if (!bad)
             saved = errno;
-        unlink(tmp);
+        tk__cache_unlink(tmp);
         errno = saved;
         goto fail_io;
     }
@@ -763,31 +887,46 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Removes lock files nobody holds that were last used long ago (all of them
- * when all). A process that opened one but has not locked it yet may end up
- * locking an unlinked file: that costs at most one duplicate compile. */
+/* Removes lock files nobody holds: left by holders killed with the lock
+ * held (a holder removes its own at unlock). */
 static void prune_locks(const char *fmt_dir, int all, time_t now)
 {
     char *locks = join(fmt_dir, TK__LOCK_DIR);
-    DIR *dir = locks ? opendir(locks) : NULL;
+    int dfd = locks ? tk__cache_open_dir(locks) : -1;
+    DIR *dir = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!dir && dfd >= 0)
+        close(dfd);
     struct dirent *e;
     while (dir && (e = readdir(dir)) != NULL) {
         if (!ends_with(e->d_name, ".lock"))
             continue;
-        char *path = join(locks, e->d_name);
         struct stat st;
-        int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        /* Safe whatever its age: a process that locks a file unlinked
+         * meanwhile notices and takes the current one (tk__cache_lock_key). */
+        (void)all;
+        (void)now;
         if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            (all || now - st.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) &&
             flock(fd, LOCK_EX | LOCK_NB) == 0)
-            unlink(path);
+            unlinkat(dirfd(dir), e->d_name, 0);
         if (fd >= 0)
             close(fd);
-        free(path);
     }
     if (dir)
         closedir(dir);
     free(locks);
+}
+
+/* Unlinks a temporary file whose writer no longer holds its lock (killed
+ * mid-store); 1 when removed. */
+static int temp_unheld_unlink(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int removed = flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dfd, name, 0) == 0;
+    close(fd);
+    return removed;
 }
 
 tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path, int all_temps,
@@ -820,7 +959,11 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
             st = TK_OUT_OF_MEMORY;
             break;
         }
-        DIR *dir = opendir(sub);
+        /* A shard folder that is a link is never followed. */
+        int sfd = tk__cache_open_dir(sub);
+        DIR *dir = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (!dir && sfd >= 0)
+            close(sfd);
         struct dirent *e;
         while (dir && (e = readdir(dir)) != NULL) {
             int temp = strncmp(e->d_name, TK__TEMP_PREFIX, strlen(TK__TEMP_PREFIX)) == 0;
@@ -832,14 +975,25 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 st = TK_OUT_OF_MEMORY;
                 break;
             }
-            if (lstat(path, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+            if (fstatat(dirfd(dir), e->d_name, &fst, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISREG(fst.st_mode)) {
+                free(path);
+                continue;
+            }
+            if (!temp && (uint64_t)fst.st_size > TK__ENTRY_MAX_FILE) {
+                /* Larger than any entry can be: never loadable, and its size
+                 * must not push good entries out. */
+                if (unlinkat(dirfd(dir), e->d_name, 0) == 0)
+                    removed++;
                 free(path);
                 continue;
             }
             if (temp) {
                 if (all_temps || now - fst.st_mtim.tv_sec > TK__STALE_TEMP_SECONDS) {
-                    if (unlink(path) == 0)
+                    if (unlinkat(dirfd(dir), e->d_name, 0) == 0)
                         removed++;
+                } else if (n_removed && temp_unheld_unlink(dirfd(dir), e->d_name)) {
+                    removed++; /* a tool's prune: its writer is gone */
                 } else {
                     total += (uint64_t)fst.st_size;
                 }
@@ -879,7 +1033,7 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)
             continue;
-        if (unlink(v[i].path) == 0 || errno == ENOENT) {
+        if (tk__cache_unlink(v[i].path) == 0 || errno == ENOENT) {
             total -= v[i].size;
             removed++;
         }

@@ -182,6 +182,15 @@ tk_status tk__cache_fill_entry(const tk__entry_view *v, int64_t last_used, tk__e
  * (tk__cache_publish), then keeps the size limit as tk__cache_put does. */
 tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t *bytes, size_t len);
 
+/* Hostile-file-system guards (cache.c). tk__cache_dir_unsafe: NULL when path
+ * is a real folder (not a link) owned by us (or root when allow_root_owner)
+ * and writable by nobody else, else why not. tk__cache_open_dir: a folder fd
+ * for *at() calls, -1 for a link. tk__cache_unlink: unlink through the parent
+ * folder opened without following a link. */
+const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
+int tk__cache_open_dir(const char *path);
+int tk__cache_unlink(const char *path);
+
 /* Reads a whole file (regular, at most TK__ENTRY_MAX_FILE bytes) from fd. */
 tk_status tk__read_fd(int fd, uint64_t size, uint8_t **out);
 

@@ -16,7 +16,9 @@
 
 /* ------------------------------------------------------------------ walk */
 
-enum file_kind { FILE_ENTRY, FILE_TEMP, FILE_OTHER };
+/* FILE_BAD_DIR: a shard folder that is a link, another user's or writable by
+ * others; its contents are never visited. */
+enum file_kind { FILE_ENTRY, FILE_TEMP, FILE_OTHER, FILE_BAD_DIR };
 
 /* Return non-zero to stop. hex is the key the path names (FILE_ENTRY only). */
 typedef int (*walk_fn)(void *ctx, const char *path, enum file_kind kind, const char *hex);
@@ -32,7 +34,7 @@ static int not_dots(const struct dirent *d)
 }
 
 /* Visits the files of one tier in sorted order, so listings are stable. */
-static tk_status walk_tier(const char *fmt_dir, walk_fn fn, void *ctx, int *stopped)
+static tk_status walk_tier(const char *fmt_dir, int allow_root, walk_fn fn, void *ctx, int *stopped)
 {
     struct dirent **subs = NULL;
     int n = scandir(fmt_dir, &subs, hex2_filter, alphasort);
@@ -42,6 +44,10 @@ static tk_status walk_tier(const char *fmt_dir, walk_fn fn, void *ctx, int *stop
     for (int i = 0; i < n; i++) {
         char sub[PATH_MAX];
         snprintf(sub, sizeof(sub), "%s/%s", fmt_dir, subs[i]->d_name);
+        if (!*stopped && tk__cache_dir_unsafe(sub, allow_root)) {
+            *stopped = fn(ctx, sub, FILE_BAD_DIR, "");
+            continue;
+        }
         struct dirent **files = NULL;
         int m = *stopped ? 0 : scandir(sub, &files, not_dots, alphasort);
         for (int j = 0; j < m; j++) {
@@ -88,7 +94,7 @@ static tk_status read_head(const char *path, int user_tier, struct stat *st, tk_
                            uint8_t **buf, const char **why)
 {
     *why = "unreadable";
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return TK_IO_ERROR;
     tk_status s = TK_CORRUPT;
@@ -215,11 +221,11 @@ static tk_status walk_all(tk_cache *cache, walk_fn fn, void *ctx, int *read_only
     tk_status st = TK_OK;
     if (cache->root_state == TK__ROOT_OK) {
         *read_only_tier = 0;
-        st = walk_tier(cache->fmt_dir, fn, ctx, &stopped);
+        st = walk_tier(cache->fmt_dir, 0, fn, ctx, &stopped);
     }
     for (size_t i = 0; i < cache->n_lower && st == TK_OK && !stopped; i++) {
         *read_only_tier = 1;
-        st = walk_tier(cache->lower[i], fn, ctx, &stopped);
+        st = walk_tier(cache->lower[i], 1, fn, ctx, &stopped);
     }
     if (st != TK_OK)
         return tk__cache_fail(cache, st, "cannot read the cache folders under %s", cache->root);
@@ -280,7 +286,7 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
     c.s.max_bytes = cache->max_size;
     int stopped = 0;
     if (cache->root_state == TK__ROOT_OK &&
-        walk_tier(cache->fmt_dir, stats_one, &c, &stopped) != TK_OK)
+        walk_tier(cache->fmt_dir, 0, stats_one, &c, &stopped) != TK_OK)
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
     *out = c.s;
     return TK_OK;
@@ -293,7 +299,7 @@ static tk_status read_entry_file(const char *path, int user_tier, const char *he
                                  size_t *len, tk__entry_view *v, const char **why)
 {
     *why = "unreadable";
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return TK_IO_ERROR;
     struct stat st;
@@ -348,7 +354,10 @@ static int verify_one(void *p, const char *path, enum file_kind kind, const char
     verify_ctx *c = p;
     if (kind == FILE_TEMP)
         return 0;
-    const char *why = "not a cache entry";
+    const char *why =
+        kind == FILE_BAD_DIR ? tk__cache_dir_unsafe(path, c->read_only_tier) : "not a cache entry";
+    if (!why)
+        why = "folder refused"; /* changed between the walk and now */
     if (kind == FILE_ENTRY) {
         uint8_t *bytes = NULL;
         size_t len;
@@ -410,7 +419,12 @@ typedef struct clear_ctx {
 static int clear_one(void *p, const char *path, enum file_kind kind, const char *hex)
 {
     clear_ctx *c = p;
-    if (unlink(path) == 0) {
+    struct stat st;
+    /* A link planted as a shard folder goes (the link, never its target); a
+     * real folder refused for its owner or mode is left alone. */
+    if (kind == FILE_BAD_DIR && (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)))
+        return 0;
+    if ((kind == FILE_BAD_DIR ? unlink(path) : tk__cache_unlink(path)) == 0) {
         c->removed += kind == FILE_ENTRY;
     } else if (errno != ENOENT) {
         c->failed = 1;
@@ -429,7 +443,7 @@ tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed)
     clear_ctx c = {0, 0, 0};
     int stopped = 0;
     if (cache->root_state == TK__ROOT_OK) {
-        if (walk_tier(cache->fmt_dir, clear_one, &c, &stopped) != TK_OK)
+        if (walk_tier(cache->fmt_dir, 0, clear_one, &c, &stopped) != TK_OK)
             return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
         /* Empty shard folders go too (best effort: a racing store may refill one). */
         struct dirent **subs = NULL;
@@ -623,6 +637,11 @@ fail:
     return st;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
 static int read_exact(FILE *f, void *p, size_t n)
 {
     return fread(p, 1, n, f) == n ? 0 : -1;
@@ -640,6 +659,8 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
     tk_status st = TK_CORRUPT;
     uint8_t *bytes = NULL;
     uint64_t imported = 0, rejected = 0;
+    char(*keys)[33] = NULL; /* keys published, to count what the eviction left */
+    size_t cap_keys = 0;
     struct stat fst;
     uint8_t head[TK__BUNDLE_HEADER_SIZE];
     if (fstat(fileno(f), &fst) != 0 || read_exact(f, head, sizeof(head)) != 0 ||
@@ -707,20 +728,45 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
         }
         char hex[33];
         tk__fp_hex(v.fp_hi, v.fp_lo, hex);
+        if (imported == cap_keys) {
+            size_t ncap = cap_keys ? cap_keys * 2 : 64;
+            void *nk = realloc(keys, ncap * sizeof(*keys));
+            if (!nk) {
+                st = TK_OUT_OF_MEMORY;
+                goto done;
+            }
+            keys = nk;
+            cap_keys = ncap;
+        }
         st = tk__cache_publish(cache, hex, bytes, (size_t)len);
         if (st != TK_OK)
             goto done;
-        imported++;
+        memcpy(keys[imported++], hex, 33);
     }
     /* One eviction pass for the whole bundle. */
     st = tk__cache_evict(cache, cache->max_size, NULL, 0, NULL);
     if (st != TK_OK)
         goto done;
+    /* "Imported" means in the cache now: an entry the size limit evicted
+     * straight away (or a duplicate of one already counted) is not. */
+    uint64_t kept = 0;
+    if (imported > 1)
+        qsort(keys, (size_t)imported, sizeof(*keys), key_cmp);
+    for (uint64_t i = 0; i < imported; i++) {
+        char epath[PATH_MAX];
+        struct stat est;
+        if ((i == 0 || strcmp(keys[i], keys[i - 1]) != 0) &&
+            tk__cache_entry_path(cache->fmt_dir, keys[i], epath, sizeof(epath)) == TK_OK &&
+            lstat(epath, &est) == 0 && S_ISREG(est.st_mode))
+            kept++;
+    }
+    imported = kept;
     if (n_imported)
         *n_imported = imported;
     if (n_rejected)
         *n_rejected = rejected;
 done:
+    free(keys);
     free(bytes);
     fclose(f);
     return st;

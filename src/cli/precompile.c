@@ -792,12 +792,7 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
     return p.failed ? TK__EXIT_FAIL : TK__EXIT_OK;
 }
 
-static int default_workers(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
-}
-
+/* Counts user-tier entries written since a time: what this run stored. */
 typedef struct stored_count {
     int64_t since;
     uint64_t n;
@@ -809,6 +804,12 @@ static int count_stored(void *user, const tk_cache_entry_info *info)
     if (!info->read_only_tier && info->created >= c->since)
         c->n++;
     return 0;
+}
+
+static int default_workers(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
 }
 
 int tk__cmd_precompile(const tk__cli_opts *opts)
@@ -897,10 +898,10 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         goto done;
     }
     /* The library never fails a compile because the cache cannot store it;
-     * a precompile that stored nothing has failed all the same. */
-    tk_cache_stats before;
-    int have_before = tk_cache_get_stats(cache, &before) == TK_OK;
-    time_t started = time(NULL);
+     * a precompile that stored nothing has failed all the same. What counts
+     * is the entries this run wrote (created since it started), not how much
+     * the cache grew: a compile that repairs a corrupt entry replaces it. */
+    int64_t t_wall = (int64_t)time(NULL);
 
     int n_workers = opts->jobs ? opts->jobs : default_workers();
     if ((size_t)n_workers > s.n_items)
@@ -912,19 +913,18 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
     fflush(stdout);
     uint64_t n_compiled = 0;
     rc = execute(&s, n_workers, t_start, root, &n_compiled);
-    /* Counted by creation time, not by growth: a kernel whose headers
-     * changed replaces its entry. */
-    stored_count sc = {(int64_t)started, 0};
-    tk_cache_stats after;
-    if (have_before && n_compiled && tk_cache_list(cache, count_stored, &sc) == TK_OK &&
-        sc.n < n_compiled && tk_cache_get_stats(cache, &after) == TK_OK) {
-        tk__cli_error("%llu kernels compiled but the cache at %s grew by %lld entries (%llu "
-                      "stored or replaced): is it writable, disabled (TOKITAI_JIT_CACHE_DISABLE) "
-                      "or too small (TOKITAI_JIT_CACHE_MAX_SIZE)?",
-                      (unsigned long long)n_compiled, root,
-                      (long long)after.entries - (long long)before.entries,
-                      (unsigned long long)sc.n);
-        rc = TK__EXIT_FAIL;
+    if (n_compiled) {
+        stored_count sc = {t_wall, 0};
+        tk_status ls = tk_cache_list(cache, count_stored, &sc);
+        if (ls != TK_OK || sc.n < n_compiled) {
+            tk__cli_error("%llu %s compiled but %llu stored in the cache at %s: is it "
+                          "writable, full, disabled (TOKITAI_JIT_CACHE_DISABLE) or too small "
+                          "(TOKITAI_JIT_CACHE_MAX_SIZE)?%s%s",
+                          (unsigned long long)n_compiled, n_compiled == 1 ? "kernel" : "kernels",
+                          (unsigned long long)sc.n, root, ls != TK_OK ? " " : "",
+                          ls != TK_OK ? tk_cache_last_error(cache) : "");
+            rc = TK__EXIT_FAIL;
+        }
     }
 
 done:

@@ -892,8 +892,10 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
                                .resources = res};
         tk_status ps = tk__cache_put(ctx->cache, &p->key, &meta, code.data, code.size);
         if (ps != TK_OK) {
+            /* Counted; the cache itself warns once per handle (a full disk
+             * must not log a warning per kernel). */
             count(&ctx->n_cache_errors, 1);
-            tk__log(ctx, TK_LOG_WARN, "could not store %s in the cache: %s", p->key.hex,
+            tk__log(ctx, TK_LOG_DEBUG, "could not store %s in the cache: %s", p->key.hex,
                     tk_status_str(ps));
         }
     }

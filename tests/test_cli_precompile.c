@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/cache.h"
 #include "test_cli_common.h"
 
 static char *g_dir;   /* scratch folder: manifests, bundles */
@@ -239,7 +240,8 @@ START_TEST(test_repair_is_success)
     int n = k->n;
     /* 4 bytes overwritten in the middle of one entry (the payload). */
     char epath[PATH_MAX];
-    snprintf(epath, sizeof epath, "%s/1/%.2s/%s.tkc", g_root, k->keys[0], k->keys[0] + 2);
+    snprintf(epath, sizeof epath, "%s/%d/%.2s/%s.tkc", g_root, TK__CACHE_FORMAT, k->keys[0],
+             k->keys[0] + 2);
     free(k);
     size_t size = 0;
     char *bytes = tk_test_read_file(epath, &size);

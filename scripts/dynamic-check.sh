@@ -5,6 +5,8 @@
 #   cold    bench/dynamic from cold caches (ours and NVRTC's)
 #   warm    the default precompile into a fresh cache, then bench/dynamic on it
 #   jit     bench/jit (JIT overhead, user-header disk hits)
+#   ops     bench/ops --gemm-only --quick (GEMM at squares, against cuBLAS)
+#   run     checked runs (--run --json) of two operators from a cold cache
 # Figures go to stdout and to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,5 +47,19 @@ case " $parts " in *" jit "*)
   echo "== bench/jit"
   ./build-gpu/bench/jit >"$out/bench-jit.txt" 2>&1 || rc=1
   tail -16 "$out/bench-jit.txt"
+esac
+case " $parts " in *" ops "*)
+  echo "== bench/ops --gemm-only --quick"
+  ./build-gpu/bench/ops --gemm-only --quick >"$out/bench-ops.txt" 2>&1 || rc=1
+  tail -14 "$out/bench-ops.txt"
+esac
+case " $parts " in *" run "*)
+  echo "== checked runs, cold cache"
+  c=$(mktemp -d)
+  for a in "gemm_f16_fwd 1882x1024x2816" "softmax_f16_fwd 4096x50304"; do
+    set -- $a
+    TOKITAI_JIT_CACHE_DIR=$c $cli --run "$1" --shape "$2" --json >"$out/run.json" 2>&1 || rc=1
+    cat "$out/run.json"
+  done
 esac
 exit $rc

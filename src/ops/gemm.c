@@ -639,8 +639,8 @@ static void plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t
 
 /* Distinct kernels of a precompile (descriptions compared in full). */
 typedef struct desc_set {
-    gemm_desc d[64];
-    int n;
+    gemm_desc d[128];
+    int n, overflow;
 } desc_set;
 
 static int desc_set_add(desc_set *set, const gemm_desc *d)
@@ -648,8 +648,10 @@ static int desc_set_add(desc_set *set, const gemm_desc *d)
     for (int i = 0; i < set->n; i++)
         if (strcmp(set->d[i].desc.entry, d->desc.entry) == 0 && desc_same(&set->d[i], d))
             return 0;
-    if (set->n == (int)(sizeof set->d / sizeof set->d[0]))
+    if (set->n == (int)(sizeof set->d / sizeof set->d[0])) {
+        set->overflow = 1;
         return -1;
+    }
     set->d[set->n] = *d;
     /* the copy's defines must point into the copy */
     set->d[set->n].desc.defines = set->d[set->n].defs;
@@ -714,6 +716,9 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
     }
     for (int i = 0; st == TK_OK && i < set->n; i++)
         st = tk__op_kernel(ctx, &set->d[i].desc, NULL, n_compiled, n_cached);
+    if (st == TK_OK && set->overflow)
+        st = tk__fail(ctx, TK_INTERNAL, "%s: more kernel variants than the precompile tracks (%d)",
+                      p.op, set->n);
     free(set);
     return st;
 }

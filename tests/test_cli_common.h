@@ -50,6 +50,20 @@ static inline int count_lines(const char *s)
     return n;
 }
 
+/* The number written just before `what` in out ("12 compiled" -> 12), or
+ * -1 when what is absent. */
+static inline long count_before(const char *out, const char *what)
+{
+    const char *p = strstr(out, what);
+    if (!p)
+        return -1;
+    while (p > out && p[-1] == ' ')
+        p--;
+    while (p > out && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return strtol(p, NULL, 10);
+}
+
 static inline int count_substr(const char *s, const char *needle)
 {
     int n = 0;

@@ -49,19 +49,6 @@ static int n_entries(const char *root)
     return n;
 }
 
-/* "N compiled" from a precompile summary; -1 if absent. */
-static long summary_count(const char *out, const char *what)
-{
-    const char *p = strstr(out, what);
-    if (!p)
-        return -1;
-    while (p > out && p[-1] == ' ')
-        p--;
-    while (p > out && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return strtol(p, NULL, 10);
-}
-
 /* -------------------------------------------------------- manifest errors */
 
 /* The manifest is rejected with exit 2, stderr names "<file>:<line>:" and
@@ -150,8 +137,8 @@ START_TEST(test_stub_precompile)
     ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
     /* One plain line per job when stdout is not a terminal. */
     ck_assert_int_eq(count_substr(out, "/8] stub "), 8);
-    long compiled = summary_count(out, " compiled,");
-    long cached = summary_count(out, " already cached");
+    long compiled = count_before(out, " compiled,");
+    long cached = count_before(out, " already cached");
     ck_assert_msg(compiled >= 8, "summary: %s", out);
     ck_assert_int_eq(n_entries(g_root), compiled + cached);
     key_set *first = cache_keys(g_root);
@@ -257,7 +244,7 @@ START_TEST(test_repair_is_success)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
     unsetenv("TOKITAI_JIT_LOG");
     ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
-    ck_assert_int_eq(summary_count(out, " compiled,"), 1);
+    ck_assert_int_eq(count_before(out, " compiled,"), 1);
     ck_assert_msg(!strstr(err, "stored in the cache"), "stderr: %s", err);
     /* Every message on stderr is a whole line of its own. */
     ck_assert_int_eq(count_substr(err, "tokitai-jit: "), count_lines(err));
@@ -440,7 +427,7 @@ START_TEST(test_real_targets)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--arch", arch, "-j", "2",
                      "--cache-dir", g_root, NULL);
     ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
-    long compiled = summary_count(out, " compiled,");
+    long compiled = count_before(out, " compiled,");
     ck_assert_msg(compiled >= 3 * (hip + cuda), "summary: %s", out);
     free(out), free(err);
 
@@ -532,7 +519,7 @@ START_TEST(test_device_target)
     ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
     ck_assert_ptr_nonnull(strstr(out, "targeting the device present: stub (stub)"));
     ck_assert_ptr_nonnull(strstr(out, "for stub into"));
-    long compiled = summary_count(out, " compiled,");
+    long compiled = count_before(out, " compiled,");
     ck_assert_int_gt(compiled, 0);
     ck_assert_int_eq(n_entries(g_root), compiled);
     free(out), free(err);
@@ -546,7 +533,7 @@ START_TEST(test_default_manifest)
     int rc = cli_run(&out, &err, "--precompile", "--dry-run", "--arch", "stub", "--cache-dir",
                      g_root, NULL);
     ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
-    long jobs = summary_count(out, " jobs (");
+    long jobs = count_before(out, " jobs (");
     ck_assert_msg(jobs >= 100 && jobs <= 400, "default manifest: %ld jobs", jobs);
     ck_assert_int_eq(count_lines(out), jobs + 1);
     const char *must[] = {"gemm_f16_fwd",

@@ -39,18 +39,6 @@ static void write_in_dir(const char *name, const char *text, char *path, size_t 
     ck_assert_int_eq(tk_test_write_file(path, text, strlen(text)), 0);
 }
 
-static long count_before(const char *out, const char *what)
-{
-    const char *p = strstr(out, what);
-    if (!p)
-        return -1;
-    while (p > out && p[-1] == ' ')
-        p--;
-    while (p > out && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return strtol(p, NULL, 10);
-}
-
 static long json_field(const char *out, const char *name)
 {
     char key[64];

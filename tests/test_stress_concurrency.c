@@ -13,19 +13,6 @@
 #define SHAPES_PER_PROC 24
 #define LIMIT_S 300.0
 
-/* "N compiled" from a precompile summary; -1 if absent. */
-static long summary_number(const char *out, const char *what)
-{
-    const char *p = strstr(out, what);
-    if (!p)
-        return -1;
-    while (p > out && p[-1] == ' ')
-        p--;
-    while (p > out && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return strtol(p, NULL, 10);
-}
-
 static void one_round(int round, const char *dir, long *sum_compiled, int *n_entries,
                       int *n_distinct_shapes)
 {
@@ -69,7 +56,7 @@ static void one_round(int round, const char *dir, long *sum_compiled, int *n_ent
         ck_assert_msg(!timed_out, "process %d hung", i);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d: status %d\n%s", i,
                       status, out);
-        long c = summary_number(out, " compiled,");
+        long c = count_before(out, " compiled,");
         if (c < 0 && strstr(out, "nothing to compile"))
             c = 0;
         ck_assert_msg(c >= 0, "process %d: no summary\n%s", i, out);

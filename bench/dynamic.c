@@ -20,7 +20,8 @@
  * the background builds, re-runs the last half of the steps (same routing)
  * with every specialised kernel loaded ("loaded"), runs the same steps
  * through cuBLAS, and times each GEMM call of the last step against cuBLAS
- * (median of 5, events). One output per step is checked against cuBLAS's.
+ * (events; median of 7 samples of 10 back-to-back runs). One output per step is checked against
+ * cuBLAS's.
  *
  *   dynamic [--steps N] [--tokens T] [--layers L] [--seed S]
  *           [--warm-cache DIR] [--only POLICY/MODE/CACHE[,...]] [--quiet] [--stub]
@@ -268,27 +269,37 @@ typedef struct one_call {
     int cublas;
 } one_call;
 
-static tk_status timed_one(void *user)
+enum { CALL_BATCH = 10, CALL_SAMPLES = 7 };
+
+static tk_status timed_batch(void *user)
 {
     const one_call *o = user;
-    return o->cublas ? run_cublas(o->k) : run_ours(o->k);
+    for (int i = 0; i < CALL_BATCH; i++) {
+        tk_status st = o->cublas ? run_cublas(o->k) : run_ours(o->k);
+        if (st != TK_OK)
+            return st;
+    }
+    return TK_OK;
 }
 
+/* One call's device time: the median over CALL_SAMPLES event pairs, each
+ * around CALL_BATCH back-to-back runs of the call (one run alone is ~20 us,
+ * near the events' resolution), after one untimed batch. */
 static double call_ms(const call *k, int cublas)
 {
     one_call o = {k, cublas};
-    float v[5];
-    CHECK(timed_one(&o));
-    for (int i = 0; i < 5; i++)
-        CHECK(tk_time_on_stream(g_ctx, NULL, timed_one, &o, &v[i]));
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 5; j++)
+    float v[CALL_SAMPLES];
+    CHECK(timed_batch(&o));
+    for (int i = 0; i < CALL_SAMPLES; i++)
+        CHECK(tk_time_on_stream(g_ctx, NULL, timed_batch, &o, &v[i]));
+    for (int i = 0; i < CALL_SAMPLES; i++)
+        for (int j = i + 1; j < CALL_SAMPLES; j++)
             if (v[j] < v[i]) {
                 float t = v[i];
                 v[i] = v[j];
                 v[j] = t;
             }
-    return v[2];
+    return v[CALL_SAMPLES / 2] / CALL_BATCH;
 }
 
 static const char *policy_text(tk_policy p)

@@ -30,6 +30,9 @@
 //                                          tiles and writes fp32 partials to
 //                                          C + blockIdx.y * M * ldc (a
 //                                          workspace); TK_OUT_F16 is ignored
+//   TK_PDL (optional, TMA kernel)          launched with programmatic dependent
+//                                          launch: waits for the previous kernel
+//                                          (griddepcontrol.wait) first
 //   TK_GEMM_REDUCE                         instead of the GEMM: the split-K
 //                                          reduction kernel (end of the file)
 //
@@ -921,6 +924,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 ldc)
 {
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
+#if defined(TK_PDL) && TK_PDL
+    // Launched with programmatic dependent launch: this block may start while
+    // the stream's previous kernel finishes. Wait for it (and its memory)
+    // before touching global memory, and let the next kernel be launched as
+    // soon as every block of this one is running.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #ifdef TK_M
     M = TK_M;
 #endif

@@ -27,6 +27,14 @@ tk_status tk__tensor_map_f16(tk_context *ctx, void *out, const void *base, uint6
                              uint64_t cols, uint64_t row_bytes, unsigned box_cols,
                              unsigned box_rows);
 
+/* tk_kernel_launch allowing programmatic dependent launch where the backend
+ * has it (CUDA 12+ drivers): the kernel may start while the stream's previous
+ * kernel finishes, so it must execute griddepcontrol.wait before it reads or
+ * writes global memory. Elsewhere a plain launch. */
+tk_status tk__kernel_launch_pdl(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
+                                const unsigned block[3], unsigned shared_bytes, void *stream,
+                                void **args);
+
 /* Embedded kernel source by name, or NULL. Static storage. */
 const char *tk__embedded_source(const char *name, size_t *len);
 

@@ -1238,9 +1238,9 @@ tk_status tk__tensor_map_f16(tk_context *ctx, void *out, const void *base, uint6
 /* Dynamic shared memory a launch gets without raising the limit. */
 #define TK__DEFAULT_SHARED (48u * 1024u)
 
-tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
-                           const unsigned block[3], unsigned shared_bytes, void *stream,
-                           void **args)
+static tk_status launch(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
+                        const unsigned block[3], unsigned shared_bytes, void *stream, void **args,
+                        int pdl)
 {
     tk__err e;
     if (!ctx)
@@ -1263,13 +1263,32 @@ tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, const unsig
                 __atomic_store_n(limit, shared_bytes, __ATOMIC_RELAXED);
         }
     }
-    if (st == TK_OK)
+    if (st == TK_OK && pdl && ctx->be->launch_pdl != NULL) {
+        st = ctx->be->launch_pdl(kernel->fn, grid, block, shared_bytes, stream, args, &e);
+        if (st == TK_UNSUPPORTED) /* an older driver: a plain launch is as correct */
+            st = ctx->be->launch(kernel->fn, grid, block, shared_bytes, stream, args, &e);
+    } else if (st == TK_OK) {
         st = ctx->be->launch(kernel->fn, grid, block, shared_bytes, stream, args, &e);
+    }
     if (st != TK_OK)
         return tk__fail(ctx, st, "launching %s (grid %u,%u,%u block %u,%u,%u shared %u): %s",
                         kernel->entry, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                         shared_bytes, e.msg);
     return TK_OK;
+}
+
+tk_status tk_kernel_launch(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
+                           const unsigned block[3], unsigned shared_bytes, void *stream,
+                           void **args)
+{
+    return launch(ctx, kernel, grid, block, shared_bytes, stream, args, 0);
+}
+
+tk_status tk__kernel_launch_pdl(tk_context *ctx, const tk_kernel *kernel, const unsigned grid[3],
+                                const unsigned block[3], unsigned shared_bytes, void *stream,
+                                void **args)
+{
+    return launch(ctx, kernel, grid, block, shared_bytes, stream, args, 1);
 }
 
 tk_status tk_kernel_precompile(tk_context *ctx, const tk_kernel_desc *desc, tk_origin *origin)

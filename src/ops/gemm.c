@@ -71,6 +71,26 @@ static const gemm_tile nv_tiles[] = {
 #define TK_GEMM_TMA 1
 #endif
 
+/* 1: the TMA kernel is launched with programmatic dependent launch (it may
+ * start while the previous kernel of the stream finishes; TK_PDL in the
+ * kernel waits for it before touching memory). Build with -DTK_GEMM_PDL=0,
+ * or set TOKITAI_JIT_GEMM_PDL=0, to launch it plainly. */
+#ifndef TK_GEMM_PDL
+#define TK_GEMM_PDL 1
+#endif
+
+static int pdl_enabled(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("TOKITAI_JIT_GEMM_PDL");
+        v = TK_GEMM_PDL && !(e != NULL && strcmp(e, "0") == 0);
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 /* 1: split-K for few-tile shapes (plan_split); build with -DTK_GEMM_SPLITK=0
  * to turn it off. */
 #ifndef TK_GEMM_SPLITK
@@ -358,6 +378,8 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
             add_def(d, "TK_SPLITK", 1);
         if (p->tma && !TK_GEMM_EPI_SMEM)
             add_def(d, "TK_EPI_SMEM", 0);
+        if (p->tma && pdl_enabled())
+            add_def(d, "TK_PDL", 1);
         d->desc.options = wg_opts;
         d->desc.n_options = 1;
     } else {
@@ -589,6 +611,8 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             if (st != TK_OK)
                 return st;
             void *targs[] = {ma.b, mb.b, (void *)&d_c, &m, &n, &k, &lc};
+            if (pdl_enabled())
+                return tk__kernel_launch_pdl(ctx, kernel, grid, block, smem, stream, targs);
             return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, targs);
         }
         void *args[] = {(void *)&d_a, (void *)&d_b, (void *)&d_c, &m, &n, &k, &la, &lb, &lc};

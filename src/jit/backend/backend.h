@@ -116,6 +116,13 @@ struct tk__backend {
     tk_status (*tensor_map_f16)(void *out, const void *base, uint64_t rows, uint64_t cols,
                                 uint64_t row_bytes, unsigned box_cols, unsigned box_rows,
                                 tk__err *err);
+    /* Launch allowing programmatic dependent launch (CUDA 12+ driver,
+     * cuLaunchKernelEx with programmatic stream serialisation): the kernel may
+     * start before the previous kernel in the stream has finished, and must
+     * execute griddepcontrol.wait before it touches global memory. NULL where
+     * the backend has none; TK_UNSUPPORTED when the driver lacks it. */
+    tk_status (*launch_pdl)(void *fn, const unsigned grid[3], const unsigned block[3],
+                            unsigned shared_bytes, void *stream, void **args, tk__err *err);
 };
 
 const tk__backend *tk__backend_cuda(void);

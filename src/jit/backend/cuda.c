@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,7 @@ static struct {
     char drv_err[1200];
     char drv_path[1024];
     void *tmap_encode; /* cuTensorMapEncodeTiled or NULL */
+    void *launch_ex;   /* cuLaunchKernelEx or NULL */
     struct cu_table cu;
     int driver_version;
 } g = {.once = PTHREAD_ONCE_INIT};
@@ -307,6 +309,7 @@ static void load_driver(void)
     }
     tk__dl_path_of(dlsym(lib, "cuInit"), g.drv_path, sizeof g.drv_path);
     g.tmap_encode = dlsym(lib, "cuTensorMapEncodeTiled");
+    g.launch_ex = dlsym(lib, "cuLaunchKernelEx");
     CUresult r = g.cu.cuInit(0);
     if (r != 0) {
         g.drv_status = TK_NO_DEVICE;
@@ -842,6 +845,50 @@ static tk_status cuda_launch(void *fn, const unsigned grid[3], const unsigned bl
     return TK_OK;
 }
 
+/* cuLaunchKernelEx (CUDA 12+ drivers; looked up apart from the table). The
+ * structures as cuda.h lays them out: an attribute is an id padded to 8
+ * bytes and a 64-byte value union. */
+typedef struct tk__cu_launch_attr {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        int programmatic_stream_serialization_allowed;
+    } value;
+} tk__cu_launch_attr;
+typedef struct tk__cu_launch_config {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    void *stream;
+    tk__cu_launch_attr *attrs;
+    unsigned n_attrs;
+} tk__cu_launch_config;
+typedef CUresult (*tk__cu_launch_ex)(const tk__cu_launch_config *config, void *fn, void **args,
+                                     void **extra);
+#define TK__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+_Static_assert(sizeof(tk__cu_launch_attr) == 72, "CUlaunchAttribute is 72 bytes");
+_Static_assert(offsetof(tk__cu_launch_config, stream) == 32 &&
+                   offsetof(tk__cu_launch_config, attrs) == 40 &&
+                   offsetof(tk__cu_launch_config, n_attrs) == 48,
+               "CUlaunchConfig layout");
+
+static tk_status cuda_launch_pdl(void *fn, const unsigned grid[3], const unsigned block[3],
+                                 unsigned shared_bytes, void *stream, void **args, tk__err *err)
+{
+    tk__cu_launch_ex launch_ex = (tk__cu_launch_ex)g.launch_ex;
+    if (launch_ex == NULL)
+        return tk__err_set(err, TK_UNSUPPORTED, "the CUDA driver has no cuLaunchKernelEx");
+    tk__cu_launch_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = TK__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    const tk__cu_launch_config config = {grid[0],  grid[1],      grid[2], block[0], block[1],
+                                         block[2], shared_bytes, stream,  &attr,    1};
+    CUresult r = launch_ex(&config, fn, args, NULL);
+    if (r != 0)
+        return tk__err_set(err, TK_LAUNCH_FAILED, "cuLaunchKernelEx: %s", cu_err_name(r));
+    return TK_OK;
+}
+
 /* cuTensorMapEncodeTiled (CUDA 12+ drivers; looked up apart from the table
  * so that older drivers still load). Enum values from cuda.h. */
 typedef CUresult (*tk__cu_tmap_encode)(void *map, int dtype, unsigned rank, void *base,
@@ -1012,6 +1059,7 @@ static const tk__backend g_cuda = {
     .launch = cuda_launch,
     .raise_shared = cuda_raise_shared,
     .tensor_map_f16 = cuda_tensor_map_f16,
+    .launch_pdl = cuda_launch_pdl,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_upload = cuda_mem_upload,

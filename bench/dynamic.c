@@ -406,6 +406,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     const int settled_at = s_next;
     enum { STEADY = 10 };
     double steady = 0, loaded = 0, cub_ms = 0, cub_cold = 0, enq_ours = 0, enq_cub = 0;
+    double steady_again = 0; /* the same steps once more: order effects (clocks) */
     int n_enq = 0;
     uint64_t steady_fallback = 0, steady_waits = 0;
     CHECK(tk_context_get_stats(g_ctx, &s0));
@@ -424,6 +425,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
         const int n = step_calls(c, &b, m, calls);
         loaded += run_step(calls, n, 0);
         enq_ours += g_enqueue_ms;
+        steady_again += run_step(calls, n, 0);
         cub_cold += run_step(calls, n, 1);
         cub_ms += run_step(calls, n, 1);
         enq_cub += g_enqueue_ms;
@@ -463,7 +465,8 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
            "caller_compiles=%llu fallback=%llu builds_done=%llu builds_failed=%llu "
            "builds_dropped=%llu settled_at_step=%d settle_ms=%.0f steady_fallback=%llu "
            "steady_waits=%llu drain_ms=%.0f step1_ms=%.1f steady_ms=%.3f loaded_ms=%.3f "
-           "steady_over_loaded=%.3f cublas_first_pass_ms=%.3f cublas_step_ms=%.3f "
+           "steady_over_loaded=%.3f loaded_again_ms=%.3f cublas_first_pass_ms=%.3f "
+           "cublas_step_ms=%.3f "
            "loaded_over_cublas=%.3f host_us_per_call=%.2f cublas_host_us_per_call=%.2f "
            "gemm_geomean_vs_cublas=%.3f gemm_sum_vs_cublas=%.3f worst_call=%s:%lldx%lldx%lld:%.3f "
            "max_err=%.2e check=%s\n",
@@ -472,11 +475,12 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
            (unsigned long long)fallback_total, (unsigned long long)s1.builds_done,
            (unsigned long long)s1.builds_failed, (unsigned long long)s1.builds_dropped, settled_at,
            settle_ms, (unsigned long long)steady_fallback, (unsigned long long)steady_waits,
-           drain_ms, step_ms[0], steady / half, loaded / half, steady / loaded, cub_cold / half,
-           cub_ms / half, loaded / cub_ms, enq_ours * 1e3 / n_enq, enq_cub * 1e3 / n_enq,
-           exp(log_sum / n), cub_sum / ours_sum, worst ? tk_op_name(worst->op) : "-",
-           worst ? (long long)worst->M : 0, worst ? (long long)worst->N : 0,
-           worst ? (long long)worst->K : 0, worst_ratio, worst_err, ok ? "pass" : "FAIL");
+           drain_ms, step_ms[0], steady / half, loaded / half, steady / loaded, steady_again / half,
+           cub_cold / half, cub_ms / half, loaded / cub_ms, enq_ours * 1e3 / n_enq,
+           enq_cub * 1e3 / n_enq, exp(log_sum / n), cub_sum / ours_sum,
+           worst ? tk_op_name(worst->op) : "-", worst ? (long long)worst->M : 0,
+           worst ? (long long)worst->N : 0, worst ? (long long)worst->K : 0, worst_ratio, worst_err,
+           ok ? "pass" : "FAIL");
     fflush(stdout);
     tk_context_destroy(g_ctx);
     if (!warm) {

@@ -318,8 +318,8 @@ tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
     }
     if (st != TK_NOT_FOUND)
         return st;
-    /* Nothing usable yet: this call waits for the kernel it prefers (the
-     * queued build then finds it in memory). */
+    /* Nothing usable yet (only with compile_fallback unset): this call waits
+     * for the kernel it prefers. */
     return tk__op_kernel(ctx, best, kernel, NULL, NULL);
 }
 

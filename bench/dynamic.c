@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "cublas_ref.h"
 #include "tokitai/ops.h"
 #include "tokitai/tokitai.h"
@@ -49,18 +50,6 @@
 #define EXPERTS 8
 #define MAX_LAYERS 16
 #define MAX_STEPS 200
-
-static tk_context *g_ctx;
-
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        tk_status st_ = (expr);                                                                    \
-        if (st_ != TK_OK) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #expr, tk_status_str(st_), \
-                    tk_context_last_error(g_ctx));                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static double now_ms(void)
 {
@@ -112,13 +101,6 @@ typedef struct bufs {
     void *wu[MAX_LAYERS][EXPERTS], *wd[MAX_LAYERS][EXPERTS];
     float *ref32; /* cuBLAS's output of the checked call */
 } bufs;
-
-static void *dalloc(size_t bytes)
-{
-    void *p = NULL;
-    CHECK(tk_mem_alloc(g_ctx, bytes, &p));
-    return p;
-}
 
 static void fill(void *d, size_t n_half)
 {

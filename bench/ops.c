@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "cublas_ref.h"
 #include "tokitai/ops.h"
 #include "tokitai/tokitai.h"
@@ -52,25 +53,6 @@ static int cmp_float(const void *a, const void *b)
 {
     const float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
-}
-
-static tk_context *g_ctx;
-
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        tk_status st_ = (expr);                                                                    \
-        if (st_ != TK_OK) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #expr, tk_status_str(st_), \
-                    tk_context_last_error(g_ctx));                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void *dalloc(size_t bytes)
-{
-    void *p = NULL;
-    CHECK(tk_mem_alloc(g_ctx, bytes, &p));
-    return p;
 }
 
 /* Median over `iters` samples of the per-run time, each sample one event

@@ -290,15 +290,7 @@ START_TEST(test_processes_compile_once)
             _exit((int)stats_of(ctx).compiles);
         }
     }
-    int total = 0;
-    for (int i = 0; i < 4; i++) {
-        int status = 0;
-        ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
-        ck_assert(WIFEXITED(status));
-        ck_assert_int_lt(WEXITSTATUS(status), 100);
-        total += WEXITSTATUS(status);
-    }
-    ck_assert_int_eq(total, 1);
+    ck_assert_int_eq(tk_test_wait_children(pids, 4), 1);
 }
 END_TEST
 

@@ -247,7 +247,7 @@ END_TEST
 START_TEST(test_processes_build_once)
 {
     pid_t pid[4];
-    int total = 0;
+    int total;
     tk__stub_counters_get()->compile_delay_ms = 100;
     for (int i = 0; i < 4; i++) {
         pid[i] = fork();
@@ -273,13 +273,7 @@ START_TEST(test_processes_build_once)
             _exit((int)s.compiles);
         }
     }
-    for (int i = 0; i < 4; i++) {
-        int status = 0;
-        ck_assert_int_eq(waitpid(pid[i], &status, 0), pid[i]);
-        ck_assert(WIFEXITED(status));
-        ck_assert_int_lt(WEXITSTATUS(status), 100);
-        total += WEXITSTATUS(status);
-    }
+    total = tk_test_wait_children(pid, 4);
     ck_assert_int_eq(total, 2);
 }
 END_TEST

@@ -182,3 +182,16 @@ int tk_test_gpu_main(Suite *suite)
     srunner_free(sr);
     return failed == 0 ? 0 : 1;
 }
+
+int tk_test_wait_children(const pid_t *pids, int n)
+{
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        int status = 0;
+        ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+        ck_assert_msg(WIFEXITED(status), "child %d: status %d", i, status);
+        ck_assert_int_lt(WEXITSTATUS(status), 100);
+        total += WEXITSTATUS(status);
+    }
+    return total;
+}

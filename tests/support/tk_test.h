@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "tokitai/tokitai.h"
 
@@ -17,6 +18,10 @@ char *tk_test_read_file(const char *path, size_t *size);
 /* Runs argv (no shell), captures stdout and stderr (malloc'd, may be NULL
  * pointers to skip), returns the exit status or -1. */
 int tk_test_run(char *const argv[], char **out, char **err);
+/* Waits for n children; each must exit normally with a status below 100
+ * (>= 100: the child's own setup failed). Returns the sum of their exit
+ * statuses (children report counts that way). */
+int tk_test_wait_children(const pid_t *pids, int n);
 /* Path of the tokitai-jit executable under test ($TK_TEST_CLI). */
 const char *tk_test_cli(void);
 /* Runs a suite with CK_NORMAL output; returns the process exit code. */
@@ -30,12 +35,12 @@ tk_context *tk_test_gpu_context_or_skip(const tk_config *cfg);
  * does not survive fork() once initialised); the process exit code. */
 int tk_test_gpu_main(Suite *suite);
 
-#define tk_assert_status(expr, expected)                                                   \
-    do {                                                                                   \
-        tk_status tk__got = (expr);                                                        \
-        ck_assert_msg(tk__got == (expected), "%s: got %s (%d), expected %s (%d)", #expr,  \
-                      tk_status_str(tk__got), (int)tk__got, tk_status_str(expected),       \
-                      (int)(expected));                                                    \
+#define tk_assert_status(expr, expected)                                                           \
+    do {                                                                                           \
+        tk_status tk__got = (expr);                                                                \
+        ck_assert_msg(tk__got == (expected), "%s: got %s (%d), expected %s (%d)", #expr,           \
+                      tk_status_str(tk__got), (int)tk__got, tk_status_str(expected),               \
+                      (int)(expected));                                                            \
     } while (0)
 
 #endif

@@ -742,12 +742,58 @@ __device__ __forceinline__ void tma_load2d(unsigned dst, const tk_tmap *map, int
                  : "memory");
 }
 
+// fp16 register epilogue with full 32-byte sectors: the accumulator layout
+// gives a lane 2 columns of each 8-column block; lanes trade pairs inside
+// their quad so that each lane stores 4 consecutive halves (8 bytes), 4 lanes
+// a whole 32-byte sector of a row, half as many stores as pair stores.
+// Needs C 8-byte aligned and ldc % 4 == 0 (checked by the caller).
+template <int BN, int NACC>
+__device__ __forceinline__ void store_acc_h4(const float (&acc)[NACC], unsigned short *C, tk_i64 ldc,
+                                             tk_i64 M, tk_i64 N, tk_i64 rbase, tk_i64 n0,
+                                             int lane)
+{
+    const int q = lane & 3;
+    const int src0 = (lane & ~3) | ((q & 1) << 1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const tk_i64 r = rbase + h * 8;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j += 2) {
+            const unsigned pj = tkg::pack_h2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            const unsigned pk = tkg::pack_h2(acc[4 * (j + 1) + 2 * h], acc[4 * (j + 1) + 2 * h + 1]);
+            const unsigned a0 = __shfl_sync(0xffffffffu, pj, src0);
+            const unsigned a1 = __shfl_sync(0xffffffffu, pj, src0 + 1);
+            const unsigned b0 = __shfl_sync(0xffffffffu, pk, src0);
+            const unsigned b1 = __shfl_sync(0xffffffffu, pk, src0 + 1);
+            if (r >= M)
+                continue;
+            const unsigned lo = q < 2 ? a0 : b0, hi = q < 2 ? a1 : b1;
+            const tk_i64 c = n0 + (j + (q >> 1)) * 8 + (q & 1) * 4;
+            unsigned short *out = C + r * ldc + c;
+            if (c + 3 < N) {
+                *(uint2 *)out = make_uint2(lo, hi);
+            } else {
+                const unsigned xs[2] = {lo, hi};
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (c + e < N)
+                        out[e] = (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
+            }
+        }
+    }
+}
+
 // Consumer warpgroups 1-2 of gemm_body_tma: wgmma on each full stage, then
-// the epilogue. A function of its own so that the producer / consumer split
-// is one if / else (setmaxnreg applies per branch).
+// the epilogue, for each tile of the block (tiles blockIdx.x, + gridDim.x,
+// ...: one tile when the grid has a block per tile, several when the host
+// launched a persistent grid). A function of its own so that the producer /
+// consumer split is one if / else (setmaxnreg applies per branch).
+// Stage s of the ring holds k-step `it` (counted across the block's tiles)
+// when it % STAGES == s, in phase (it / STAGES) & 1.
 template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
 __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
-                                            tk_i64 N, int m0, int n0, tk_i64 ldc, void *C)
+                                            tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
+                                            void *C)
 {
     constexpr int BM = 128, BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -756,99 +802,122 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = (tid >> 7) - 1;
     const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
-    float acc[NACC];
+    const tk_i64 tiles = tiles_m * tiles_n;
+    int it = 0;
+    for (tk_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+        tk_i64 tm, tn;
+        tk_gemm_tile_of(t, tiles_m, tiles_n, &tm, &tn);
+        const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
+        float acc[NACC];
 #pragma unroll
-    for (int i = 0; i < NACC; ++i)
-        acc[i] = 0.f;
-    for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % STAGES;
-        bar_wait(bars + 8 * s, (kt / STAGES) & 1);
-        const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
-        fence_regs<NACC>(acc);
-        fence();
+        for (int i = 0; i < NACC; ++i)
+            acc[i] = 0.f;
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+            const int s = it % STAGES;
+            bar_wait(bars + 8 * s, (it / STAGES) & 1);
+            const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+            fence_regs<NACC>(acc);
+            fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            unsigned long long da, db;
-            if (AK)
-                da = desc(sa + cw * 64 * 128 + kk * 32, 16, 1024);
-            else
-                da = desc(sa + cw * BK * 128 + kk * 16 * 128, BK * 128, 1024);
-            if (BKM)
-                db = desc(sb + kk * 32, 16, 1024);
-            else
-                db = desc(sb + kk * 16 * 128, BK * 128, 1024);
-            mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc, da, db);
-        }
-        commit();
-        wait<1>(); // the wgmma of tile kt - 1 is done: its stage is free
-        fence_regs<NACC>(acc);
-        if (kt > 0 && (tid & 127) == 0)
-            bar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
-    }
-    wait<0>();
-    fence_regs<NACC>(acc);
-    if (TK_EPI_SMEM) {
-        // Short-K shapes (grad_b with K = the op's M) are bound by this write:
-        // the register layout gives each warp 8 rows x 16-32 bytes per store,
-        // staged rows go out as whole 16-byte vectors, a warp per 512 bytes.
-        constexpr int ES = OUT16 ? 2 : 4;
-        // Row padding: the pair stores of 8 rows hit distinct banks (16 bytes
-        // shift 4 banks a row for 4-byte pairs, 32 bytes 8 banks for 8-byte).
-        constexpr int STRIDE = BN * ES + (OUT16 ? 16 : 32);
-        constexpr int CH = BN * ES / 16, PER = 16 / ES;
-        static_assert(2 * 64 * STRIDE <= STAGES * STAGE_BYTES, "staging exceeds the ring");
-        // Both consumer warpgroups are past their last wgmma (and the producer
-        // past its last copy) before either overwrites the ring.
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        const unsigned st = sbase + cw * 64 * STRIDE;
-        const int rl = warp_in_wg * 16 + (lane >> 2);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                const unsigned off =
-                    st + (unsigned)((rl + 8 * h) * STRIDE + (j * 8 + (lane & 3) * 2) * ES);
-                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-                if (OUT16)
-                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off), "r"(tkg::pack_h2(v0, v1))
-                                 : "memory");
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                unsigned long long da, db;
+                if (AK)
+                    da = desc(sa + cw * 64 * 128 + kk * 32, 16, 1024);
                 else
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off), "f"(v0), "f"(v1)
-                                 : "memory");
+                    da = desc(sa + cw * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+                if (BKM)
+                    db = desc(sb + kk * 32, 16, 1024);
+                else
+                    db = desc(sb + kk * 16 * 128, BK * 128, 1024);
+                mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc, da, db);
             }
+            commit();
+            wait<1>(); // the wgmma of step it - 1 is done: its stage is free
+            fence_regs<NACC>(acc);
+            if (kt > 0 && (tid & 127) == 0)
+                bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
         }
-        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
-        const bool v16 = VEC && ((unsigned long long)C % 16 == 0) && ((ldc * ES) % 16 == 0);
-        for (int i = tid & 127; i < 64 * CH; i += 128) {
-            const int row = i / CH, ch = i % CH;
-            const tk_i64 r = m0 + cw * 64 + row, c = n0 + ch * PER;
-            if (r >= M)
-                break; // rows grow with i
-            unsigned x0, x1, x2, x3;
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
-                         : "r"(st + (unsigned)(row * STRIDE + ch * 16))
-                         : "memory");
-            char *out = (char *)C + (r * ldc + c) * ES;
-            if (v16 && c + PER <= N) {
-                *(uint4 *)out = make_uint4(x0, x1, x2, x3);
-            } else {
-                const unsigned xs[4] = {x0, x1, x2, x3};
+        wait<0>();
+        fence_regs<NACC>(acc);
+        const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
+        if (t + gridDim.x < tiles) {
+            // More tiles follow: free the last stage for the producer (already
+            // loading the next tile) and store from registers; the ring is
+            // not ours to stage through.
+            if (KT > 0 && (tid & 127) == 0)
+                bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+            if (OUT16 && VEC && ((unsigned long long)C % 8 == 0) && (ldc % 4 == 0))
+                store_acc_h4<BN>(acc, (unsigned short *)C, ldc, M, N, rbase, n0, lane);
+            else
+                store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, rbase, n0, lane);
+            continue;
+        }
+        if (TK_EPI_SMEM) {
+            // Short-K shapes (grad_b with K = the op's M) are bound by this write:
+            // the register layout gives each warp 8 rows x 16-32 bytes per store,
+            // staged rows go out as whole 16-byte vectors, a warp per 512 bytes.
+            constexpr int ES = OUT16 ? 2 : 4;
+            // Row padding: the pair stores of 8 rows hit distinct banks (16 bytes
+            // shift 4 banks a row for 4-byte pairs, 32 bytes 8 banks for 8-byte).
+            constexpr int STRIDE = BN * ES + (OUT16 ? 16 : 32);
+            constexpr int CH = BN * ES / 16, PER = 16 / ES;
+            static_assert(2 * 64 * STRIDE <= STAGES * STAGE_BYTES, "staging exceeds the ring");
+            // The block's last tile: both consumer warpgroups are past their
+            // last wgmma (and the producer past its last copy) before either
+            // overwrites the ring.
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            const unsigned st = sbase + cw * 64 * STRIDE;
+            const int rl = warp_in_wg * 16 + (lane >> 2);
 #pragma unroll
-                for (int e = 0; e < PER; ++e) {
-                    if (c + e >= N)
-                        break;
+            for (int h = 0; h < 2; ++h) {
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j) {
+                    const unsigned off =
+                        st + (unsigned)((rl + 8 * h) * STRIDE + (j * 8 + (lane & 3) * 2) * ES);
+                    const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
                     if (OUT16)
-                        ((unsigned short *)out)[e] = (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off),
+                                     "r"(tkg::pack_h2(v0, v1))
+                                     : "memory");
                     else
-                        ((unsigned *)out)[e] = xs[e];
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off), "f"(v0),
+                                     "f"(v1)
+                                     : "memory");
                 }
             }
+            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+            const bool v16 = VEC && ((unsigned long long)C % 16 == 0) && ((ldc * ES) % 16 == 0);
+            for (int i = tid & 127; i < 64 * CH; i += 128) {
+                const int row = i / CH, ch = i % CH;
+                const tk_i64 r = m0 + cw * 64 + row, c = n0 + ch * PER;
+                if (r >= M)
+                    break; // rows grow with i
+                unsigned x0, x1, x2, x3;
+                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                             : "r"(st + (unsigned)(row * STRIDE + ch * 16))
+                             : "memory");
+                char *out = (char *)C + (r * ldc + c) * ES;
+                if (v16 && c + PER <= N) {
+                    *(uint4 *)out = make_uint4(x0, x1, x2, x3);
+                } else {
+                    const unsigned xs[4] = {x0, x1, x2, x3};
+#pragma unroll
+                    for (int e = 0; e < PER; ++e) {
+                        if (c + e >= N)
+                            break;
+                        if (OUT16)
+                            ((unsigned short *)out)[e] =
+                                (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
+                        else
+                            ((unsigned *)out)[e] = xs[e];
+                    }
+                }
+            }
+        } else {
+            store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, rbase, n0, lane);
         }
-        return;
     }
-    store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2),
-                                   n0, lane);
 }
 
 // Dynamic shared memory: STAGES * (128 + BN) * 64 * 2 + 2048 bytes (1 KiB of
@@ -863,9 +932,6 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
     const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    tk_i64 tm, tn;
-    tk_gemm_tile_of((tk_i64)blockIdx.x, tiles_m, tiles_n, &tm, &tn);
-    const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
     const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
     // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
     // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup).
@@ -880,33 +946,41 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    if (tm >= tiles_m)
+    if ((tk_i64)blockIdx.x >= tiles_m * tiles_n)
         return;
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            for (int kt = 0; kt < KT; ++kt) {
-                const int s = kt % STAGES;
-                if (kt >= STAGES) // the consumers released the tile kt - STAGES
-                    bar_wait(bars + 8 * (STAGES + s), ((kt / STAGES) - 1) & 1);
-                const unsigned full = bars + 8 * s;
-                bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
-                const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
-                const int k0 = (kt0 + kt) * BK;
-                if (AK)
-                    tma_load2d(sa, mA, k0, m0, full);
-                else
-                    for (int b = 0; b < BM / 64; ++b)
-                        tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, k0, full);
-                if (BKM)
-                    tma_load2d(sb, mB, k0, n0, full);
-                else
-                    for (int b = 0; b < BN / 64; ++b)
-                        tma_load2d(sb + b * BK * 128, mB, n0 + 64 * b, k0, full);
+            const tk_i64 tiles = tiles_m * tiles_n;
+            int it = 0;
+            for (tk_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+                tk_i64 tm, tn;
+                tk_gemm_tile_of(t, tiles_m, tiles_n, &tm, &tn);
+                const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
+                for (int kt = 0; kt < KT; ++kt, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) // the consumers released step it - STAGES
+                        bar_wait(bars + 8 * (STAGES + s), ((it / STAGES) - 1) & 1);
+                    const unsigned full = bars + 8 * s;
+                    bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
+                    const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+                    const int k0 = (kt0 + kt) * BK;
+                    if (AK)
+                        tma_load2d(sa, mA, k0, m0, full);
+                    else
+                        for (int b = 0; b < BM / 64; ++b)
+                            tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, k0, full);
+                    if (BKM)
+                        tma_load2d(sb, mB, k0, n0, full);
+                    else
+                        for (int b = 0; b < BN / 64; ++b)
+                            tma_load2d(sb + b * BK * 128, mB, n0 + 64 * b, k0, full);
+                }
             }
         }
     } else {
-        consume_tma<BN, STAGES, AK, BKM, OUT16, VEC>(sbase, bars, KT, M, N, m0, n0, ldc, C);
+        consume_tma<BN, STAGES, AK, BKM, OUT16, VEC>(sbase, bars, KT, M, N, tiles_m, tiles_n, ldc,
+                                                     C);
     }
 }
 

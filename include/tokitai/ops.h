@@ -173,6 +173,45 @@ TK_API const char *tk_op_dims(tk_op op, int *n_dims);
 TK_API tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
                                   unsigned *n_compiled, unsigned *n_cached);
 
+/* ---------------------------------------------------------------- tuning */
+
+/* What tk_op_tune measured and kept. */
+typedef struct tk_tune_report {
+    char record[128];    /* the shape class: "gemm_f16_fwd N=2816 K=1024 M<=4096" */
+    char chosen[64];     /* the configuration kept, e.g. "tma bn=256 persist=1 split=1" */
+    char heuristic[64];  /* the configuration the heuristics choose without a record */
+    double chosen_us;    /* device time per call of each, microseconds */
+    double heuristic_us;
+    int64_t timed_m;     /* the M it was timed at: the class's largest */
+    unsigned candidates; /* configurations timed */
+    unsigned compiled;   /* kernels compiled for them (the rest were cached) */
+    unsigned rejected;   /* faster candidates dropped: output not the heuristics' */
+    int stored;          /* 1: written to the cache; 0: in force for this context only */
+} tk_tune_report;
+
+/* Tunes the shape class of dims for op on the context's device: compiles
+ * every candidate configuration (in parallel), times each on random operands
+ * with device events (the best of three batches of ~0.5 ms), and stores the
+ * fastest as a tuning record in the cache, keyed by op, N, K, the class of M
+ * (16-row steps to 128, 128-row steps to 8192, 1024-row steps to 32768, then
+ * octaves), backend, target, compiler and library version. Later calls of
+ * the class (any process using that cache, a bundle or the remote tier) use
+ * the record instead of the heuristics; precompile compiles its kernel.
+ * Without a record the heuristics choose. Only the GEMM ops have
+ * configurations to tune (TK_UNSUPPORTED for the others, and on targets with
+ * one configuration: AMD, NVIDIA below sm_80); needs a device. Every
+ * configuration computes the same fp32 products; split-K only reorders the
+ * sums, within the op's tolerance. The winner's output is compared with the
+ * heuristics' before it is kept (a mismatch drops it for the next fastest).
+ *
+ * $TOKITAI_JIT_TUNE: "off" ignores records (heuristics only); "auto" tunes
+ * a class at its first call that has no record, on that call's operands and
+ * stream: the call then costs the candidates' compiles (seconds, once per
+ * kernel and cache), a few milliseconds of timing and a stream
+ * synchronisation; the default uses records where they exist. */
+TK_API tk_status tk_op_tune(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
+                            tk_tune_report *out);
+
 /* -------------------------------------------------------- CPU references */
 
 /* IEEE binary16 <-> binary32, round-to-nearest-even, subnormals, infinities

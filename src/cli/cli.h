@@ -32,7 +32,8 @@ typedef enum tk__cli_command {
     TK__CMD_PRECOMPILE,
     TK__CMD_EXPORT,
     TK__CMD_IMPORT,
-    TK__CMD_PUSH /* issue 12 */
+    TK__CMD_PUSH, /* issue 12 */
+    TK__CMD_TUNE
 } tk__cli_command;
 
 /* Everything the command line said; strings borrowed from argv. */
@@ -58,6 +59,7 @@ typedef struct tk__cli_opts {
     const char *file; /* --export / --import FILE */
     const char *remote; /* --remote URL (issue 12) */
     const char *bundle; /* --push --bundle FILE */
+    const char *classes; /* --tune --classes all|manifest */
 } tk__cli_opts;
 
 /* "tokitai-jit: <message>" on stderr, one line. */
@@ -99,6 +101,7 @@ int tk__cmd_import(const tk__cli_opts *opts);
 int tk__cmd_info(const tk__cli_opts *opts);
 int tk__cmd_run(const tk__cli_opts *opts);
 int tk__cmd_precompile(const tk__cli_opts *opts);
+int tk__cmd_tune(const tk__cli_opts *opts);
 /* The remote tier (cmd_remote.c): --stats / --list with --remote, --push. */
 int tk__cmd_remote_stats(const tk__cli_opts *opts);
 int tk__cmd_remote_list(const tk__cli_opts *opts);

@@ -43,7 +43,16 @@ static int collect(void *user, const tk_cache_entry_info *info)
     memset(e, 0, sizeof *e);
     e->key_hex = dup_or_empty(info->key_hex);
     e->path = dup_or_empty(info->path);
-    e->kernel = dup_or_empty(info->kernel);
+    if (info->source != NULL && strncmp(info->source, "tune:", 5) == 0 && info->kernel != NULL) {
+        /* a tuning record (tk_op_tune): its class and the configuration kept */
+        const char *cfgs = info->options != NULL ? info->options : "";
+        size_t n = strlen(info->source) + strlen(info->kernel) + strlen(cfgs) + 16;
+        e->kernel = malloc(n);
+        if (e->kernel != NULL)
+            snprintf(e->kernel, n, "tuning %s %s: %s", info->source + 5, info->kernel, cfgs);
+    } else {
+        e->kernel = dup_or_empty(info->kernel);
+    }
     e->source = dup_or_empty(info->source);
     e->backend = dup_or_empty(info->backend);
     e->arch = dup_or_empty(info->arch);
@@ -202,7 +211,7 @@ static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
         printf("cache %s is empty\n", tk_cache_root(cache));
         return;
     }
-    int wk = col_width(l, offsetof(entry, kernel), "KERNEL", 48);
+    int wk = col_width(l, offsetof(entry, kernel), "KERNEL", 72);
     int wb = col_width(l, offsetof(entry, backend), "BACKEND", 8);
     int wa = col_width(l, offsetof(entry, arch), "ARCH", 32);
     int wc = col_width(l, offsetof(entry, compiler), "COMPILER", 40);
@@ -435,6 +444,8 @@ static int op_matches(const char *op, const tk_cache_entry_info *info)
     const char *src = info->source;
     if (!src || !*src || strncmp(src, "user:", 5) == 0)
         return 0;
+    if (strncmp(src, "tune:", 5) == 0) /* tuning records go with their op */
+        return strcmp(src + 5, op) == 0;
     if (source_is_prefix(src, op))
         return 1;
     for (int i = 0; i < TK_OP_COUNT; i++) {

@@ -28,6 +28,9 @@ static const char usage_text[] =
     "  --export FILE      pack cache entries into one bundle file\n"
     "  --import FILE      verify a bundle's entries and add the good ones to the\n"
     "                     cache\n"
+    "  --tune             on the GPU present, time the candidate configurations of\n"
+    "                     every GEMM shape class the manifest reaches and keep the\n"
+    "                     fastest of each as a tuning record in the cache\n"
     "  --push             upload the cache's entries (or --bundle FILE's) to the\n"
     "                     remote cache (--remote URL or TOKITAI_JIT_REMOTE)\n"
     "  --help, -h         this text\n"
@@ -44,15 +47,18 @@ static const char usage_text[] =
     "  --shape DIMS       --run: sizes as 512x1024x4096 or 512,1024,4096, in the op's\n"
     "                     order (gemm: M,N,K; softmax: rows,cols; embedding: V,D,Q)\n"
     "  --seed N           --run: random seed (default 1)\n"
-    "  --policy P         --run, --precompile: specialisation policy: stable\n"
+    "  --policy P         --run, --precompile, --tune: specialisation policy: stable\n"
     "                     (default: weights baked, token counts at run time),\n"
     "                     exact (everything baked) or generic (nothing baked)\n"
     "  --build-mode M     --run: async (default: a generic kernel serves while the\n"
     "                     specialised one builds in the background) or sync\n"
-    "  --manifest FILE    --precompile: manifest to use (default: the built-in\n"
+    "  --classes C        --tune: all (default: every class of M up to the largest\n"
+    "                     M of each GEMM line, at least 8192) or manifest (only\n"
+    "                     the classes of the M values the lines name)\n"
+    "  --manifest FILE    --precompile, --tune: manifest to use (default: the built-in\n"
     "                     manifest for the 0.7B MoE training workload)\n"
     "  --arch LIST        --precompile, --export: targets such as sm_80,sm_90,gfx90a\n"
-    "  --ops LIST         --precompile, --export: operators such as gemm_f16_fwd,\n"
+    "  --ops LIST         --precompile, --export, --tune: operators such as gemm_f16_fwd,\n"
     "                     softmax_f16_fwd\n"
     "  -j N, --jobs N     --precompile: worker processes (default: number of CPUs)\n"
     "  --dry-run          --precompile: list the jobs, compile nothing\n"
@@ -87,6 +93,9 @@ static const char usage_text[] =
     "  TOKITAI_JIT_BACKEND         cuda, hip or stub: force a backend\n"
     "  TOKITAI_JIT_POLICY          stable, exact or generic: default policy\n"
     "  TOKITAI_JIT_BUILD           async or sync: default operator build mode\n"
+    "  TOKITAI_JIT_TUNE            off: ignore tuning records; auto: tune a GEMM\n"
+    "                              class at its first call (costs compiles and a\n"
+    "                              stream sync once per class); default: use records\n"
     "  TOKITAI_JIT_LOG             1, info, debug or warn: library log on stderr\n"
     "  TOKITAI_JIT_REMOTE          remote cache URL (library and --push)\n"
     "  TOKITAI_JIT_REMOTE_KEY      shared secret: sign values, refuse unsigned ones\n"
@@ -123,6 +132,8 @@ static const opt_spec specs[] = {
     {"--info", NULL, 0, TK__CMD_INFO, ALL_COMMANDS},
     {"--run", NULL, 1, TK__CMD_RUN, ALL_COMMANDS},
     {"--precompile", NULL, 0, TK__CMD_PRECOMPILE, ALL_COMMANDS},
+    {"--tune", NULL, 0, TK__CMD_TUNE, ALL_COMMANDS},
+    {"--classes", NULL, 1, TK__CMD_NONE, C(TK__CMD_TUNE)},
     {"--export", NULL, 1, TK__CMD_EXPORT, ALL_COMMANDS},
     {"--import", NULL, 1, TK__CMD_IMPORT, ALL_COMMANDS},
     {"--cache-dir", NULL, 1, TK__CMD_NONE, ALL_COMMANDS},
@@ -132,11 +143,11 @@ static const opt_spec specs[] = {
     {"--max-size", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRUNE)},
     {"--shape", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--seed", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
-    {"--policy", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN) | C(TK__CMD_PRECOMPILE)},
+    {"--policy", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN) | C(TK__CMD_PRECOMPILE) | C(TK__CMD_TUNE)},
     {"--build-mode", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
-    {"--manifest", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
+    {"--manifest", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_TUNE)},
     {"--arch", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
-    {"--ops", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
+    {"--ops", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT) | C(TK__CMD_TUNE)},
     {"--jobs", "-j", 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     {"--dry-run", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     /* issue 12: the remote tier */
@@ -229,6 +240,12 @@ static int apply_value(tk__cli_opts *o, const opt_spec *s, const char *v)
             return -1;
         }
         o->have_build_mode = 1;
+    } else if (strcmp(n, "--classes") == 0) {
+        if (strcmp(v, "all") != 0 && strcmp(v, "manifest") != 0) {
+            tk__cli_error("--classes: bad value '%s' (all or manifest)", v);
+            return -1;
+        }
+        o->classes = v;
     } else if (strcmp(n, "--manifest") == 0) {
         o->manifest = v;
     } else if (strcmp(n, "--arch") == 0) {
@@ -379,6 +396,8 @@ int main(int argc, char **argv)
         return tk__cmd_import(&opts);
     case TK__CMD_PUSH:
         return tk__cmd_push(&opts);
+    case TK__CMD_TUNE:
+        return tk__cmd_tune(&opts);
     case TK__CMD_NONE:
         break;
     }

@@ -35,6 +35,20 @@ tk_status tk__kernel_launch_pdl(tk_context *ctx, const tk_kernel *kernel, const 
                                 const unsigned block[3], unsigned shared_bytes, void *stream,
                                 void **args);
 
+/* Multiprocessors of the context's device (asked once, then remembered); 0
+ * without a device or when the backend does not say. */
+int tk__ctx_sm_count(tk_context *ctx);
+
+/* Tuning records (src/jit/records.c): a short text value (< 128 bytes) per
+ * (kind, name) for the context's backend, compiler and target, kept in the
+ * cache (source "tune:<kind>", kernel = name) and remembered per context.
+ * get: TK_OK and value filled, or TK_NOT_FOUND. put: stores it (and uses it
+ * in this process from now on); TK_UNSUPPORTED when the cache cannot take
+ * it (disabled, read-only: kept for the process only). */
+tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, char *value,
+                         size_t size);
+tk_status tk__record_put(tk_context *ctx, const char *kind, const char *name, const char *value);
+
 /* Embedded kernel source by name, or NULL. Static storage. */
 const char *tk__embedded_source(const char *name, size_t *len);
 

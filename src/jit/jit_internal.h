@@ -128,6 +128,7 @@ struct tk_context {
     int has_device;
     char target[256];
     char compiler[256];
+    int sm_count; /* tk__ctx_sm_count: 0 not asked yet, -1 unknown */
     tk_policy policy;
 
     tk_log_fn log;

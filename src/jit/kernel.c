@@ -1235,6 +1235,18 @@ tk_status tk__tensor_map_f16(tk_context *ctx, void *out, const void *base, uint6
     return TK_OK;
 }
 
+int tk__ctx_sm_count(tk_context *ctx)
+{
+    int n = __atomic_load_n(&ctx->sm_count, __ATOMIC_RELAXED);
+    if (n == 0) {
+        n = ctx->has_device && ctx->be->sm_count != NULL ? ctx->be->sm_count(ctx->dev) : 0;
+        if (n <= 0)
+            n = -1;
+        __atomic_store_n(&ctx->sm_count, n, __ATOMIC_RELAXED);
+    }
+    return n > 0 ? n : 0;
+}
+
 /* Dynamic shared memory a launch gets without raising the limit. */
 #define TK__DEFAULT_SHARED (48u * 1024u)
 

@@ -204,6 +204,33 @@ tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n
     return TK_OK;
 }
 
+tk_status tk_op_tune(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
+                     tk_tune_report *out)
+{
+    int want = 0;
+    tk_status st;
+    if (ctx == NULL)
+        return TK_INVALID_ARGUMENT;
+    if (out == NULL)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_tune: NULL report");
+    memset(out, 0, sizeof *out);
+    if (tk_op_dims(op, &want) == NULL)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_tune: unknown op %d", (int)op);
+    if (dims == NULL || n_dims != want)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_tune: %s takes %d dims (%s), got %d",
+                        tk_op_name(op), want, tk_op_dims(op, NULL), dims == NULL ? 0 : n_dims);
+    for (int i = 0; i < n_dims; i++) {
+        st = tk__op_check_size(ctx, tk_op_name(op), "dims[i]", dims[i]);
+        if (st != TK_OK)
+            return st;
+    }
+    if (op != TK_OP_GEMM_F16_FWD && op != TK_OP_GEMM_F16_GRAD_A && op != TK_OP_GEMM_F16_GRAD_B)
+        return tk__fail(ctx, TK_UNSUPPORTED,
+                        "tk_op_tune: %s has nothing to tune (its kernel follows from the shape)",
+                        tk_op_name(op));
+    return tk__gemm_tune(ctx, op, dims, out);
+}
+
 /* --------------------------------------------------------------- kernels */
 
 static _Thread_local tk__op_trace op_trace;

@@ -40,6 +40,8 @@
  * 8; anything else gets the scalar-load variant of the same kernel (slower,
  * never an error).
  */
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,8 +142,12 @@ typedef struct gemm_plan {
     int wgmma;  /* the sm_90a warpgroup-MMA kernel serves this call */
     int tma;    /* ... in its TMA form (tensor maps as arguments) */
     int wg_bn, wg_stages;
-    int splits; /* > 1: split-K into the workspace, then the reduce kernel */
+    int persist; /* tma: grid of one block per SM at most, each taking tiles in turn */
+    int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
     gemm_tile tile;
+    int64_t om, on, ok; /* the op's own M, N, K (tuning records are keyed on them) */
+    int tuned;          /* a tuning record chose the configuration */
+    int64_t sms;        /* multiprocessors of the device (NV_SMS offline) */
 } gemm_plan;
 
 static int ceil_div_gt(int64_t a, int64_t b, int64_t n)
@@ -186,6 +192,9 @@ static void plan_target(tk_context *ctx, gemm_plan *p)
         p->sm90 = sm == 90;
     }
     p->tile = *pick_tile(p->M, p->N, p->K);
+    p->sms = tk__ctx_sm_count(ctx);
+    if (p->sms <= 0)
+        p->sms = NV_SMS;
 }
 
 /* Fraction of the SMs busy over the waves `tiles` blocks take (one block
@@ -209,6 +218,7 @@ static void plan_wgmma(gemm_plan *p)
 {
     p->wgmma = 0;
     p->tma = 0;
+    p->persist = 0;
     if (!p->sm90 || !p->aligned || p->tile.bm != nv_tiles[0].bm || p->tile.bn != nv_tiles[0].bn)
         return;
     const int64_t tm = (p->M + 127) / 128;
@@ -288,10 +298,204 @@ static void plan_split(gemm_plan *p)
     }
 }
 
+/* ------------------------------------------------------------- tuning
+ *
+ * A configuration is what the planner decides beyond layout and alignment:
+ * kernel (TMA wgmma or mma.sync), tile, persistent grid, split-K factor.
+ * The heuristics above choose one; a tuning record (tokitai-jit --tune,
+ * tk_op_tune) replaces that choice for a shape class: the op, its N and K
+ * (fixed by the model) and a class of M (tokens): 16-row steps up to 128,
+ * 128-row steps (one 128-row tile more or less) up to 8192, 1024-row steps
+ * up to 32768, then octaves. Records are text ("tma bn=256 persist=1
+ * split=1", "mma tile=2 split=4"), checked against the call when used: one
+ * that does not fit the call (unaligned operands, a TMA kernel on another
+ * target) is ignored and the heuristics choose. Every configuration
+ * computes the same products in fp32; only split-K changes the order of
+ * the sums, within the op's tolerance. */
+typedef struct gemm_cfg {
+    int tma;     /* 1: the sm_90a TMA wgmma kernel, 0: mma.sync */
+    int bn;      /* tma: 128 or 256 columns */
+    int tile;    /* mma.sync: index into nv_tiles */
+    int persist; /* tma: persistent grid */
+    int splits;  /* split-K factor; 1: none */
+} gemm_cfg;
+
+#define N_TILES ((int)(sizeof nv_tiles / sizeof nv_tiles[0]))
+
+static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->tma = p->tma;
+    c->bn = p->tma ? p->wg_bn : 0;
+    c->tile = 0;
+    for (int i = 0; i < N_TILES; i++)
+        if (memcmp(&nv_tiles[i], &p->tile, sizeof p->tile) == 0)
+            c->tile = i;
+    c->persist = p->persist;
+    c->splits = p->splits;
+}
+
+static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
+{
+    if (c->tma)
+        snprintf(buf, size, "tma bn=%d persist=%d split=%d", c->bn, c->persist, c->splits);
+    else
+        snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
+}
+
+/* 1 when text is a well-formed configuration. */
+static int cfg_parse(const char *text, gemm_cfg *c)
+{
+    int n = 0;
+    memset(c, 0, sizeof *c);
+    if (sscanf(text, "tma bn=%d persist=%d split=%d%n", &c->bn, &c->persist, &c->splits, &n) == 3 &&
+        n > 0) {
+        c->tma = 1;
+        return (c->bn == 128 || c->bn == 256) && (c->persist == 0 || c->persist == 1) &&
+               c->splits >= 1 && c->splits <= SPLIT_MAX;
+    }
+    if (sscanf(text, "mma tile=%d split=%d%n", &c->tile, &c->splits, &n) == 2 && n > 0)
+        return c->tile >= 0 && c->tile < N_TILES && c->splits >= 1 && c->splits <= SPLIT_MAX;
+    return 0;
+}
+
+/* Imposes c on p (planned by the heuristics) when it fits the call: 1 then,
+ * else 0 and p unchanged. The split factor is clamped to the reduction
+ * (no empty split) and to the workspace bound. */
+static int plan_apply(gemm_plan *p, const gemm_cfg *c)
+{
+    gemm_plan q = *p;
+    int64_t bk, kt, s, per;
+    if (p->amd || p->simple || c->splits < 1 || c->splits > SPLIT_MAX)
+        return 0;
+    if (c->tma) {
+        if (!TK_GEMM_TMA || !p->sm90 || !p->aligned || p->M >= INT32_MAX || p->N >= INT32_MAX ||
+            p->K >= INT32_MAX || (c->bn != 128 && c->bn != 256))
+            return 0;
+        /* no tensor-map box larger than the matrix for the split kernel, as
+         * plan_split; persistent blocks take whole tiles only */
+        if (c->splits > 1 && (p->M < 128 || p->N < 128 || c->persist))
+            return 0;
+        q.wgmma = 1, q.tma = 1, q.wg_bn = c->bn, q.wg_stages = 4, q.persist = c->persist;
+        q.tile = nv_tiles[0];
+        bk = 64;
+    } else {
+        if (c->tile < 0 || c->tile >= N_TILES || c->persist)
+            return 0;
+        q.wgmma = 0, q.tma = 0, q.persist = 0;
+        q.tile = nv_tiles[c->tile];
+        bk = q.tile.bk;
+    }
+    q.splits = 1;
+    if (c->splits > 1 && TK_GEMM_SPLITK) {
+        kt = (p->K + bk - 1) / bk;
+        s = c->splits < kt ? c->splits : kt;
+        while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
+            s--;
+        if (s >= 2) {
+            per = (kt + s - 1) / s;
+            s = (kt + per - 1) / per;
+        }
+        q.splits = s >= 2 ? (int)s : 1;
+    }
+    *p = q;
+    return 1;
+}
+
+/* Upper end of M's class (see the top of this section). */
+static int64_t m_class_max(int64_t m)
+{
+    int64_t hi = 65536;
+    if (m <= 128)
+        return (m + 15) / 16 * 16;
+    if (m <= 8192)
+        return (m + 127) / 128 * 128;
+    if (m <= 32768)
+        return (m + 1023) / 1024 * 1024;
+    while (hi < m && hi < ((int64_t)1 << 61))
+        hi *= 2;
+    return hi;
+}
+
+/* Decimal text of v at out; returns the end. No printf: operator calls
+ * build record names. */
+static char *put_dec(char *out, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? 0 : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u != 0);
+    while (n > 0)
+        *out++ = tmp[--n];
+    *out = '\0';
+    return out;
+}
+
+/* "N=2816 K=1024 M<=4096": the record name of p's shape class (op terms). */
+static void record_name(const gemm_plan *p, char buf[80])
+{
+    char *o = buf;
+    memcpy(o, "N=", 2), o += 2;
+    o = put_dec(o, p->on);
+    memcpy(o, " K=", 3), o += 3;
+    o = put_dec(o, p->ok);
+    memcpy(o, " M<=", 4), o += 4;
+    put_dec(o, m_class_max(p->om));
+}
+
+/* Tuning mode: $TOKITAI_JIT_TUNE = "off" (heuristics only, records
+ * ignored), "auto" (records, and a class without one is tuned at its first
+ * call: see tk_op_tune), else (default) records where they exist. */
+enum { TUNE_RECORDS = 0, TUNE_OFF = 1, TUNE_AUTO = 2 };
+static int tune_mode(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("TOKITAI_JIT_TUNE");
+        v = TUNE_RECORDS;
+        if (e != NULL && strcmp(e, "off") == 0)
+            v = TUNE_OFF;
+        else if (e != NULL && strcmp(e, "auto") == 0)
+            v = TUNE_AUTO;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* After the heuristics: the configuration of p's class from a tuning
+ * record, when one exists and fits. 1 when a record exists (used or not). */
+static int plan_tuned(tk_context *ctx, gemm_plan *p)
+{
+    char name[80], value[128];
+    gemm_cfg c;
+    if (p->amd || p->simple || !p->aligned || tune_mode() == TUNE_OFF)
+        return 0;
+    record_name(p, name);
+    if (tk__record_get(ctx, p->op + 3, name, value, sizeof value) != TK_OK)
+        return 0;
+    if (cfg_parse(value, &c) && plan_apply(p, &c))
+        p->tuned = 1;
+    return 1;
+}
+
+/* The heuristics' persistent-grid choice, after plan_split: TMA tiles beyond
+ * one wave run on a persistent grid, so that a block's next tile loads
+ * while its epilogue stores. */
+static void plan_persist(gemm_plan *p)
+{
+    if (p->tma && p->splits == 1)
+        p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS;
+}
+
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
 static void plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
 {
     memset(p, 0, sizeof *p);
+    p->om = M, p->on = N, p->ok = K;
     switch (op) {
     case TK_OP_GEMM_F16_FWD: /* C[M,N] = A[M,K] B[K,N] */
         p->op = "tk_gemm_f16_fwd";
@@ -455,6 +659,8 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
     }
     if (p->wgmma) {
         *blocks = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+        if (p->persist && *blocks > p->sms)
+            *blocks = p->sms;
         /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
         *threads = p->tma ? 384 : 256;
         /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
@@ -469,6 +675,11 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
 static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, int64_t blocks,
                              unsigned threads, unsigned smem, const void *d_a, const void *d_b,
                              void *d_c, int64_t ldc, void *stream);
+static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel,
+                           tk_kernel *reduce, const void *d_a, const void *d_b, void *d_c,
+                           void *stream);
+static void gemm_tune_call(tk_context *ctx, tk_op op, gemm_plan *p, const void *d_a,
+                           const void *d_b, void *d_c, void *stream);
 
 /* Validates, plans and launches. The operand names are the op's own. */
 static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
@@ -521,6 +732,12 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     plan_alignment(&p, d_a, d_b, d_c);
     plan_wgmma(&p);
     plan_split(&p);
+    plan_persist(&p);
+    if (!plan_tuned(ctx, &p) && tune_mode() == TUNE_AUTO && p.aligned && !p.amd && !p.simple) {
+        /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the
+         * caller's buffers and stream, then plan again with the record */
+        gemm_tune_call(ctx, op, &p, d_a, d_b, d_c, stream);
+    }
     launch_dims(&p, &blocks, &threads, &smem);
     if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, p.splits)) != TK_OK)
         return st;
@@ -557,26 +774,39 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                 return st;
         }
     }
-    if (p.splits > 1) {
-        /* Both kernels first (above), so a compile failure enqueues nothing. */
+    return gemm_exec(ctx, &p, kernel, reduce, d_a, d_b, d_c, stream);
+}
+
+/* Runs p with its kernel (and the reduce kernel when split) into c. */
+static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel,
+                           tk_kernel *reduce, const void *d_a, const void *d_b, void *d_c,
+                           void *stream)
+{
+    int64_t blocks;
+    unsigned threads, smem;
+    tk_status st;
+    launch_dims(p, &blocks, &threads, &smem);
+    if (p->splits > 1) {
+        /* Both kernels first (by the caller), so a compile failure enqueues
+         * nothing. */
         void *ws = NULL;
         st = tk__op_workspace_acquire(ctx, stream,
-                                      (size_t)p.splits * (size_t)p.M * (size_t)p.N * 4u, &ws);
+                                      (size_t)p->splits * (size_t)p->M * (size_t)p->N * 4u, &ws);
         if (st != TK_OK)
             return st;
-        st = gemm_launch(ctx, &p, kernel, blocks, threads, smem, d_a, d_b, ws, p.N, stream);
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, ws, p->N, stream);
         if (st == TK_OK) {
-            const unsigned rgrid[3] = {(unsigned)reduce_blocks(&p), 1, 1};
+            const unsigned rgrid[3] = {(unsigned)reduce_blocks(p), 1, 1};
             const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};
-            long long m = p.M, n = p.N, lc = p.ldc;
-            int splits = p.splits;
+            long long m = p->M, n = p->N, lc = p->ldc;
+            int splits = p->splits;
             void *rargs[] = {&ws, &d_c, &m, &n, &lc, &splits};
             st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);
         }
         tk__op_workspace_release(ctx);
         return st;
     }
-    return gemm_launch(ctx, &p, kernel, blocks, threads, smem, d_a, d_b, d_c, p.ldc, stream);
+    return gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, stream);
 }
 
 /* Launches the GEMM kernel of p into c (leading dimension ldc: the output's,
@@ -644,8 +874,10 @@ tk_status tk_gemm_f16_grad_b(tk_context *ctx, int64_t M, int64_t N, int64_t K, c
                     "d_grad_C", "ldgc", d_grad_B, ldgb, "d_grad_B", "ldgb", stream);
 }
 
-/* The plan of a packed call from an allocator (256-byte aligned pointers). */
-static void plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+/* The heuristics' plan of a packed call from an allocator (256-byte
+ * aligned pointers). */
+static void plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
+                                  gemm_plan *p)
 {
     plan_op(op, M, N, K, p);
     p->lda = p->a_kmajor ? p->K : p->M;
@@ -655,6 +887,14 @@ static void plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t
     plan_alignment(p, NULL, NULL, NULL);
     plan_wgmma(p);
     plan_split(p);
+    plan_persist(p);
+}
+
+/* ... and with the class's tuning record, as a call would plan it. */
+static void plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+{
+    plan_packed_heuristic(ctx, op, M, N, K, p);
+    plan_tuned(ctx, p);
 }
 
 /* Token counts above this all take the same variant (128-row tiles fill the
@@ -745,6 +985,376 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
                       p.op, set->n);
     free(set);
     return st;
+}
+
+/* ------------------------------------------------------------- the tuner
+ *
+ * Candidates of a class: the heuristics' plan, the TMA kernel with 128- and
+ * 256-column tiles (persistent grid or not, when there is more than a wave
+ * of tiles), the TMA kernel split 2..8 ways when its tiles fill less than
+ * the chip, the three smaller mma.sync tiles unsplit and split 2 or 4 ways
+ * (on sm_90 only when the output has few tiles; elsewhere always, with the
+ * large mma.sync tile too). Each is compiled (in parallel), run once, then
+ * timed with device events in batches of back-to-back launches (about half
+ * a millisecond each, best of three); the fastest is the record. */
+#define TUNE_MAX_CANDS 48
+#define TUNE_JOBS 8
+
+typedef struct tune_cand {
+    gemm_plan p;
+    gemm_desc d, rd;
+    tk_kernel *k, *rk;
+    char text[48];
+    double us;
+    tk_status st;
+} tune_cand;
+
+static int tune_add(tune_cand *c, int n, const gemm_plan *q)
+{
+    gemm_cfg cfg;
+    char text[48];
+    if (n >= TUNE_MAX_CANDS)
+        return n;
+    cfg_of_plan(q, &cfg);
+    cfg_text(&cfg, text, sizeof text);
+    for (int i = 0; i < n; i++)
+        if (strcmp(c[i].text, text) == 0)
+            return n;
+    memset(&c[n], 0, sizeof c[n]);
+    c[n].p = *q;
+    memcpy(c[n].text, text, sizeof text);
+    return n + 1;
+}
+
+/* base: the heuristics' plan (candidate 0). */
+static int tune_candidates(const gemm_plan *base, tune_cand *c)
+{
+    static const int tma_splits[] = {2, 3, 4, 6, 8};
+    static const int mma_splits[] = {1, 2, 4};
+    int n = tune_add(c, 0, base);
+    gemm_cfg cfg;
+    gemm_plan q;
+    const int64_t t128 = ((base->M + 127) / 128) * ((base->N + 127) / 128);
+    const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
+    for (int bn = 128; tma_ok && bn <= 256; bn *= 2) {
+        const int64_t tiles = ((base->M + 127) / 128) * ((base->N + bn - 1) / bn);
+        for (int persist = 0; persist <= (tiles > base->sms); persist++) {
+            cfg = (gemm_cfg){.tma = 1, .bn = bn, .persist = persist, .splits = 1};
+            q = *base;
+            if (plan_apply(&q, &cfg))
+                n = tune_add(c, n, &q);
+        }
+    }
+    for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
+         i++) {
+        cfg = (gemm_cfg){.tma = 1, .bn = 128, .splits = tma_splits[i]};
+        q = *base;
+        if (plan_apply(&q, &cfg) && q.splits > 1)
+            n = tune_add(c, n, &q);
+    }
+    for (int t = tma_ok ? 1 : 0; t < N_TILES; t++) {
+        if (tma_ok && t128 >= 2 * base->sms)
+            break;
+        for (size_t i = 0; i < sizeof mma_splits / sizeof *mma_splits; i++) {
+            cfg = (gemm_cfg){.tma = 0, .tile = t, .splits = mma_splits[i]};
+            q = *base;
+            if (plan_apply(&q, &cfg) && (mma_splits[i] == 1 || q.splits > 1))
+                n = tune_add(c, n, &q);
+        }
+    }
+    return n;
+}
+
+typedef struct tune_jobs {
+    tk_context *ctx;
+    tune_cand *c;
+    int n, next;
+    pthread_mutex_t mu;
+} tune_jobs;
+
+static void *tune_compile_worker(void *arg)
+{
+    tune_jobs *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        const int i = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n)
+            return NULL;
+        tune_cand *c = &j->c[i];
+        c->st = tk__op_kernel(j->ctx, &c->d.desc, &c->k, NULL, NULL);
+        if (c->st == TK_OK && c->p.splits > 1)
+            c->st = tk__op_kernel(j->ctx, &c->rd.desc, &c->rk, NULL, NULL);
+    }
+}
+
+/* Compiles (or finds) every candidate's kernels, TUNE_JOBS at a time. */
+static void tune_compile(tk_context *ctx, tune_cand *c, int n)
+{
+    tune_jobs j = {.ctx = ctx, .c = c, .n = n, .next = 0};
+    pthread_t th[TUNE_JOBS];
+    int started = 0;
+    const tk_policy policy = tk_context_policy(ctx);
+    for (int i = 0; i < n; i++) {
+        build_desc(&c[i].p, policy, &c[i].d);
+        if (c[i].p.splits > 1)
+            build_reduce_desc(&c[i].p, &c[i].rd);
+    }
+    pthread_mutex_init(&j.mu, NULL);
+    for (int i = 0; i < TUNE_JOBS && i < n; i++)
+        if (pthread_create(&th[i], NULL, tune_compile_worker, &j) == 0)
+            started++;
+    if (started == 0)
+        tune_compile_worker(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+}
+
+typedef struct tune_run {
+    tk_context *ctx;
+    const tune_cand *c;
+    const void *a, *b;
+    void *out, *stream;
+    int reps;
+} tune_run;
+
+static tk_status tune_run_fn(void *user)
+{
+    const tune_run *r = user;
+    tk_status st = TK_OK;
+    for (int i = 0; st == TK_OK && i < r->reps; i++)
+        st = gemm_exec(r->ctx, &r->c->p, r->c->k, r->c->rk, r->a, r->b, r->out, r->stream);
+    return st;
+}
+
+/* Microseconds per launch of candidate c: one untimed run, then the best of
+ * three batches of about half a millisecond. */
+static tk_status tune_time(tk_context *ctx, const tune_cand *c, const void *a, const void *b,
+                           void *out, void *stream, double *us)
+{
+    tune_run r = {ctx, c, a, b, out, stream, 1};
+    float ms = 0.0f;
+    double best = 1e30;
+    tk_status st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms);
+    if (st != TK_OK)
+        return st;
+    r.reps = ms > 0.0f ? (int)(0.5 / ms) : 200;
+    if (r.reps < 2)
+        r.reps = 2;
+    if (r.reps > 200)
+        r.reps = 200;
+    for (int t = 0; t < 3; t++) {
+        if ((st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms)) != TK_OK)
+            return st;
+        if (ms / r.reps < best)
+            best = ms / r.reps;
+    }
+    *us = best * 1000.0;
+    return TK_OK;
+}
+
+/* Tunes base's class (base: the heuristics' plan, its op dims the class's
+ * representative) on the given operands and stream; stores the record. */
+/* 1 when got matches want (the heuristics' output) within what the
+ * configurations may differ by: fp32 sums in another order, one fp16
+ * rounding. NaN anywhere fails. */
+static int tune_same(const gemm_plan *p, const void *got, const void *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g, w;
+        if (p->out_f16) {
+            g = tk_f16_to_f32(((const uint16_t *)got)[i]);
+            w = tk_f16_to_f32(((const uint16_t *)want)[i]);
+        } else {
+            g = ((const float *)got)[i];
+            w = ((const float *)want)[i];
+        }
+        if (!(fabsf(g - w) <= 4e-3f * (fabsf(w) + 1.0f)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Runs c once into out and compares with the heuristics' output `want`
+ * (host copy). 1: same. */
+static int tune_check(tk_context *ctx, const tune_cand *c, const void *a, const void *b, void *out,
+                      void *stream, const void *want, void *host, size_t bytes)
+{
+    if (gemm_exec(ctx, &c->p, c->k, c->rk, a, b, out, stream) != TK_OK ||
+        tk_stream_sync(ctx, stream) != TK_OK || tk_mem_download(ctx, host, out, bytes) != TK_OK)
+        return 0;
+    return tune_same(&c->p, host, want, bytes / (c->p.out_f16 ? 2 : 4));
+}
+
+static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *a, const void *b,
+                            void *out, void *stream, tk_tune_report *rep)
+{
+    tune_cand *c = calloc(TUNE_MAX_CANDS, sizeof *c);
+    char name[80];
+    int n, best = -1;
+    tk_status st = TK_OK;
+    tk_context_stats before, after;
+    if (c == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of memory", base->op);
+    n = tune_candidates(base, c);
+    memset(&before, 0, sizeof before);
+    memset(&after, 0, sizeof after);
+    tk_context_get_stats(ctx, &before);
+    tune_compile(ctx, c, n);
+    tk_context_get_stats(ctx, &after);
+    rep->compiled = (unsigned)(after.compiles - before.compiles);
+    for (int i = 0; i < n; i++) {
+        if (c[i].st != TK_OK) {
+            /* the heuristics' own kernel must build; a candidate may not */
+            if (i == 0) {
+                st = c[i].st;
+                break;
+            }
+            tk__log(ctx, TK_LOG_WARN, "%s: tuning candidate '%s' did not build: %s", base->op,
+                    c[i].text, tk_status_str(c[i].st));
+            continue;
+        }
+        c[i].st = tune_time(ctx, &c[i], a, b, out, stream, &c[i].us);
+        if (c[i].st != TK_OK) {
+            if (i == 0) {
+                st = c[i].st;
+                break;
+            }
+            continue;
+        }
+        rep->candidates++;
+        if (best < 0 || c[i].us < c[best].us)
+            best = i;
+    }
+    if (st == TK_OK && best < 0)
+        st = tk__fail(ctx, TK_INTERNAL, "%s: tuning: no candidate ran", base->op);
+    if (st == TK_OK && best != 0) {
+        /* The winner must reproduce the heuristics' output (within the
+         * reordering split-K causes), else the next fastest is tried. */
+        const size_t bytes = (size_t)base->M * (size_t)base->N * (base->out_f16 ? 2u : 4u);
+        void *want = malloc(bytes), *host = malloc(bytes);
+        int ok = want != NULL && host != NULL &&
+                 gemm_exec(ctx, &c[0].p, c[0].k, c[0].rk, a, b, out, stream) == TK_OK &&
+                 tk_stream_sync(ctx, stream) == TK_OK &&
+                 tk_mem_download(ctx, want, out, bytes) == TK_OK;
+        while (ok && best != 0 && !tune_check(ctx, &c[best], a, b, out, stream, want, host, bytes)) {
+            tk__log(ctx, TK_LOG_WARN,
+                    "%s: tuning candidate '%s' does not reproduce the heuristics' output: "
+                    "dropped",
+                    base->op, c[best].text);
+            rep->rejected++;
+            c[best].st = TK_INTERNAL;
+            best = 0;
+            for (int i = 1; i < n; i++)
+                if (c[i].st == TK_OK && c[i].us < c[best].us)
+                    best = i;
+        }
+        if (!ok)
+            st = tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: could not check the winner",
+                          base->op);
+        else if (best != 0) /* leave the winner's output in out, as a call would */
+            st = gemm_exec(ctx, &c[best].p, c[best].k, c[best].rk, a, b, out, stream);
+        free(want);
+        free(host);
+    }
+    if (st == TK_OK) {
+        record_name(base, name);
+        snprintf(rep->record, sizeof rep->record, "%s %s", base->op + 3, name);
+        snprintf(rep->chosen, sizeof rep->chosen, "%s", c[best].text);
+        snprintf(rep->heuristic, sizeof rep->heuristic, "%s", c[0].text);
+        rep->chosen_us = c[best].us;
+        rep->heuristic_us = c[0].us;
+        rep->timed_m = base->om;
+        /* The record; a failure to store it (read-only cache) still leaves it
+         * in force for this context. */
+        rep->stored = tk__record_put(ctx, base->op + 3, name, c[best].text) == TK_OK;
+    }
+    free(c);
+    return st;
+}
+
+/* Pseudo-random fp16 values in [-1, 1) (xorshift), for the tuner's operands. */
+static void tune_fill(uint16_t *h, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        h[i] = tk_f32_to_f16((float)((int64_t)(x >> 40) - (1 << 23)) / (float)(1 << 23));
+    }
+}
+
+tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_report *rep)
+{
+    gemm_plan base;
+    void *a = NULL, *b = NULL, *c = NULL;
+    uint16_t *h = NULL;
+    size_t na, nb, nc, nmax;
+    tk_status st;
+    memset(rep, 0, sizeof *rep);
+    plan_op(op, m_class_max(dims[0]), dims[1], dims[2], &base);
+    if ((st = tk__op_need_device(ctx, base.op)) != TK_OK)
+        return st;
+    if (tk__op_check_product(ctx, base.op, "M x K", base.om, base.ok, 4) != TK_OK ||
+        tk__op_check_product(ctx, base.op, "K x N", base.ok, base.on, 4) != TK_OK ||
+        tk__op_check_product(ctx, base.op, "M x N", base.om, base.on, 4) != TK_OK)
+        return TK_OVERFLOW;
+    plan_packed_heuristic(ctx, op, base.om, base.on, base.ok, &base);
+    if (base.amd || base.simple)
+        return tk__fail(ctx, TK_UNSUPPORTED,
+                        "%s: tuning needs an NVIDIA target of sm_80 or later (target %s has one "
+                        "kernel configuration)",
+                        base.op, tk_context_target(ctx));
+    na = (size_t)base.M * (size_t)base.K;
+    nb = (size_t)base.K * (size_t)base.N;
+    nc = (size_t)base.M * (size_t)base.N * (base.out_f16 ? 1 : 2); /* in halves */
+    nmax = na > nb ? na : nb;
+    if ((st = tk_mem_alloc(ctx, na * 2, &a)) != TK_OK || (st = tk_mem_alloc(ctx, nb * 2, &b)) != TK_OK ||
+        (st = tk_mem_alloc(ctx, nc * 2, &c)) != TK_OK)
+        goto done;
+    h = malloc(nmax * 2);
+    if (h == NULL) {
+        st = tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of host memory", base.op);
+        goto done;
+    }
+    tune_fill(h, na, 1);
+    if ((st = tk_mem_upload(ctx, a, h, na * 2)) != TK_OK)
+        goto done;
+    tune_fill(h, nb, 2);
+    if ((st = tk_mem_upload(ctx, b, h, nb * 2)) != TK_OK)
+        goto done;
+    st = tune_class(ctx, &base, a, b, c, NULL, rep);
+    if (st == TK_OK)
+        st = tk_stream_sync(ctx, NULL);
+done:
+    free(h);
+    if (a)
+        tk_mem_free(ctx, a);
+    if (b)
+        tk_mem_free(ctx, b);
+    if (c)
+        tk_mem_free(ctx, c);
+    return st;
+}
+
+/* TOKITAI_JIT_TUNE=auto: the first call of a class without a record tunes
+ * it on the caller's operands and stream (inputs are only read; the output
+ * is written by every candidate and then by the call itself), then plans p
+ * again from the new record. Costs the candidates' compiles (seconds, once
+ * per kernel and cache) and a few milliseconds of timing, and synchronises
+ * the stream. A failure leaves p to the heuristics. */
+static void gemm_tune_call(tk_context *ctx, tk_op op, gemm_plan *p, const void *d_a,
+                           const void *d_b, void *d_c, void *stream)
+{
+    tk_tune_report rep;
+    gemm_plan base = *p;
+    memset(&rep, 0, sizeof rep);
+    if (tune_class(ctx, &base, d_a, d_b, d_c, stream, &rep) == TK_OK) {
+        tk__log(ctx, TK_LOG_INFO, "tuned %s: %s (%.1f us; heuristics %s, %.1f us)", rep.record,
+                rep.chosen, rep.chosen_us, rep.heuristic, rep.heuristic_us);
+        plan_tuned(ctx, p);
+    }
+    (void)op;
 }
 
 /* ------------------------------------------------------------ references

@@ -27,6 +27,7 @@ tk_status tk__op_check_product(tk_context *ctx, const char *op, const char *what
 /* Per-family precompile hooks behind tk_op_precompile (ops/common.c). */
 tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, unsigned *n_compiled,
                               unsigned *n_cached);
+tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_report *rep);
 tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
                                  unsigned *n_compiled, unsigned *n_cached);
 tk_status tk__embedding_precompile(tk_context *ctx, tk_op op, const int64_t *dims,

@@ -123,6 +123,9 @@ struct tk__backend {
      * the backend has none; TK_UNSUPPORTED when the driver lacks it. */
     tk_status (*launch_pdl)(void *fn, const unsigned grid[3], const unsigned block[3],
                             unsigned shared_bytes, void *stream, void **args, tk__err *err);
+    /* Multiprocessors (compute units) of the device; 0 when unknown. NULL
+     * where the backend does not say. */
+    int (*sm_count)(void *dev_handle);
 };
 
 const tk__backend *tk__backend_cuda(void);

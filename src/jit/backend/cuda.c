@@ -34,6 +34,7 @@ typedef void *nvrtcProgram;
 
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 
 /* The driver API, written once. */
 #define TK__CU_FUNCS(X)                                                                            \
@@ -454,6 +455,15 @@ static tk_status cuda_device_open(int ordinal, void **dev_handle, char *target, 
     snprintf(target, size, "sm_%d%d", major, minor);
     *dev_handle = d;
     return TK_OK;
+}
+
+static int cuda_sm_count(void *dev_handle)
+{
+    const cuda_dev *d = dev_handle;
+    int n = 0;
+    if (d == NULL || g.cu.cuDeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev))
+        return 0;
+    return n;
 }
 
 static void cuda_device_close(void *dev_handle)
@@ -1060,6 +1070,7 @@ static const tk__backend g_cuda = {
     .raise_shared = cuda_raise_shared,
     .tensor_map_f16 = cuda_tensor_map_f16,
     .launch_pdl = cuda_launch_pdl,
+    .sm_count = cuda_sm_count,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_upload = cuda_mem_upload,

@@ -1,0 +1,242 @@
+/*
+ * Tuning records: small text values the operator layer keeps per (kind,
+ * name) for the context's backend, target and compiler, stored in the kernel
+ * cache as entries of their own (source "tune:<kind>", kernel = name, payload
+ * = the value). Being cache entries, they travel with everything the cache
+ * does: read-only tiers, bundles (--export / --import), the remote tier,
+ * --list, --verify, pruning.
+ *
+ * Key: the cache format, the library version, "record", backend, compiler,
+ * target, kind and name. A new compiler or library version therefore starts
+ * without records (the heuristics choose again until --tune is run), the
+ * same rule as for compiled kernels.
+ *
+ * Lookups run on operator calls, so each context remembers what it found
+ * (or that nothing was there) per (kind, name) in a small table under a
+ * mutex: one disk lookup per class and context, then a memory hit.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/engine.h"
+#include "jit/jit_internal.h"
+
+#define REC_SLOTS 1024u /* remembered lookups per context (beyond: disk each time) */
+#define REC_VALUE 128u
+
+typedef struct rec_slot {
+    uint64_t h;      /* 0: empty */
+    int present;     /* a record exists (value valid) */
+    char name[160];  /* kind '\n' name, to tell hash collisions apart */
+    char value[REC_VALUE];
+} rec_slot;
+
+typedef struct rec_table {
+    pthread_mutex_t mu;
+    unsigned used;
+    rec_slot slot[REC_SLOTS];
+} rec_table;
+
+static const char rec_tag = 0; /* attachment tag: its address */
+
+static void rec_destroy(tk_context *ctx, void *data)
+{
+    rec_table *t = data;
+    (void)ctx;
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+static rec_table *rec_table_of(tk_context *ctx)
+{
+    rec_table *t = tk__ctx_attached(ctx, &rec_tag);
+    if (t != NULL)
+        return t;
+    t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    pthread_mutex_init(&t->mu, NULL);
+    if (tk__ctx_attach(ctx, &rec_tag, t, rec_destroy) != TK_OK) {
+        /* another thread attached first */
+        rec_destroy(ctx, t);
+        t = tk__ctx_attached(ctx, &rec_tag);
+    }
+    return t;
+}
+
+static uint64_t rec_hash(const char *kind, const char *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *s = kind; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h = (h ^ '\n') * 1099511628211ull;
+    for (const char *s = name; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* The slot of (kind, name): found (1), or the empty slot to fill (0), or
+ * NULL when the table is full. Under t->mu. */
+static rec_slot *rec_find(rec_table *t, uint64_t h, const char *full, int *found)
+{
+    for (unsigned i = 0; i < REC_SLOTS; i++) {
+        rec_slot *s = &t->slot[(h + i) % REC_SLOTS];
+        if (s->h == 0) {
+            *found = 0;
+            return t->used + 1 < REC_SLOTS ? s : NULL;
+        }
+        if (s->h == h && strcmp(s->name, full) == 0) {
+            *found = 1;
+            return s;
+        }
+    }
+    *found = 0;
+    return NULL;
+}
+
+static void rec_remember(tk_context *ctx, const char *kind, const char *name, int present,
+                         const char *value)
+{
+    char full[160];
+    int found;
+    rec_table *t = rec_table_of(ctx);
+    if (t == NULL || strlen(kind) + strlen(name) + 2 > sizeof full)
+        return;
+    strcpy(full, kind);
+    strcat(full, "\n");
+    strcat(full, name);
+    const uint64_t h = rec_hash(kind, name);
+    pthread_mutex_lock(&t->mu);
+    rec_slot *s = rec_find(t, h, full, &found);
+    if (s != NULL) {
+        if (!found) {
+            s->h = h;
+            strcpy(s->name, full);
+            t->used++;
+        }
+        s->present = present;
+        s->value[0] = '\0';
+        if (present)
+            strncat(s->value, value, sizeof s->value - 1);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+static tk_status rec_key(tk_context *ctx, const char *kind, const char *name, tk__key *key)
+{
+    tk__key_init(key);
+    tk__key_add_u64(key, "format", TK__CACHE_FORMAT);
+    tk__key_add_str(key, "library", TK_VERSION_STRING);
+    tk__key_add_str(key, "record", kind);
+    tk__key_add_str(key, "backend", ctx->be->name);
+    tk__key_add_str(key, "compiler", ctx->compiler);
+    tk__key_add_str(key, "target", ctx->target);
+    tk__key_add_str(key, "name", name);
+    return tk__key_finish(key);
+}
+
+static void rec_source(const char *kind, char *buf, size_t size)
+{
+    snprintf(buf, size, "tune:%s", kind);
+}
+
+tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, char *value,
+                         size_t size)
+{
+    char full[160], src[96];
+    int found = 0, present = 0;
+    rec_table *t;
+    if (value == NULL || size == 0 || strlen(kind) + strlen(name) + 2 > sizeof full)
+        return TK_INVALID_ARGUMENT;
+    value[0] = '\0';
+    t = rec_table_of(ctx);
+    if (t != NULL) {
+        strcpy(full, kind);
+        strcat(full, "\n");
+        strcat(full, name);
+        const uint64_t h = rec_hash(kind, name);
+        pthread_mutex_lock(&t->mu);
+        rec_slot *s = rec_find(t, h, full, &found);
+        if (s != NULL && found) {
+            present = s->present;
+            if (present)
+                snprintf(value, size, "%s", s->value);
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (found)
+            return present ? TK_OK : TK_NOT_FOUND;
+    }
+    if (ctx->cache == NULL || !tk__cache_usable(ctx->cache))
+        return TK_NOT_FOUND;
+
+    tk__key key;
+    tk__entry entry;
+    tk_status st = rec_key(ctx, kind, name, &key);
+    if (st != TK_OK) {
+        tk__key_free(&key);
+        return st;
+    }
+    memset(&entry, 0, sizeof entry);
+    st = tk__cache_get(ctx->cache, &key, &entry);
+    tk__key_free(&key);
+    rec_source(kind, src, sizeof src);
+    if (st == TK_OK) {
+        /* A record is text: its meta names it, the payload is the value. */
+        if (entry.meta.kernel != NULL && strcmp(entry.meta.kernel, name) == 0 &&
+            entry.meta.source != NULL && strcmp(entry.meta.source, src) == 0 &&
+            entry.payload_size > 0 && entry.payload_size < REC_VALUE &&
+            memchr(entry.payload, '\0', entry.payload_size) == NULL) {
+            snprintf(value, size, "%.*s", (int)entry.payload_size, (const char *)entry.payload);
+            present = 1;
+        } else {
+            tk__log(ctx, TK_LOG_WARN, "tuning record %s/%s in the cache is malformed: ignored",
+                    kind, name);
+        }
+        tk__entry_free(&entry);
+    } else if (st != TK_NOT_FOUND) {
+        tk__log(ctx, TK_LOG_DEBUG, "tuning record %s/%s: cache lookup failed: %s", kind, name,
+                tk_status_str(st));
+    }
+    rec_remember(ctx, kind, name, present, value);
+    return present ? TK_OK : TK_NOT_FOUND;
+}
+
+tk_status tk__record_put(tk_context *ctx, const char *kind, const char *name, const char *value)
+{
+    char src[96];
+    tk__key key;
+    const size_t n = value != NULL ? strlen(value) : 0;
+    if (n == 0 || n >= REC_VALUE || strlen(kind) + strlen(name) + 2 > 160)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tuning record %s/%s: bad value", kind, name);
+    /* This process uses it from now on, stored or not. */
+    rec_remember(ctx, kind, name, 1, value);
+    if (ctx->cache == NULL || !ctx->cache_writable || !tk__cache_usable(ctx->cache))
+        return tk__fail(ctx, TK_UNSUPPORTED,
+                        "tuning record %s/%s: the cache is disabled or read-only, kept for this "
+                        "process only",
+                        kind, name);
+    tk_status st = rec_key(ctx, kind, name, &key);
+    if (st == TK_OK) {
+        rec_source(kind, src, sizeof src);
+        tk_resource_usage res;
+        memset(&res, 0xff, sizeof res); /* -1: nothing to report */
+        tk__entry_meta meta = {.kernel = name,
+                               .source = src,
+                               .backend = ctx->be->name,
+                               .arch = ctx->target,
+                               .compiler = ctx->compiler,
+                               .options = value, /* shown by --list */
+                               .lowered = NULL,
+                               .deps = NULL,
+                               .created = 0,
+                               .last_used = 0,
+                               .resources = res};
+        st = tk__cache_put(ctx->cache, &key, &meta, value, n);
+        if (st != TK_OK)
+            st = tk__fail(ctx, st, "tuning record %s/%s: could not store it in the cache: %s",
+                          kind, name, tk_status_str(st));
+    }
+    tk__key_free(&key);
+    return st;
+}

@@ -66,6 +66,9 @@ typedef long long tk_i64;
 // TMA kernel epilogue: 1 stages each warpgroup's tile in the (then free)
 // shared-memory ring and writes rows with 16-byte stores; 0 stores the
 // accumulator pairs straight from registers (4 or 8 bytes per thread).
+#ifndef TK_EPI_TMA
+#define TK_EPI_TMA 0
+#endif
 #ifndef TK_EPI_SMEM
 #define TK_EPI_SMEM 1
 #endif
@@ -783,6 +786,79 @@ __device__ __forceinline__ void store_acc_h4(const float (&acc)[NACC], unsigned 
     }
 }
 
+// Bulk tensor store of a staged shared-memory box to global memory (elements
+// outside the tensor are not written), and its completion groups.
+__device__ __forceinline__ void tma_store2d(const tk_tmap *map, unsigned src, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                     (unsigned long long)map),
+                 "r"(c0), "r"(c1), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all()
+{
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+// TMA-store epilogue (TK_EPI_TMA): the tile leaves in chunks of 128 rows x
+// 128 bytes (32 fp32 or 64 fp16 columns), each written by the consumers into
+// one of two 16 KiB staging buffers after the ring (128-byte swizzle: the
+// 8 rows of a warp's store hit 8 different 16-byte columns, no bank
+// conflicts), then stored by one thread with the bulk tensor copy engine
+// while the next chunk, the next tile's main loop, go on. A buffer is
+// rewritten only after the store that read it two chunks ago has read it.
+// `chunk` counts chunks across the block's tiles (buffer parity).
+template <int BN, bool OUT16, int NACC>
+__device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk_tmap *mC,
+                                              unsigned stg, int &chunk, int m0, int n0, int cw,
+                                              int warp_in_wg, int lane, int tid)
+{
+    constexpr int ES = OUT16 ? 2 : 4;
+    constexpr int CW = 128 / ES; // columns per chunk
+    constexpr int NCH = BN / CW;
+    const bool issuer = tid == 128;
+    const int rl = cw * 64 + warp_in_wg * 16 + (lane >> 2);
+#pragma unroll
+    for (int ch = 0; ch < NCH; ++ch, ++chunk) {
+        const unsigned buf = stg + (unsigned)(chunk & 1) * 16384u;
+        if (issuer)
+            bulk_wait_read<1>();
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = rl + 8 * h;
+#pragma unroll
+            for (int jj = 0; jj < CW / 8; ++jj) {
+                const int j = ch * (CW / 8) + jj;
+                const int cb = (jj * 8 + (lane & 3) * 2) * ES; // byte in the chunk's row
+                const unsigned off =
+                    buf + (unsigned)(r * 128 + ((((cb >> 4) ^ (r & 7)) << 4) | (cb & 15)));
+                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+                if (OUT16)
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off), "r"(tkg::pack_h2(v0, v1))
+                                 : "memory");
+                else
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off), "f"(v0), "f"(v1)
+                                 : "memory");
+            }
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        if (issuer) {
+            tma_store2d(mC, buf, n0 + ch * CW, m0);
+            bulk_commit();
+        }
+    }
+}
+
 // Consumer warpgroups 1-2 of gemm_body_tma: wgmma on each full stage, then
 // the epilogue, for each tile of the block (tiles blockIdx.x, + gridDim.x,
 // ...: one tile when the grid has a block per tile, several when the host
@@ -793,7 +869,7 @@ __device__ __forceinline__ void store_acc_h4(const float (&acc)[NACC], unsigned 
 template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
 __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
                                             tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
-                                            void *C)
+                                            void *C, const tk_tmap *mC)
 {
     constexpr int BM = 128, BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -803,7 +879,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     const int cw = (tid >> 7) - 1;
     const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
     const tk_i64 tiles = tiles_m * tiles_n;
-    int it = 0;
+    int it = 0, chunk = 0;
     for (tk_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
         tk_i64 tm, tn;
         tk_gemm_tile_of(t, tiles_m, tiles_n, &tm, &tn);
@@ -840,6 +916,15 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         wait<0>();
         fence_regs<NACC>(acc);
         const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
+        if (TK_EPI_TMA) {
+            // The stages are free as soon as the MMAs are done: the
+            // epilogue stages through its own buffers.
+            if (t + gridDim.x < tiles && KT > 0 && (tid & 127) == 0)
+                bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+            store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
+                                     warp_in_wg, lane, tid);
+            continue;
+        }
         if (t + gridDim.x < tiles) {
             // More tiles follow: free the last stage for the producer (already
             // loading the next tile) and store from registers; the ring is
@@ -918,14 +1003,16 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, rbase, n0, lane);
         }
     }
+    if (TK_EPI_TMA && tid == 128)
+        bulk_wait_all(); // the staging buffers live until the stores have read them
 }
 
 // Dynamic shared memory: STAGES * (128 + BN) * 64 * 2 + 2048 bytes (1 KiB of
 // alignment slack, then the barriers). 384 threads.
 template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
-__device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB, void *C,
-                                              tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 ldc,
-                                              unsigned char *smem)
+__device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB,
+                                              const tk_tmap *mC, void *C, tk_i64 M, tk_i64 N,
+                                              tk_i64 K, tk_i64 ldc, unsigned char *smem)
 {
     constexpr int BM = 128, BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -935,7 +1022,7 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
     // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
     // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup).
-    const unsigned bars = sbase + STAGES * STAGE_BYTES;
+    const unsigned bars = sbase + STAGES * STAGE_BYTES + (TK_EPI_TMA ? 32768u : 0u);
     int kt0, KT;
     tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
     if (tid == 0) {
@@ -980,7 +1067,7 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
         }
     } else {
         consume_tma<BN, STAGES, AK, BKM, OUT16, VEC>(sbase, bars, KT, M, N, tiles_m, tiles_n, ldc,
-                                                     C);
+                                                     C, mC);
     }
 }
 
@@ -992,10 +1079,14 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-architecture=sm_90a)");
 #endif
-// Dynamic shared memory: TK_STAGES * (128 + TK_BN) * 64 * 2 + 2048 bytes.
+// Dynamic shared memory: TK_STAGES * (128 + TK_BN) * 64 * 2 + 2048 bytes,
+// + 32768 with TK_EPI_TMA (the staging buffers). mC: tensor map of C (boxes
+// of 128 bytes x 128 rows) with TK_EPI_TMA, unused otherwise.
+static_assert(!(TK_EPI_TMA && TK_SPLITK), "the TMA-store epilogue writes C, not split partials");
 extern "C" __global__ void __launch_bounds__(384, 1)
-    tk_gemm_f16(const __grid_constant__ tk_tmap mA, const __grid_constant__ tk_tmap mB, void *C,
-                tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 ldc)
+    tk_gemm_f16(const __grid_constant__ tk_tmap mA, const __grid_constant__ tk_tmap mB,
+                const __grid_constant__ tk_tmap mC, void *C, tk_i64 M, tk_i64 N, tk_i64 K,
+                tk_i64 ldc)
 {
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
 #if defined(TK_PDL) && TK_PDL
@@ -1018,8 +1109,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     if (TK_SPLITK)
         C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
     tkw::gemm_body_tma<TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
-                       TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0>(&mA, &mB, C, M, N, K, ldc,
-                                                                       tk_gemm_smem);
+                       TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0>(&mA, &mB, &mC, C, M, N, K,
+                                                                       ldc, tk_gemm_smem);
 }
 #elif defined(TK_WGMMA)
 // A compile error, not a kernel that silently does nothing, on a wrong target.

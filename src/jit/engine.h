@@ -20,12 +20,13 @@ void tk__log(tk_context *ctx, tk_log_level level, const char *fmt, ...)
  * offline-target context. */
 int tk__ctx_has_device(const tk_context *ctx);
 
-/* Tensor map of a row-major fp16 matrix for the bulk tensor copy engine
- * (backend.h, tensor_map_f16): 128 bytes into out (64-byte aligned).
+/* Tensor map of a row-major fp16 (elem_bytes 2) or fp32 (4) matrix for the
+ * bulk tensor copy engine (backend.h, tensor_map_f16): 128 bytes into out
+ * (64-byte aligned), 128-byte swizzle, box_cols x box_rows boxes.
  * TK_UNSUPPORTED (recorded on ctx) where the backend or driver has none. */
 tk_status tk__tensor_map_f16(tk_context *ctx, void *out, const void *base, uint64_t rows,
                              uint64_t cols, uint64_t row_bytes, unsigned box_cols,
-                             unsigned box_rows);
+                             unsigned box_rows, unsigned elem_bytes);
 
 /* tk_kernel_launch allowing programmatic dependent launch where the backend
  * has it (CUDA 12+ drivers): the kernel may start while the stream's previous

@@ -1222,14 +1222,14 @@ tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out)
 
 tk_status tk__tensor_map_f16(tk_context *ctx, void *out, const void *base, uint64_t rows,
                              uint64_t cols, uint64_t row_bytes, unsigned box_cols,
-                             unsigned box_rows)
+                             unsigned box_rows, unsigned elem_bytes)
 {
     tk__err e = {.msg = "", .log = NULL};
     if (!ctx->has_device || ctx->be->tensor_map_f16 == NULL)
         return tk__fail(ctx, TK_UNSUPPORTED, "tensor maps: not available on the %s backend",
                         ctx->be->name);
     tk_status st =
-        ctx->be->tensor_map_f16(out, base, rows, cols, row_bytes, box_cols, box_rows, &e);
+        ctx->be->tensor_map_f16(out, base, rows, cols, row_bytes, box_cols, box_rows, elem_bytes, &e);
     if (st != TK_OK)
         return tk__fail(ctx, st, "tensor map: %s", e.msg);
     return TK_OK;

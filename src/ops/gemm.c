@@ -99,6 +99,13 @@ static int pdl_enabled(void)
 #define TK_GEMM_SPLITK 1
 #endif
 #define SPLIT_MAX 16
+/* 1: the unsplit TMA kernel's epilogue stores C with the bulk tensor copy
+ * engine from two staging buffers (TK_EPI_TMA), overlapping the stores with
+ * the next chunk and tile; build with -DTK_GEMM_EPI_TMA=0 to stage through
+ * the ring (or registers) and store with st.global. */
+#ifndef TK_GEMM_EPI_TMA
+#define TK_GEMM_EPI_TMA 1
+#endif
 /* TMA kernel epilogue staged through shared memory (TK_EPI_SMEM in the
  * kernel); build with -DTK_GEMM_EPI_SMEM=0 for the register-pair stores. */
 #ifndef TK_GEMM_EPI_SMEM
@@ -143,6 +150,8 @@ typedef struct gemm_plan {
     int tma;    /* ... in its TMA form (tensor maps as arguments) */
     int wg_bn, wg_stages;
     int persist; /* tma: grid of one block per SM at most, each taking tiles in turn */
+    int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
+    int c16;     /* C 16-byte aligned, rows a multiple of 16 bytes apart */
     int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
     gemm_tile tile;
     int64_t om, on, ok; /* the op's own M, N, K (tuning records are keyed on them) */
@@ -219,13 +228,16 @@ static void plan_wgmma(gemm_plan *p)
     p->wgmma = 0;
     p->tma = 0;
     p->persist = 0;
-    if (!p->sm90 || !p->aligned || p->tile.bm != nv_tiles[0].bm || p->tile.bn != nv_tiles[0].bn)
+    if (!p->sm90 || !p->aligned)
         return;
     const int64_t tm = (p->M + 127) / 128;
     const int64_t fill = NV_SMS * 9 / 10;
-    p->wgmma = 1;
-    /* TMA coordinates are 32-bit */
-    if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
+    /* TMA coordinates are 32-bit. The TMA kernel takes every shape with at
+     * least 128 columns, however few rows: on an H100 (tokitai-jit --tune
+     * of the MoE expert shapes, bench/NOTES-gemm.md) it ran 1.2-2.2x faster
+     * than the small mma.sync tiles from 16 to 512 tokens. */
+    if (TK_GEMM_TMA && p->N >= 128 && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
+        p->wgmma = 1;
         /* 128x256 won on every large shape and layout; 4 stages (192 KiB) */
         p->tma = 1;
         p->wg_bn = p->N > 128 && wave_eff(tm * ((p->N + 255) / 256)) >=
@@ -235,6 +247,9 @@ static void plan_wgmma(gemm_plan *p)
         p->wg_stages = 4;
         return;
     }
+    if (p->tile.bm != nv_tiles[0].bm || p->tile.bn != nv_tiles[0].bn)
+        return;
+    p->wgmma = 1;
     /* 128x256 tiles also when they make ~0.9 of one wave (2048^3: 128 tiles on
      * 132 SMs ran 0.62 of cuBLAS against 0.56 for 256 128x128 tiles) */
     if (p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
@@ -257,7 +272,36 @@ static void plan_split(gemm_plan *p)
     int64_t bm, bn, bk, tiles, kt, s, per;
     int tma;
     p->splits = 1;
-    if (!TK_GEMM_SPLITK || p->amd || p->simple || p->wgmma)
+    if (!TK_GEMM_SPLITK || p->amd || p->simple)
+        return;
+    if (p->tma) {
+        /* TMA kernel: split when a quarter of the chip or less has 128x128
+         * tiles and K has 32 tiles of 64 or more: as many splits as fill
+         * the chip, at most 8, each at least 5 K tiles. Fitted to the
+         * --tune results of the MoE expert shapes on an H100: shorter
+         * reductions (K = 1024) and half-full chips ran best unsplit. */
+        tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+        kt = (p->K + 63) / 64;
+        if (tiles * 4 > NV_SMS || kt < 32)
+            return;
+        s = NV_SMS / tiles;
+        if (s > 8)
+            s = 8;
+        if (s > kt / 5)
+            s = kt / 5;
+        while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
+            s--;
+        if (s < 2)
+            return;
+        per = (kt + s - 1) / s;
+        s = (kt + per - 1) / per;
+        if (s >= 2) {
+            p->splits = (int)s;
+            p->wg_bn = 128;
+        }
+        return;
+    }
+    if (p->wgmma)
         return;
     /* no tensor-map box larger than the matrix (128 rows of A and B) */
     tma = TK_GEMM_TMA && p->sm90 && p->aligned && p->M >= 128 && p->N >= 128 && p->M < INT32_MAX &&
@@ -317,6 +361,7 @@ typedef struct gemm_cfg {
     int bn;      /* tma: 128 or 256 columns */
     int tile;    /* mma.sync: index into nv_tiles */
     int persist; /* tma: persistent grid */
+    int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
     int splits;  /* split-K factor; 1: none */
 } gemm_cfg;
 
@@ -332,13 +377,15 @@ static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
         if (memcmp(&nv_tiles[i], &p->tile, sizeof p->tile) == 0)
             c->tile = i;
     c->persist = p->persist;
+    c->epi = p->epi_tma;
     c->splits = p->splits;
 }
 
 static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
 {
     if (c->tma)
-        snprintf(buf, size, "tma bn=%d persist=%d split=%d", c->bn, c->persist, c->splits);
+        snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d", c->bn, c->persist, c->epi,
+                 c->splits);
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
@@ -348,11 +395,12 @@ static int cfg_parse(const char *text, gemm_cfg *c)
 {
     int n = 0;
     memset(c, 0, sizeof *c);
-    if (sscanf(text, "tma bn=%d persist=%d split=%d%n", &c->bn, &c->persist, &c->splits, &n) == 3 &&
+    if (sscanf(text, "tma bn=%d persist=%d epi=%d split=%d%n", &c->bn, &c->persist, &c->epi,
+               &c->splits, &n) == 4 &&
         n > 0) {
         c->tma = 1;
         return (c->bn == 128 || c->bn == 256) && (c->persist == 0 || c->persist == 1) &&
-               c->splits >= 1 && c->splits <= SPLIT_MAX;
+               (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (sscanf(text, "mma tile=%d split=%d%n", &c->tile, &c->splits, &n) == 2 && n > 0)
         return c->tile >= 0 && c->tile < N_TILES && c->splits >= 1 && c->splits <= SPLIT_MAX;
@@ -372,17 +420,20 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (!TK_GEMM_TMA || !p->sm90 || !p->aligned || p->M >= INT32_MAX || p->N >= INT32_MAX ||
             p->K >= INT32_MAX || (c->bn != 128 && c->bn != 256))
             return 0;
-        /* no tensor-map box larger than the matrix for the split kernel, as
-         * plan_split; persistent blocks take whole tiles only */
-        if (c->splits > 1 && (p->M < 128 || p->N < 128 || c->persist))
+        /* persistent blocks take whole tiles only; the TMA-store epilogue
+         * writes C, not split partials, and needs C 16-byte aligned */
+        if (c->splits > 1 && (c->persist || c->epi))
+            return 0;
+        if (c->epi && !p->c16)
             return 0;
         q.wgmma = 1, q.tma = 1, q.wg_bn = c->bn, q.wg_stages = 4, q.persist = c->persist;
+        q.epi_tma = c->epi;
         q.tile = nv_tiles[0];
         bk = 64;
     } else {
         if (c->tile < 0 || c->tile >= N_TILES || c->persist)
             return 0;
-        q.wgmma = 0, q.tma = 0, q.persist = 0;
+        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0;
         q.tile = nv_tiles[c->tile];
         bk = q.tile.bk;
     }
@@ -482,13 +533,15 @@ static int plan_tuned(tk_context *ctx, gemm_plan *p)
     return 1;
 }
 
-/* The heuristics' persistent-grid choice, after plan_split: TMA tiles beyond
- * one wave run on a persistent grid, so that a block's next tile loads
- * while its epilogue stores. */
+/* The heuristics' epilogue and grid, after plan_split: the TMA kernel
+ * unsplit stores C through the bulk tensor copy engine when C allows it
+ * (TK_GEMM_EPI_TMA); the persistent grid is left to tuning records: on an
+ * H100 it ran within 2% of one block per tile at the MoE shapes
+ * (bench/NOTES-gemm.md). */
 static void plan_persist(gemm_plan *p)
 {
-    if (p->tma && p->splits == 1)
-        p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS;
+    p->persist = 0;
+    p->epi_tma = TK_GEMM_EPI_TMA && p->tma && p->splits == 1 && p->c16;
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -524,6 +577,7 @@ static void plan_alignment(gemm_plan *p, const void *a, const void *b, const voi
     p->aligned =
         ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0 && p->lda % 8 == 0 && p->ldb % 8 == 0;
     p->vec_out = ((uintptr_t)c % (2 * out_elem)) == 0 && p->ldc % 2 == 0;
+    p->c16 = ((uintptr_t)c % 16) == 0 && (p->ldc * (int64_t)out_elem) % 16 == 0;
 }
 
 /* A CUtensorMap: 128 bytes, 64-byte aligned. */
@@ -582,6 +636,8 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
             add_def(d, "TK_SPLITK", 1);
         if (p->tma && !TK_GEMM_EPI_SMEM)
             add_def(d, "TK_EPI_SMEM", 0);
+        if (p->tma && p->epi_tma)
+            add_def(d, "TK_EPI_TMA", 1);
         if (p->tma && pdl_enabled())
             add_def(d, "TK_PDL", 1);
         d->desc.options = wg_opts;
@@ -612,6 +668,8 @@ static void plan_universal(const gemm_plan *p, gemm_plan *u)
     *u = *p;
     u->wgmma = 0;
     u->tma = 0;
+    u->persist = 0;
+    u->epi_tma = 0;
     u->splits = 1;
     u->tile = nv_tiles[1];
 }
@@ -664,7 +722,8 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
         /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
         *threads = p->tma ? 384 : 256;
         /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
-        *smem = (unsigned)(p->wg_stages * (128 + p->wg_bn) * 64 * 2 + (p->tma ? 2048 : 1024));
+        *smem = (unsigned)(p->wg_stages * (128 + p->wg_bn) * 64 * 2 + (p->tma ? 2048 : 1024) +
+                           (p->epi_tma ? 32768 : 0));
         return;
     }
     *blocks = ((p->M + p->tile.bm - 1) / p->tile.bm) * ((p->N + p->tile.bn - 1) / p->tile.bn);
@@ -826,21 +885,30 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             gemm_tmap ma, mb;
             if (p->a_kmajor)
                 st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p->M, (uint64_t)p->K,
-                                        (uint64_t)p->lda * 2, 64, 128);
+                                        (uint64_t)p->lda * 2, 64, 128, 2);
             else
                 st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p->K, (uint64_t)p->M,
-                                        (uint64_t)p->lda * 2, 64, 64);
+                                        (uint64_t)p->lda * 2, 64, 64, 2);
             if (st != TK_OK)
                 return st;
             if (p->b_kmajor)
                 st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p->N, (uint64_t)p->K,
-                                        (uint64_t)p->ldb * 2, 64, (unsigned)p->wg_bn);
+                                        (uint64_t)p->ldb * 2, 64, (unsigned)p->wg_bn, 2);
             else
                 st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p->K, (uint64_t)p->N,
-                                        (uint64_t)p->ldb * 2, 64, 64);
+                                        (uint64_t)p->ldb * 2, 64, 64, 2);
             if (st != TK_OK)
                 return st;
-            void *targs[] = {ma.b, mb.b, (void *)&d_c, &m, &n, &k, &lc};
+            gemm_tmap mc;
+            memset(&mc, 0, sizeof mc);
+            if (p->epi_tma) {
+                const unsigned es = p->out_f16 ? 2u : 4u;
+                st = tk__tensor_map_f16(ctx, mc.b, d_c, (uint64_t)p->M, (uint64_t)p->N,
+                                        (uint64_t)ldc * es, 128u / es, 128, es);
+                if (st != TK_OK)
+                    return st;
+            }
+            void *targs[] = {ma.b, mb.b, mc.b, (void *)&d_c, &m, &n, &k, &lc};
             if (pdl_enabled())
                 return tk__kernel_launch_pdl(ctx, kernel, grid, block, smem, stream, targs);
             return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, targs);
@@ -1038,12 +1106,13 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
     for (int bn = 128; tma_ok && bn <= 256; bn *= 2) {
         const int64_t tiles = ((base->M + 127) / 128) * ((base->N + bn - 1) / bn);
-        for (int persist = 0; persist <= (tiles > base->sms); persist++) {
-            cfg = (gemm_cfg){.tma = 1, .bn = bn, .persist = persist, .splits = 1};
-            q = *base;
-            if (plan_apply(&q, &cfg))
-                n = tune_add(c, n, &q);
-        }
+        for (int persist = 0; persist <= (tiles > base->sms); persist++)
+            for (int epi = 0; epi <= 1; epi++) {
+                cfg = (gemm_cfg){.tma = 1, .bn = bn, .persist = persist, .epi = epi, .splits = 1};
+                q = *base;
+                if (plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
     }
     for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
          i++) {

@@ -113,9 +113,10 @@ struct tk__backend {
      * tensor copies of box_cols x box_rows with the 128-byte swizzle and zero
      * fill outside the matrix; out: 128 bytes, 64-byte aligned. NULL where
      * the backend has none; TK_UNSUPPORTED when the driver lacks it. */
+    /* elem_bytes: 2 (fp16) or 4 (fp32). */
     tk_status (*tensor_map_f16)(void *out, const void *base, uint64_t rows, uint64_t cols,
                                 uint64_t row_bytes, unsigned box_cols, unsigned box_rows,
-                                tk__err *err);
+                                unsigned elem_bytes, tk__err *err);
     /* Launch allowing programmatic dependent launch (CUDA 12+ driver,
      * cuLaunchKernelEx with programmatic stream serialisation): the kernel may
      * start before the previous kernel in the stream has finished, and must

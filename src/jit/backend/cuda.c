@@ -906,6 +906,7 @@ typedef CUresult (*tk__cu_tmap_encode)(void *map, int dtype, unsigned rank, void
                                        const unsigned *box, const unsigned *elem_strides,
                                        int interleave, int swizzle, int l2_promotion, int oob_fill);
 #define TK__TMAP_FLOAT16 6
+#define TK__TMAP_FLOAT32 7
 #define TK__TMAP_INTERLEAVE_NONE 0
 #define TK__TMAP_SWIZZLE_128B 3
 #define TK__TMAP_L2_256B 3
@@ -913,7 +914,7 @@ typedef CUresult (*tk__cu_tmap_encode)(void *map, int dtype, unsigned rank, void
 
 static tk_status cuda_tensor_map_f16(void *out, const void *base, uint64_t rows, uint64_t cols,
                                      uint64_t row_bytes, unsigned box_cols, unsigned box_rows,
-                                     tk__err *err)
+                                     unsigned elem_bytes, tk__err *err)
 {
     tk__cu_tmap_encode encode = (tk__cu_tmap_encode)g.tmap_encode;
     if (encode == NULL)
@@ -923,7 +924,8 @@ static tk_status cuda_tensor_map_f16(void *out, const void *base, uint64_t rows,
     const uint64_t strides[1] = {row_bytes};
     const unsigned box[2] = {box_cols, box_rows};
     const unsigned elem_strides[2] = {1, 1};
-    CUresult r = encode(out, TK__TMAP_FLOAT16, 2, (void *)base, dims, strides, box, elem_strides,
+    CUresult r = encode(out, elem_bytes == 4 ? TK__TMAP_FLOAT32 : TK__TMAP_FLOAT16, 2, (void *)base,
+                        dims, strides, box, elem_strides,
                         TK__TMAP_INTERLEAVE_NONE, TK__TMAP_SWIZZLE_128B, TK__TMAP_L2_256B,
                         TK__TMAP_OOB_ZERO);
     if (r != 0)

@@ -69,6 +69,9 @@ typedef long long tk_i64;
 #ifndef TK_EPI_TMA
 #define TK_EPI_TMA 0
 #endif
+#ifndef TK_STREAMK
+#define TK_STREAMK 0
+#endif
 #ifndef TK_EPI_SMEM
 #define TK_EPI_SMEM 1
 #endif
@@ -859,17 +862,82 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk
     }
 }
 
+// The work of one block of the TMA kernel, as segments (tile, first K step,
+// end K step). Whole tiles blockIdx.x, + gridDim.x, ... (one when the grid
+// has a block per tile, several on a persistent grid); or, stream-K
+// (TK_STREAMK), the block's share [b * total / G, (b + 1) * total / G) of the
+// total = tiles x KT K steps in tile-major order: a tile cut by a block
+// boundary is begun (K step 0 on) by block b, its "owner", and ended by
+// block b + 1, which starts with it. The host makes every share at least KT
+// steps long, so a tile spans two blocks at most.
+struct tk_work {
+    tk_i64 tiles, next, end;
+    int KT;
+    __device__ __forceinline__ void init(tk_i64 tiles_, int KT_)
+    {
+        tiles = tiles_;
+        KT = KT_;
+        if (TK_STREAMK) {
+            const tk_i64 total = tiles * KT, g = gridDim.x, b = blockIdx.x;
+            next = b * total / g;
+            end = (b + 1) * total / g;
+        } else {
+            next = blockIdx.x;
+            end = tiles;
+        }
+    }
+    // The next segment; false when the block's work is done.
+    __device__ __forceinline__ bool take(tk_i64 &t, int &k0, int &k1, bool &more)
+    {
+        if (next >= end)
+            return false;
+        if (TK_STREAMK) {
+            t = next / KT;
+            k0 = (int)(next - t * KT);
+            const tk_i64 left = end - next;
+            k1 = left < (tk_i64)(KT - k0) ? k0 + (int)left : KT;
+            next += k1 - k0;
+        } else {
+            t = next;
+            k0 = 0;
+            k1 = KT;
+            next += gridDim.x;
+        }
+        more = next < end;
+        return true;
+    }
+};
+
+// Stream-K fix-up area (TK_STREAMK): a flag per block (u64), then a partial
+// tile per block (256 x NACC floats, thread-major so each warp's stores and
+// loads are contiguous). Block b + 1 writes its partial of the tile it
+// shares with block b into slot b + 1 and sets flag b + 1 to `tag` (release);
+// block b waits for it (acquire), adds it and stores the tile. The tag
+// changes with every launch, so flags need no reset; its high word makes a
+// NaN as a float, which no partial sum of finite inputs leaves behind.
+__device__ __forceinline__ void sk_signal(unsigned long long *flag, unsigned long long tag)
+{
+    asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(flag), "l"(tag) : "memory");
+}
+__device__ __forceinline__ void sk_wait(const unsigned long long *flag, unsigned long long tag)
+{
+    unsigned long long v;
+    do {
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(flag) : "memory");
+    } while (v != tag);
+}
+
 // Consumer warpgroups 1-2 of gemm_body_tma: wgmma on each full stage, then
-// the epilogue, for each tile of the block (tiles blockIdx.x, + gridDim.x,
-// ...: one tile when the grid has a block per tile, several when the host
-// launched a persistent grid). A function of its own so that the producer /
-// consumer split is one if / else (setmaxnreg applies per branch).
-// Stage s of the ring holds k-step `it` (counted across the block's tiles)
-// when it % STAGES == s, in phase (it / STAGES) & 1.
+// the epilogue, for each segment of the block's work (tk_work). A function
+// of its own so that the producer / consumer split is one if / else
+// (setmaxnreg applies per branch). Stage s of the ring holds K step `it`
+// (counted across the block's segments) when it % STAGES == s, in phase
+// (it / STAGES) & 1.
 template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
 __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
                                             tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
-                                            void *C, const tk_tmap *mC)
+                                            void *C, const tk_tmap *mC, void *skw,
+                                            unsigned long long tag)
 {
     constexpr int BM = 128, BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -878,9 +946,13 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = (tid >> 7) - 1;
     const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
-    const tk_i64 tiles = tiles_m * tiles_n;
+    tk_work work;
+    work.init(tiles_m * tiles_n, KT);
     int it = 0, chunk = 0;
-    for (tk_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+    tk_i64 t;
+    int k0, k1;
+    bool more;
+    while (work.take(t, k0, k1, more)) {
         tk_i64 tm, tn;
         tk_gemm_tile_of(t, tiles_m, tiles_n, &tm, &tn);
         const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
@@ -888,7 +960,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
 #pragma unroll
         for (int i = 0; i < NACC; ++i)
             acc[i] = 0.f;
-        for (int kt = 0; kt < KT; ++kt, ++it) {
+        for (int kt = k0; kt < k1; ++kt, ++it) {
             const int s = it % STAGES;
             bar_wait(bars + 8 * s, (it / STAGES) & 1);
             const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
@@ -910,27 +982,58 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             commit();
             wait<1>(); // the wgmma of step it - 1 is done: its stage is free
             fence_regs<NACC>(acc);
-            if (kt > 0 && (tid & 127) == 0)
+            if (kt > k0 && (tid & 127) == 0)
                 bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
         }
         wait<0>();
         fence_regs<NACC>(acc);
+        // More work follows: free the last stage for the producer (already
+        // loading it); the last segment's stage is never waited for.
+        if (more && k1 > k0 && (tid & 127) == 0)
+            bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+        if (TK_STREAMK) {
+            unsigned long long *flags = (unsigned long long *)skw;
+            float *part = (float *)((char *)skw + 8 * (tk_i64)gridDim.x);
+            const int ct = tid - 128;
+            if (k0 > 0) {
+                // The end of a tile block b - 1 owns: hand the partial over.
+                float *slot = part + (tk_i64)blockIdx.x * 256 * NACC;
+#pragma unroll
+                for (int i = 0; i < NACC; ++i)
+                    asm volatile("st.global.cg.f32 [%0], %1;\n" ::"l"(slot + i * 256 + ct),
+                                 "f"(acc[i])
+                                 : "memory");
+                __threadfence();
+                asm volatile("bar.sync 1, 256;\n" ::: "memory");
+                if (tid == 128)
+                    sk_signal(flags + blockIdx.x, tag);
+                continue;
+            }
+            if (k1 < KT) {
+                // Owner of a tile block b + 1 ends: add its partial.
+                if (tid == 128)
+                    sk_wait(flags + blockIdx.x + 1, tag);
+                asm volatile("bar.sync 1, 256;\n" ::: "memory");
+                const float *slot = part + ((tk_i64)blockIdx.x + 1) * 256 * NACC;
+#pragma unroll
+                for (int i = 0; i < NACC; ++i) {
+                    float v;
+                    asm volatile("ld.global.cg.f32 %0, [%1];\n"
+                                 : "=f"(v)
+                                 : "l"(slot + i * 256 + ct)
+                                 : "memory");
+                    acc[i] += v;
+                }
+            }
+        }
         const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
         if (TK_EPI_TMA) {
-            // The stages are free as soon as the MMAs are done: the
-            // epilogue stages through its own buffers.
-            if (t + gridDim.x < tiles && KT > 0 && (tid & 127) == 0)
-                bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
             store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
                                      warp_in_wg, lane, tid);
             continue;
         }
-        if (t + gridDim.x < tiles) {
-            // More tiles follow: free the last stage for the producer (already
-            // loading the next tile) and store from registers; the ring is
-            // not ours to stage through.
-            if (KT > 0 && (tid & 127) == 0)
-                bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+        if (more) {
+            // The ring is the producer's: store from registers.
             if (OUT16 && VEC && ((unsigned long long)C % 8 == 0) && (ldc % 4 == 0))
                 store_acc_h4<BN>(acc, (unsigned short *)C, ldc, M, N, rbase, n0, lane);
             else
@@ -947,7 +1050,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             constexpr int STRIDE = BN * ES + (OUT16 ? 16 : 32);
             constexpr int CH = BN * ES / 16, PER = 16 / ES;
             static_assert(2 * 64 * STRIDE <= STAGES * STAGE_BYTES, "staging exceeds the ring");
-            // The block's last tile: both consumer warpgroups are past their
+            // The block's last segment: both consumer warpgroups are past their
             // last wgmma (and the producer past its last copy) before either
             // overwrites the ring.
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
@@ -1008,11 +1111,13 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
 }
 
 // Dynamic shared memory: STAGES * (128 + BN) * 64 * 2 + 2048 bytes (1 KiB of
-// alignment slack, then the barriers). 384 threads.
+// alignment slack, then the barriers), + 32 KiB of staging with TK_EPI_TMA.
+// 384 threads.
 template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
 __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB,
                                               const tk_tmap *mC, void *C, tk_i64 M, tk_i64 N,
-                                              tk_i64 K, tk_i64 ldc, unsigned char *smem)
+                                              tk_i64 K, tk_i64 ldc, void *skw,
+                                              unsigned long long tag, unsigned char *smem)
 {
     constexpr int BM = 128, BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -1033,41 +1138,45 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    if ((tk_i64)blockIdx.x >= tiles_m * tiles_n)
+    if (!TK_STREAMK && (tk_i64)blockIdx.x >= tiles_m * tiles_n)
         return;
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            const tk_i64 tiles = tiles_m * tiles_n;
+            tk_work work;
+            work.init(tiles_m * tiles_n, KT);
             int it = 0;
-            for (tk_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+            tk_i64 t;
+            int k0, k1;
+            bool more;
+            while (work.take(t, k0, k1, more)) {
                 tk_i64 tm, tn;
                 tk_gemm_tile_of(t, tiles_m, tiles_n, &tm, &tn);
                 const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
-                for (int kt = 0; kt < KT; ++kt, ++it) {
+                for (int kt = k0; kt < k1; ++kt, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) // the consumers released step it - STAGES
                         bar_wait(bars + 8 * (STAGES + s), ((it / STAGES) - 1) & 1);
                     const unsigned full = bars + 8 * s;
                     bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
                     const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
-                    const int k0 = (kt0 + kt) * BK;
+                    const int kc = (kt0 + kt) * BK;
                     if (AK)
-                        tma_load2d(sa, mA, k0, m0, full);
+                        tma_load2d(sa, mA, kc, m0, full);
                     else
                         for (int b = 0; b < BM / 64; ++b)
-                            tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, k0, full);
+                            tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, kc, full);
                     if (BKM)
-                        tma_load2d(sb, mB, k0, n0, full);
+                        tma_load2d(sb, mB, kc, n0, full);
                     else
                         for (int b = 0; b < BN / 64; ++b)
-                            tma_load2d(sb + b * BK * 128, mB, n0 + 64 * b, k0, full);
+                            tma_load2d(sb + b * BK * 128, mB, n0 + 64 * b, kc, full);
                 }
             }
         }
     } else {
         consume_tma<BN, STAGES, AK, BKM, OUT16, VEC>(sbase, bars, KT, M, N, tiles_m, tiles_n, ldc,
-                                                     C, mC);
+                                                     C, mC, skw, tag);
     }
 }
 
@@ -1082,11 +1191,14 @@ static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-archit
 // Dynamic shared memory: TK_STAGES * (128 + TK_BN) * 64 * 2 + 2048 bytes,
 // + 32768 with TK_EPI_TMA (the staging buffers). mC: tensor map of C (boxes
 // of 128 bytes x 128 rows) with TK_EPI_TMA, unused otherwise.
+// TK_STREAMK: skw is the fix-up area (a flag and a partial tile per block)
+// and tag this launch's flag value; unused otherwise.
 static_assert(!(TK_EPI_TMA && TK_SPLITK), "the TMA-store epilogue writes C, not split partials");
+static_assert(!(TK_STREAMK && TK_SPLITK), "stream-K and split-K do not combine");
 extern "C" __global__ void __launch_bounds__(384, 1)
     tk_gemm_f16(const __grid_constant__ tk_tmap mA, const __grid_constant__ tk_tmap mB,
                 const __grid_constant__ tk_tmap mC, void *C, tk_i64 M, tk_i64 N, tk_i64 K,
-                tk_i64 ldc)
+                tk_i64 ldc, void *skw, unsigned long long tag)
 {
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
 #if defined(TK_PDL) && TK_PDL
@@ -1110,7 +1222,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
     tkw::gemm_body_tma<TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
                        TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0>(&mA, &mB, &mC, C, M, N, K,
-                                                                       ldc, tk_gemm_smem);
+                                                                       ldc, skw, tag,
+                                                                       tk_gemm_smem);
 }
 #elif defined(TK_WGMMA)
 // A compile error, not a kernel that silently does nothing, on a wrong target.

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jit/engine.h"
 #include "tk_test.h"
 #include "tokitai/ops.h"
 
@@ -321,6 +322,36 @@ START_TEST(test_large_offsets)
 }
 END_TEST
 
+/* Every GEMM configuration a tuning record can name, forced through a record
+ * of the shape's class (stable policy), against fp64 on a shape with edges in
+ * M, N and K and more than a wave of tiles in every layout (kernel shapes
+ * 2100 x 2600, 2100 x 2200, 2200 x 2600 with K = 2200, 2600, 2100): the
+ * persistent grid, stream-K (tiles shared across block boundaries), the
+ * TMA-store and staged epilogues, split-K on both kernels. */
+START_TEST(test_every_configuration)
+{
+    static const char *const configs[] = {
+        "tma bn=128 persist=2 epi=1 split=1", "tma bn=256 persist=2 epi=0 split=1",
+        "tma bn=256 persist=2 epi=1 split=1", "tma bn=128 persist=1 epi=0 split=1",
+        "tma bn=256 persist=1 epi=1 split=1", "tma bn=128 persist=0 epi=1 split=1",
+        "tma bn=256 persist=0 epi=0 split=1", "tma bn=128 persist=0 epi=0 split=3",
+        "mma tile=1 split=2",
+    };
+    const shape s = {2100, 2600, 2200, 2, 0, 1};
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        /* a fresh context: records are remembered per context */
+        tk_context *ctx = gpu_ctx(TK_POLICY_STABLE);
+        for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++)
+            tk__record_put(ctx, tk_op_name((tk_op)op), "N=2600 K=2200 M<=2176", configs[i]);
+        fprintf(stderr, "configuration %s\n", configs[i]);
+        run_case(ctx, TK_OP_GEMM_F16_FWD, &s);
+        run_case(ctx, TK_OP_GEMM_F16_GRAD_A, &s);
+        run_case(ctx, TK_OP_GEMM_F16_GRAD_B, &s);
+        tk_context_destroy(ctx);
+    }
+}
+END_TEST
+
 /* Reuse of a compiled kernel and the checked run through the public API. */
 START_TEST(test_checked_run)
 {
@@ -351,6 +382,7 @@ static Suite *suite(void)
         {"generic", test_generic_policy},
         {"offsets", test_large_offsets},
         {"checked", test_checked_run},
+        {"configurations", test_every_configuration},
     };
     Suite *s = suite_create("gpu_gemm");
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {

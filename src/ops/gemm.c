@@ -149,7 +149,8 @@ typedef struct gemm_plan {
     int wgmma;  /* the sm_90a warpgroup-MMA kernel serves this call */
     int tma;    /* ... in its TMA form (tensor maps as arguments) */
     int wg_bn, wg_stages;
-    int persist; /* tma: grid of one block per SM at most, each taking tiles in turn */
+    int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
+                  * 2 the same grid sharing the K steps of all tiles (stream-K) */
     int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
     int c16;     /* C 16-byte aligned, rows a multiple of 16 bytes apart */
     int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
@@ -360,7 +361,7 @@ typedef struct gemm_cfg {
     int tma;     /* 1: the sm_90a TMA wgmma kernel, 0: mma.sync */
     int bn;      /* tma: 128 or 256 columns */
     int tile;    /* mma.sync: index into nv_tiles */
-    int persist; /* tma: persistent grid */
+    int persist; /* tma: 1 persistent grid, 2 stream-K */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
     int splits;  /* split-K factor; 1: none */
 } gemm_cfg;
@@ -399,7 +400,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                &c->splits, &n) == 4 &&
         n > 0) {
         c->tma = 1;
-        return (c->bn == 128 || c->bn == 256) && (c->persist == 0 || c->persist == 1) &&
+        return (c->bn == 128 || c->bn == 256) && c->persist >= 0 && c->persist <= 2 &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (sscanf(text, "mma tile=%d split=%d%n", &c->tile, &c->splits, &n) == 2 && n > 0)
@@ -425,6 +426,11 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->splits > 1 && (c->persist || c->epi))
             return 0;
         if (c->epi && !p->c16)
+            return 0;
+        /* stream-K needs more tiles than blocks (each block's share at least
+         * one tile's K steps) */
+        if (c->persist == 2 &&
+            ((p->M + 127) / 128) * ((p->N + c->bn - 1) / c->bn) <= p->sms)
             return 0;
         q.wgmma = 1, q.tma = 1, q.wg_bn = c->bn, q.wg_stages = 4, q.persist = c->persist;
         q.epi_tma = c->epi;
@@ -533,15 +539,24 @@ static int plan_tuned(tk_context *ctx, gemm_plan *p)
     return 1;
 }
 
-/* The heuristics' epilogue and grid, after plan_split: the TMA kernel
- * unsplit stores C through the bulk tensor copy engine when C allows it
- * (TK_GEMM_EPI_TMA); the persistent grid is left to tuning records: on an
- * H100 it ran within 2% of one block per tile at the MoE shapes
- * (bench/NOTES-gemm.md). */
+/* The heuristics' grid and epilogue, after plan_split (tokitai-jit --tune
+ * of the MoE expert shapes on an H100, bench/NOTES-gemm.md): more than a
+ * wave of TMA tiles runs on a persistent grid with the TMA-store epilogue
+ * (its stores overlap the next tile's main loop: 8-19% faster than a block
+ * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816), as stream-K when
+ * the last wave would leave the chip idle enough; a wave or less keeps a
+ * block per tile and stages the epilogue through the ring. */
 static void plan_persist(gemm_plan *p)
 {
     p->persist = 0;
-    p->epi_tma = TK_GEMM_EPI_TMA && p->tma && p->splits == 1 && p->c16;
+    p->epi_tma = 0;
+    if (!p->tma || p->splits != 1)
+        return;
+    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+    if (tiles <= NV_SMS)
+        return;
+    p->persist = wave_eff(tiles) < 0.85 ? 2 : 1;
+    p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -577,7 +592,11 @@ static void plan_alignment(gemm_plan *p, const void *a, const void *b, const voi
     p->aligned =
         ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0 && p->lda % 8 == 0 && p->ldb % 8 == 0;
     p->vec_out = ((uintptr_t)c % (2 * out_elem)) == 0 && p->ldc % 2 == 0;
-    p->c16 = ((uintptr_t)c % 16) == 0 && (p->ldc * (int64_t)out_elem) % 16 == 0;
+    /* the bulk tensor store writes whole 16-byte pieces of a row: the rows
+     * must end on one (else it writes up to 12 bytes past column N: seen on
+     * an H100 with N = 2049, ldc = 2052) */
+    p->c16 = ((uintptr_t)c % 16) == 0 && (p->ldc * (int64_t)out_elem) % 16 == 0 &&
+             (p->N * (int64_t)out_elem) % 16 == 0;
 }
 
 /* A CUtensorMap: 128 bytes, 64-byte aligned. */
@@ -638,6 +657,8 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
             add_def(d, "TK_EPI_SMEM", 0);
         if (p->tma && p->epi_tma)
             add_def(d, "TK_EPI_TMA", 1);
+        if (p->tma && p->persist == 2)
+            add_def(d, "TK_STREAMK", 1);
         if (p->tma && pdl_enabled())
             add_def(d, "TK_PDL", 1);
         d->desc.options = wg_opts;
@@ -733,7 +754,7 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
 
 static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, int64_t blocks,
                              unsigned threads, unsigned smem, const void *d_a, const void *d_b,
-                             void *d_c, int64_t ldc, void *stream);
+                             void *d_c, int64_t ldc, void *skw, void *stream);
 static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel,
                            tk_kernel *reduce, const void *d_a, const void *d_b, void *d_c,
                            void *stream);
@@ -853,7 +874,7 @@ static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kerne
                                       (size_t)p->splits * (size_t)p->M * (size_t)p->N * 4u, &ws);
         if (st != TK_OK)
             return st;
-        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, ws, p->N, stream);
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, ws, p->N, NULL, stream);
         if (st == TK_OK) {
             const unsigned rgrid[3] = {(unsigned)reduce_blocks(p), 1, 1};
             const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};
@@ -865,14 +886,26 @@ static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kerne
         tk__op_workspace_release(ctx);
         return st;
     }
-    return gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, stream);
+    if (p->tma && p->persist == 2) {
+        /* stream-K: a flag and a partial tile (128 x BN fp32) per block */
+        void *ws = NULL;
+        st = tk__op_workspace_acquire(ctx, stream,
+                                      (size_t)blocks * (8u + (size_t)128 * (size_t)p->wg_bn * 4u),
+                                      &ws);
+        if (st != TK_OK)
+            return st;
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, ws, stream);
+        tk__op_workspace_release(ctx);
+        return st;
+    }
+    return gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, NULL, stream);
 }
 
 /* Launches the GEMM kernel of p into c (leading dimension ldc: the output's,
  * or N for the split-K workspace). */
 static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, int64_t blocks,
                              unsigned threads, unsigned smem, const void *d_a, const void *d_b,
-                             void *d_c, int64_t ldc, void *stream)
+                             void *d_c, int64_t ldc, void *skw, void *stream)
 {
     tk_status st;
     {
@@ -908,7 +941,11 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
                 if (st != TK_OK)
                     return st;
             }
-            void *targs[] = {ma.b, mb.b, mc.b, (void *)&d_c, &m, &n, &k, &lc};
+            /* stream-K flag value: new for every launch (see the kernel) */
+            static unsigned epoch;
+            unsigned long long tag =
+                (0x7F4A7C15ull << 32) | __atomic_add_fetch(&epoch, 1u, __ATOMIC_RELAXED);
+            void *targs[] = {ma.b, mb.b, mc.b, (void *)&d_c, &m, &n, &k, &lc, &skw, &tag};
             if (pdl_enabled())
                 return tk__kernel_launch_pdl(ctx, kernel, grid, block, smem, stream, targs);
             return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, targs);
@@ -1106,7 +1143,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
     for (int bn = 128; tma_ok && bn <= 256; bn *= 2) {
         const int64_t tiles = ((base->M + 127) / 128) * ((base->N + bn - 1) / bn);
-        for (int persist = 0; persist <= (tiles > base->sms); persist++)
+        for (int persist = 0; persist <= (tiles > base->sms ? 2 : 0); persist++)
             for (int epi = 0; epi <= 1; epi++) {
                 cfg = (gemm_cfg){.tma = 1, .bn = bn, .persist = persist, .epi = epi, .splits = 1};
                 q = *base;

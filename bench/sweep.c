@@ -38,7 +38,9 @@
  *         [--only fwd|grad_a|grad_b] [--quick] [--csv FILE] [--jobs N] [--stub]
  *
  * Prints a markdown table per op, then per op: n, geometric mean ratio, worst
- * ratio and its shape, shapes under 0.85; then the workspace the ops used.
+ * ratio and its shape, shapes under 0.85; then the operator workspace the
+ * calls used (tk_context_stats: bytes held, peak, device allocations) and
+ * whether a compile or a workspace allocation fell inside a timed batch.
  * Exit 0 when every check passed, 1 when one failed, 2 for bad arguments, 77
  * without a GPU or without cuBLAS (as every bench program). --stub runs on
  * the stub backend (host memory, no kernels run, host times): it tests the
@@ -97,10 +99,11 @@ typedef struct shape {
     int src;
     /* results */
     double tk_ms, cb_ms;
-    int checked; /* 1: compared; 0: not (stub) */
-    uint64_t bad; /* elements outside the tolerance */
+    int checked;    /* 1: compared; 0: not (stub) */
+    uint64_t bad;   /* elements outside the tolerance */
     double max_err; /* max |tk - cb| / (atol + rtol |cb|) */
     int compiled_in_timing;
+    int alloc_in_timing; /* an operator workspace allocation inside the timed batches */
 } shape;
 
 typedef struct shape_list {
@@ -335,16 +338,23 @@ static uint64_t compiles_now(void)
     return st.compiles + st.waits;
 }
 
+static uint64_t ws_allocs_now(void)
+{
+    tk_context_stats st;
+    CHECK(tk_context_get_stats(g_ctx, &st));
+    return st.workspace_allocs;
+}
+
 /* Median ms per call of each side, interleaved sample by sample. */
-static void time_shape(gemm_bufs *b, const run_opts *o, double *tk_ms, double *cb_ms,
-                       int *compiled)
+static void time_shape(gemm_bufs *b, const run_opts *o, double *tk_ms, double *cb_ms, int *compiled,
+                       int *allocated)
 {
     batch_arg tk = {b, 0, 1}, cb = {b, 1, 1};
     double *vt, *vc;
     float ms = 0, ms_t = 0, ms_c = 0;
     int batch;
     const int n = o->samples;
-    uint64_t c0;
+    uint64_t c0, a0;
 
     /* untimed: the first call of each side (cuBLAS's heuristics, and a compile
      * the precompile missed), then one call each to size the batch */
@@ -352,6 +362,7 @@ static void time_shape(gemm_bufs *b, const run_opts *o, double *tk_ms, double *c
     CHECK(run_batch(&cb));
     CHECK(tk_stream_sync(g_ctx, NULL));
     c0 = compiles_now();
+    a0 = ws_allocs_now();
     tk.n = cb.n = 5;
     CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, &tk, &ms_t));
     CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, &cb, &ms_c));
@@ -379,6 +390,7 @@ static void time_shape(gemm_bufs *b, const run_opts *o, double *tk_ms, double *c
     *tk_ms = vt[n / 2];
     *cb_ms = vc[n / 2];
     *compiled = compiles_now() != c0;
+    *allocated = ws_allocs_now() != a0;
     free(vt);
     free(vc);
 }
@@ -486,7 +498,7 @@ static void bench_shape(shape *s, const run_opts *o)
         fill_dev(b.y[r], (size_t)ye, 2 * (uint64_t)r + 2);
     }
     ref = dalloc(ob);
-    time_shape(&b, o, &s->tk_ms, &s->cb_ms, &s->compiled_in_timing);
+    time_shape(&b, o, &s->tk_ms, &s->cb_ms, &s->compiled_in_timing, &s->alloc_in_timing);
     check_shape(s, &b, ref);
     for (int r = 0; r < b.R; r++) {
         tk_mem_free(g_ctx, b.x[r]);
@@ -506,7 +518,7 @@ typedef struct pc_job {
 typedef struct pc_pool {
     pc_job *jobs;
     size_t n;
-    size_t next; /* atomic */
+    size_t next;               /* atomic */
     unsigned compiled, cached; /* atomic */
     unsigned failed;           /* atomic */
 } pc_pool;
@@ -523,8 +535,7 @@ static void *pc_worker(void *user)
         if (st != TK_OK) {
             fprintf(stderr, "precompile %s %lldx%lldx%lld: %s (%s)\n", tk_op_name(p->jobs[i].op),
                     (long long)p->jobs[i].dims[0], (long long)p->jobs[i].dims[1],
-                    (long long)p->jobs[i].dims[2], tk_status_str(st),
-                    tk_context_last_error(g_ctx));
+                    (long long)p->jobs[i].dims[2], tk_status_str(st), tk_context_last_error(g_ctx));
             __atomic_fetch_add(&p->failed, 1, __ATOMIC_RELAXED);
         }
         __atomic_fetch_add(&p->compiled, c, __ATOMIC_RELAXED);
@@ -573,9 +584,8 @@ static int precompile_all(const shape_list *l, tk_policy policy, int jobs)
     CHECK(tk_context_get_stats(g_ctx, &s1));
     printf("precompile: %zu jobs on %d threads, %u kernels compiled, %u found cached "
            "(%llu compiler runs, %.1f s of compiler time), %.1f s wall\n",
-           p.n, nt ? nt : 1, p.compiled, p.cached,
-           (unsigned long long)(s1.compiles - s0.compiles), s1.compile_seconds - s0.compile_seconds,
-           now_s() - t0);
+           p.n, nt ? nt : 1, p.compiled, p.cached, (unsigned long long)(s1.compiles - s0.compiles),
+           s1.compile_seconds - s0.compile_seconds, now_s() - t0);
     free(p.jobs);
     return p.failed == 0;
 }
@@ -597,24 +607,29 @@ static void print_row(const shape *s)
     char dims[64];
     snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)s->M, (long long)s->N,
              (long long)s->K);
-    printf("| %-18s | %-11s | %8.1f | %8.1f | %6.3f | %-5s |%s\n", dims, src_name[s->src],
+    printf("| %-18s | %-11s | %8.1f | %8.1f | %6.3f | %-5s |%s%s\n", dims, src_name[s->src],
            tflops(s, s->tk_ms), tflops(s, s->cb_ms), s->cb_ms / s->tk_ms,
-           !s->checked ? "stub" : s->bad ? "FAIL" : "pass",
-           s->compiled_in_timing ? " compiled during timing" : "");
+           !s->checked ? "stub"
+           : s->bad    ? "FAIL"
+                       : "pass",
+           s->compiled_in_timing ? " compiled during timing" : "",
+           s->alloc_in_timing ? " workspace allocated during timing" : "");
     fflush(stdout);
 }
 
 static void csv_row(FILE *f, const shape *s)
 {
     fprintf(f, "%s,%lld,%lld,%lld,%s,%.6f,%.6f,%.2f,%.2f,%.4f,%s,%llu,%.4g\n", tk_op_name(s->op),
-            (long long)s->M, (long long)s->N, (long long)s->K, src_name[s->src], s->tk_ms,
-            s->cb_ms, tflops(s, s->tk_ms), tflops(s, s->cb_ms), s->cb_ms / s->tk_ms,
-            !s->checked ? "stub" : s->bad ? "FAIL" : "pass", (unsigned long long)s->bad,
-            s->max_err);
+            (long long)s->M, (long long)s->N, (long long)s->K, src_name[s->src], s->tk_ms, s->cb_ms,
+            tflops(s, s->tk_ms), tflops(s, s->cb_ms), s->cb_ms / s->tk_ms,
+            !s->checked ? "stub"
+            : s->bad    ? "FAIL"
+                        : "pass",
+            (unsigned long long)s->bad, s->max_err);
 }
 
 typedef struct summary {
-    int n, below, fails, in_timing;
+    int n, below, fails, in_timing, alloc_timing;
     double log_sum;
     const shape *worst;
 } summary;
@@ -627,6 +642,7 @@ static void summarize(summary *sm, const shape *s)
     sm->below += r < TARGET_WORST;
     sm->fails += s->checked && s->bad != 0;
     sm->in_timing += s->compiled_in_timing;
+    sm->alloc_timing += s->alloc_in_timing;
     if (sm->worst == NULL || r < sm->worst->cb_ms / sm->worst->tk_ms)
         sm->worst = s;
 }
@@ -668,7 +684,7 @@ int main(int argc, char **argv)
     unsigned op_mask = 7;
     tk_policy policy = TK_POLICY_STABLE;
     tk_config *cfg = NULL;
-    char why[512] = "";
+    char why[512] = "", stub_cache[] = "/tmp/tk-sweep-stub-XXXXXX";
     shape_list l = {0};
     FILE *csv = NULL;
 
@@ -739,7 +755,10 @@ int main(int argc, char **argv)
 
     if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK ||
         tk_config_set_build_mode(cfg, TK_BUILD_SYNC) != TK_OK ||
-        tk_config_set_backend(cfg, g_stub ? TK_BACKEND_STUB : TK_BACKEND_AUTO) != TK_OK)
+        tk_config_set_backend(cfg, g_stub ? TK_BACKEND_STUB : TK_BACKEND_AUTO) != TK_OK ||
+        /* the stub's objects have no place in the user's cache */
+        (g_stub &&
+         (mkdtemp(stub_cache) == NULL || tk_config_set_cache_dir(cfg, stub_cache) != TK_OK)))
         return 1;
     if (tk_context_create(cfg, &g_ctx, why, sizeof why) != TK_OK ||
         (!g_stub && strcmp(tk_context_backend_name(g_ctx), "stub") == 0)) {
@@ -768,8 +787,9 @@ int main(int argc, char **argv)
         CHECK(tk_kernel_get(g_ctx, &d, &g_fill));
     }
 
-    const char *pol = policy == TK_POLICY_EXACT ? "exact" : policy == TK_POLICY_GENERIC ? "generic"
-                                                                                         : "stable";
+    const char *pol = policy == TK_POLICY_EXACT     ? "exact"
+                      : policy == TK_POLICY_GENERIC ? "generic"
+                                                    : "stable";
     printf("# bench/sweep: device %s (%s), compiler %s, policy %s%s\n", tk_context_target(g_ctx),
            tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx), pol,
            g_stub ? ", STUB (no kernels run; times are host times, the reference is the library)"
@@ -823,9 +843,11 @@ int main(int argc, char **argv)
     tk_context_stats st;
     CHECK(tk_context_get_stats(g_ctx, &st));
     printf("\n## summary (%.0f s of measuring)\n\n", now_s() - t_start);
-    printf("| op      |   n | geomean |  worst | worst shape                  | < %.2f | failed |\n",
-           TARGET_WORST);
-    printf("|---------|----:|--------:|-------:|------------------------------|-------:|-------:|\n");
+    printf(
+        "| op      |   n | geomean |  worst | worst shape                  | < %.2f | failed |\n",
+        TARGET_WORST);
+    printf(
+        "|---------|----:|--------:|-------:|------------------------------|-------:|-------:|\n");
     for (int op = 0; op < N_OPS; op++)
         print_summary(op_short((tk_op)op), &sm[op]);
     print_summary("all", &sm[N_OPS]);
@@ -833,15 +855,27 @@ int main(int argc, char **argv)
     for (int op = 0; op < N_OPS; op++)
         if (sm[op].n && (exp(sm[op].log_sum / sm[op].n) < TARGET_GEOMEAN || sm[op].below))
             target_met = 0;
-    printf("\ntarget (geomean >= %.2f per op, no shape < %.2f): %s\n", TARGET_GEOMEAN,
-           TARGET_WORST, g_stub ? "n/a (stub)" : target_met ? "met" : "NOT met");
+    printf("\ntarget (geomean >= %.2f per op, no shape < %.2f): %s\n", TARGET_GEOMEAN, TARGET_WORST,
+           g_stub       ? "n/a (stub)"
+           : target_met ? "met"
+                        : "NOT met");
     printf("kernels compiled after the precompile: %llu; rows timed with a compile inside: %d\n",
            (unsigned long long)(compiles_now() - compiles_after_pc), sm[N_OPS].in_timing);
+    printf("operator workspace: %llu bytes held, peak %llu, %llu device allocations over the run; "
+           "rows timed with an allocation inside: %d\n",
+           (unsigned long long)st.workspace_bytes, (unsigned long long)st.workspace_peak,
+           (unsigned long long)st.workspace_allocs, sm[N_OPS].alloc_timing);
     if (skipped)
         printf("%d shapes left out: over 256 MiB of buffers on the stub\n", skipped);
     printf("%s\n", sm[N_OPS].fails ? "SOME CHECKS FAILED" : "all checks passed");
     tk_context_destroy(g_ctx);
     free(l.v);
+    if (g_stub) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", stub_cache);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", stub_cache);
+    }
     return sm[N_OPS].fails ? 1 : 0;
 
 bad:

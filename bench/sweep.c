@@ -98,10 +98,12 @@ typedef struct shape {
     int64_t M, N, K;
     int src;
     /* results */
-    double tk_ms, cb_ms;
-    int checked;    /* 1: compared; 0: not (stub) */
-    uint64_t bad;   /* elements outside the tolerance */
-    double max_err; /* max |tk - cb| / (atol + rtol |cb|) */
+    double tk_ms, cb_ms;                   /* medians per call */
+    double tk_min, tk_max, cb_min, cb_max; /* spread of the samples */
+    int batch;                             /* calls per sample */
+    int checked;                           /* 1: compared; 0: not (stub) */
+    uint64_t bad;                          /* elements outside the tolerance */
+    double max_err;                        /* max |tk - cb| / (atol + rtol |cb|) */
     int compiled_in_timing;
     int alloc_in_timing; /* an operator workspace allocation inside the timed batches */
 } shape;
@@ -346,8 +348,7 @@ static uint64_t ws_allocs_now(void)
 }
 
 /* Median ms per call of each side, interleaved sample by sample. */
-static void time_shape(gemm_bufs *b, const run_opts *o, double *tk_ms, double *cb_ms, int *compiled,
-                       int *allocated)
+static void time_shape(gemm_bufs *b, const run_opts *o, shape *s)
 {
     batch_arg tk = {b, 0, 1}, cb = {b, 1, 1};
     double *vt, *vc;
@@ -387,10 +388,13 @@ static void time_shape(gemm_bufs *b, const run_opts *o, double *tk_ms, double *c
     }
     qsort(vt, (size_t)n, sizeof *vt, cmp_double);
     qsort(vc, (size_t)n, sizeof *vc, cmp_double);
-    *tk_ms = vt[n / 2];
-    *cb_ms = vc[n / 2];
-    *compiled = compiles_now() != c0;
-    *allocated = ws_allocs_now() != a0;
+    s->tk_ms = vt[n / 2];
+    s->cb_ms = vc[n / 2];
+    s->tk_min = vt[0], s->tk_max = vt[n - 1];
+    s->cb_min = vc[0], s->cb_max = vc[n - 1];
+    s->batch = batch;
+    s->compiled_in_timing = compiles_now() != c0;
+    s->alloc_in_timing = ws_allocs_now() != a0;
     free(vt);
     free(vc);
 }
@@ -498,7 +502,7 @@ static void bench_shape(shape *s, const run_opts *o)
         fill_dev(b.y[r], (size_t)ye, 2 * (uint64_t)r + 2);
     }
     ref = dalloc(ob);
-    time_shape(&b, o, &s->tk_ms, &s->cb_ms, &s->compiled_in_timing, &s->alloc_in_timing);
+    time_shape(&b, o, s);
     check_shape(s, &b, ref);
     for (int r = 0; r < b.R; r++) {
         tk_mem_free(g_ctx, b.x[r]);
@@ -619,13 +623,15 @@ static void print_row(const shape *s)
 
 static void csv_row(FILE *f, const shape *s)
 {
-    fprintf(f, "%s,%lld,%lld,%lld,%s,%.6f,%.6f,%.2f,%.2f,%.4f,%s,%llu,%.4g\n", tk_op_name(s->op),
-            (long long)s->M, (long long)s->N, (long long)s->K, src_name[s->src], s->tk_ms, s->cb_ms,
-            tflops(s, s->tk_ms), tflops(s, s->cb_ms), s->cb_ms / s->tk_ms,
+    fprintf(f,
+            "%s,%lld,%lld,%lld,%s,%.6f,%.6f,%.2f,%.2f,%.4f,%s,%llu,%.4g,%.6f,%.6f,%.6f,%.6f,%d\n",
+            tk_op_name(s->op), (long long)s->M, (long long)s->N, (long long)s->K, src_name[s->src],
+            s->tk_ms, s->cb_ms, tflops(s, s->tk_ms), tflops(s, s->cb_ms), s->cb_ms / s->tk_ms,
             !s->checked ? "stub"
             : s->bad    ? "FAIL"
                         : "pass",
-            (unsigned long long)s->bad, s->max_err);
+            (unsigned long long)s->bad, s->max_err, s->tk_min, s->tk_max, s->cb_min, s->cb_max,
+            s->batch);
 }
 
 typedef struct summary {
@@ -777,7 +783,7 @@ int main(int argc, char **argv)
     }
     if (csv != NULL)
         fprintf(csv, "op,M,N,K,source,tk_ms,cublas_ms,tk_tflops,cublas_tflops,ratio,check,bad,"
-                     "max_err\n");
+                     "max_err,tk_min_ms,tk_max_ms,cublas_min_ms,cublas_max_ms,batch\n");
 
     {
         tk_kernel_desc d;

@@ -74,6 +74,18 @@
  * counts fallback calls, background builds and the time callers waited;
  * tk_context_wait_builds waits for pending builds. TK_BUILD_SYNC compiles on
  * the caller's thread, always.
+ *
+ * Workspace. The GEMMs that split K (fp32 partials, then a reduce kernel)
+ * and the embedding backward (its sort keys) use device scratch memory the
+ * context allocates and keeps: one buffer per (context, stream), grown when a
+ * call needs more (after a sync of that stream, to the need rounded up to a
+ * power of two, at least 1 MiB), never shrunk, freed by tk_context_destroy.
+ * A loop that repeats its shapes allocates nothing after its first pass; a
+ * stream's buffer stays within the largest of 1 MiB, 64 MiB (GEMM split-K:
+ * a shape whose partials would need more is not split) and
+ * 8 x 2^ceil(log2 Q) bytes (embedding backward with Q lookups).
+ * tk_context_stats reports workspace_bytes, workspace_peak and
+ * workspace_allocs. The other ops use none.
  */
 #ifndef TOKITAI_OPS_H
 #define TOKITAI_OPS_H
@@ -140,7 +152,8 @@ TK_API tk_status tk_embedding_f16_fwd(tk_context *ctx, int64_t V, int64_t D, con
  * not drift with the order of updates beyond that final rounding.
  * Out-of-range indices are ignored (and counted into d_bad_count if given).
  * With TK_EMBEDDING_DETERMINISTIC the summation order is fixed (ascending q).
- * Uses a workspace the context allocates on the device and keeps. */
+ * Uses the context's workspace on stream (8 x 2^ceil(log2 Q) bytes; see
+ * "Workspace" above). */
 TK_API tk_status tk_embedding_f16_bwd(tk_context *ctx, int64_t V, int64_t D, void *d_grad_weight,
                                       int64_t Q, const int32_t *d_idx, const void *d_grad_out,
                                       unsigned flags, uint32_t *d_bad_count, void *stream);

@@ -384,6 +384,15 @@ typedef struct tk_context_stats {
     uint64_t remote_rejected;  /* values refused: corrupt, foreign, oversized, unsigned, forged */
     uint64_t remote_publishes; /* local compiles sent to the remote */
     /* ---- end remote tier ---- */
+    /* Operator workspace (device scratch of GEMM split-K partials and of the
+     * embedding backward's sort; tokitai/ops.h, "Workspace"): one buffer per
+     * (context, stream), grown to a power of two when a call needs more and
+     * kept until the context is destroyed, so a steady loop allocates
+     * nothing. workspace_bytes and workspace_peak are state, not counters:
+     * tk_context_reset_stats sets the peak to the bytes held now. */
+    uint64_t workspace_bytes;  /* device bytes held by workspaces now, all streams */
+    uint64_t workspace_peak;   /* the most they held at once */
+    uint64_t workspace_allocs; /* device allocations made for them (growths included) */
 } tk_context_stats;
 
 TK_API tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out);

@@ -181,6 +181,9 @@ class tk_context_stats(ctypes.Structure):
         ("remote_errors", c_uint64),
         ("remote_rejected", c_uint64),
         ("remote_publishes", c_uint64),
+        ("workspace_bytes", c_uint64),
+        ("workspace_peak", c_uint64),
+        ("workspace_allocs", c_uint64),
     ]
 
 

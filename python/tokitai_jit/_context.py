@@ -71,6 +71,9 @@ class ContextStats:
     remote_errors: int
     remote_rejected: int
     remote_publishes: int
+    workspace_bytes: int
+    workspace_peak: int
+    workspace_allocs: int
 
 
 @dataclass(frozen=True)

@@ -80,13 +80,32 @@ int tk__cmd_run(const tk__cli_opts *opts)
     }
     char *text = opts->json ? tk_check_report_json(&report) : tk_check_report_markdown(&report);
     int rc = report.passed ? TK__EXIT_OK : TK__EXIT_FAIL;
+    tk_context_stats cs;
+    int have_cs = tk_context_get_stats(ctx, &cs) == TK_OK;
     if (!text) {
         tk__cli_error("out of memory rendering the report");
         rc = TK__EXIT_FAIL;
+    } else if (opts->json) {
+        /* the operator workspace the run used, as more fields of the object */
+        char *end = strrchr(text, '}');
+        if (end != NULL && have_cs) {
+            fwrite(text, 1, (size_t)(end - text), stdout);
+            printf(",\"workspace_bytes\":%llu,\"workspace_peak\":%llu,\"workspace_allocs\":%llu}\n",
+                   (unsigned long long)cs.workspace_bytes, (unsigned long long)cs.workspace_peak,
+                   (unsigned long long)cs.workspace_allocs);
+        } else {
+            fputs(text, stdout);
+        }
+        free(text);
     } else {
         fputs(text, stdout);
         if (text[0] && text[strlen(text) - 1] != '\n')
             putchar('\n');
+        if (have_cs) /* more rows of the report's table */
+            printf("| workspace_bytes | %llu |\n| workspace_peak | %llu |\n"
+                   "| workspace_allocs | %llu |\n",
+                   (unsigned long long)cs.workspace_bytes, (unsigned long long)cs.workspace_peak,
+                   (unsigned long long)cs.workspace_allocs);
         free(text);
     }
     if (!report.passed)
@@ -114,6 +133,12 @@ static void print_indented(const char *text, const char *indent)
         p += len + (nl != NULL);
     }
 }
+
+/* The documented bound of the operators' device workspace (tokitai/ops.h,
+ * "Workspace"); what a run used is in --run's report. */
+static const char workspace_bound[] =
+    "per context and stream, grown to a power of two and kept; at most the largest of 1 MiB, "
+    "64 MiB (GEMM split-K) and 8 x 2^ceil(log2 Q) bytes (embedding backward, Q lookups)";
 
 int tk__cmd_info(const tk__cli_opts *opts)
 {
@@ -157,7 +182,9 @@ int tk__cmd_info(const tk__cli_opts *opts)
                    (unsigned long long)cs.max_bytes);
         fputs(", \"lower\": ", stdout);
         tk__json_str(stdout, lower && *lower ? lower : NULL);
-        fputs("}}\n", stdout);
+        fputs("}, \"operator_workspace\": ", stdout);
+        tk__json_str(stdout, workspace_bound);
+        fputs("}\n", stdout);
     } else {
         printf("tokitai-jit %s (library %s)\n", TK_VERSION_STRING, tk_version_string());
         for (size_t i = 0; i < n_rows; i++) {
@@ -177,6 +204,7 @@ int tk__cmd_info(const tk__cli_opts *opts)
             printf("cache: cannot open: %s\n", tk_status_str(cst));
         }
         printf("read-only caches (TOKITAI_JIT_CACHE_PATH): %s\n", lower && *lower ? lower : "none");
+        printf("operator workspace: %s\n", workspace_bound);
     }
     tk_cache_close(cache);
     return TK__EXIT_OK;

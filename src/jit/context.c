@@ -546,10 +546,28 @@ tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
     s.remote_rejected = rc.rejected;
     s.remote_publishes = rc.publishes;
     /* ---- end issue 12 ---- */
+    s.workspace_bytes = LOAD(ws_bytes);
+    s.workspace_peak = LOAD(ws_peak);
+    s.workspace_allocs = LOAD(n_ws_allocs);
     *out = s;
     return TK_OK;
 }
 #undef LOAD
+
+void tk__ctx_note_workspace(tk_context *ctx, size_t freed, size_t allocated)
+{
+    uint64_t now, peak;
+    if (freed)
+        __atomic_fetch_sub(&ctx->ws_bytes, (uint64_t)freed, __ATOMIC_RELAXED);
+    if (!allocated)
+        return;
+    __atomic_fetch_add(&ctx->n_ws_allocs, 1, __ATOMIC_RELAXED);
+    now = __atomic_add_fetch(&ctx->ws_bytes, (uint64_t)allocated, __ATOMIC_RELAXED);
+    peak = __atomic_load_n(&ctx->ws_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&ctx->ws_peak, &peak, now, 1,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
 
 void tk_context_reset_stats(tk_context *ctx)
 {
@@ -565,6 +583,9 @@ void tk_context_reset_stats(tk_context *ctx)
                           &ctx->n_builds_failed,  &ctx->n_builds_dropped};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         __atomic_store_n(fields[i], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ctx->n_ws_allocs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ctx->ws_peak, __atomic_load_n(&ctx->ws_bytes, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
     tk__cache_remote_reset_counters(ctx->cache); /* issue 12 */
 }
 

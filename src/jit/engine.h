@@ -64,6 +64,11 @@ tk_status tk__ctx_attach(tk_context *ctx, const void *tag, void *data,
 /* The data attached under tag, or NULL. Thread-safe. */
 void *tk__ctx_attached(tk_context *ctx, const void *tag);
 
+/* Accounts an operator workspace change for tk_context_stats: `freed` bytes
+ * given back, then `allocated` bytes taken in one device allocation (0: none).
+ * Thread-safe. */
+void tk__ctx_note_workspace(tk_context *ctx, size_t freed, size_t allocated);
+
 /* --------------------------------------------------- background builds */
 
 /* Build mode of the context (tk_config_set_build_mode). */

@@ -146,6 +146,8 @@ struct tk_context {
     uint64_t n_memory_hits, n_disk_hits, n_compiles, n_compile_failures, n_loads, n_load_failures,
         n_cache_errors, compile_ns;
     uint64_t n_fallback_calls, n_builds_queued, n_builds_done, n_builds_failed, n_builds_dropped, n_waits, wait_ns, n_sync_compiles;
+    /* Operator workspace (tk__ctx_note_workspace): bytes held, peak, allocations. */
+    uint64_t ws_bytes, ws_peak, n_ws_allocs;
 
     tk_build_mode build_mode;
     tk__builder builder;

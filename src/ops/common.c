@@ -354,14 +354,24 @@ tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
  *
  * Device memory some operators need (embedding backward's sort keys, GEMM
  * split-K partials), kept per (context, stream) in a set attached to the
- * context and freed with it. Grown when too small, after a sync of that
- * stream so that pending work using the old buffer has finished; never
- * shrunk (bounded by the largest request: GEMM split-K caps its partials at
- * 64 MiB, the embedding sort needs 8 bytes per query rounded up to a power of
- * two). Keying by stream lets calls on different streams run concurrently
- * without sharing a buffer; the set's lock is held from taking the buffer
- * until the last launch is enqueued, so a concurrent call on the same stream
- * cannot free it in between.
+ * context and freed with it. Keying by stream lets calls on different
+ * streams run concurrently without sharing a buffer; the set's lock is held
+ * from taking the buffer until the last launch is enqueued, so a concurrent
+ * call on the same stream cannot free it in between.
+ *
+ * No allocation per call: a call that fits the stream's buffer uses it as it
+ * is. A call that needs more syncs that stream (pending work using the old
+ * buffer must finish), frees the buffer and allocates the need rounded up to
+ * a power of two (at least 1 MiB), so a run whose needs creep upwards (a MoE
+ * step's token counts) allocates O(log) times, not once per new maximum.
+ * Never shrunk. Bound per stream, the largest of:
+ *   1 MiB                       the smallest buffer;
+ *   64 MiB                      GEMM split-K partials (splits x M x N fp32,
+ *                               capped by SPLIT_WS_MAX in ops/gemm.c: a shape
+ *                               that would need more is not split);
+ *   8 x 2^ceil(log2 Q) bytes    embedding backward with Q lookups (its sort
+ *                               keys; 128 KiB at Q = 16384, 8 MiB at 2^20).
+ * tk_context_stats reports the bytes held, the peak and the allocations.
  */
 
 typedef struct ws_entry {
@@ -437,18 +447,24 @@ static tk_status ws_get(tk_context *ctx, ws_set *set, void *stream, size_t need,
     }
     if (e->size < need) {
         void *p = NULL;
-        size_t size = need < ((size_t)1 << 20) ? ((size_t)1 << 20) : need;
+        size_t size = (size_t)1 << 20;
+        while (size < need && size <= SIZE_MAX / 2)
+            size <<= 1;
+        if (size < need)
+            size = need;
         if (e->ptr != NULL) {
             st = tk_stream_sync(ctx, stream);
             if (st != TK_OK)
                 return st;
             tk_mem_free(ctx, e->ptr);
+            tk__ctx_note_workspace(ctx, e->size, 0);
             e->ptr = NULL;
             e->size = 0;
         }
         st = tk_mem_alloc(ctx, size, &p);
         if (st != TK_OK)
             return st;
+        tk__ctx_note_workspace(ctx, 0, size);
         e->ptr = p;
         e->size = size;
     }

@@ -160,6 +160,10 @@ int tk__cmd_tune(const tk__cli_opts *opts)
                        r.heuristic_us / r.chosen_us, r.candidates, r.compiled,
                        r.stored ? "" : ", NOT stored (cache read-only or disabled)");
             }
+            if (st == TK_OK && opts->verbose)
+                for (unsigned i = 0; i < r.candidates && i < sizeof r.timed / sizeof r.timed[0];
+                     i++)
+                    printf("      %-36s %8.1f us\n", r.timed[i].config, r.timed[i].us);
             fflush(stdout);
             if (all) {
                 mm = r.timed_m + 1;

@@ -41,7 +41,8 @@ static const char usage_text[] =
     "  --json             machine-readable output (--list, --stats, --info, --run)\n"
     "  --verbose, -v      --list: options and resource usage (registers/VGPRs, SGPRs,\n"
     "                     AGPRs, shared/LDS, local/scratch, spills, wavefront);\n"
-    "                     --precompile: one line per job even on a terminal\n"
+    "                     --precompile: one line per job even on a terminal;\n"
+    "                     --tune: every candidate's time\n"
     "  --max-size SIZE    --prune: limit such as 500M or 2G (default: the configured\n"
     "                     limit)\n"
     "  --shape DIMS       --run: sizes as 512x1024x4096 or 512,1024,4096, in the op's\n"
@@ -139,7 +140,7 @@ static const opt_spec specs[] = {
     {"--cache-dir", NULL, 1, TK__CMD_NONE, ALL_COMMANDS},
     {"--json", NULL, 0, TK__CMD_NONE,
      C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_INFO) | C(TK__CMD_RUN)},
-    {"--verbose", "-v", 0, TK__CMD_NONE, C(TK__CMD_LIST) | C(TK__CMD_PRECOMPILE)},
+    {"--verbose", "-v", 0, TK__CMD_NONE, C(TK__CMD_LIST) | C(TK__CMD_PRECOMPILE) | C(TK__CMD_TUNE)},
     {"--max-size", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRUNE)},
     {"--shape", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--seed", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},

@@ -540,23 +540,21 @@ static int plan_tuned(tk_context *ctx, gemm_plan *p)
 }
 
 /* The heuristics' grid and epilogue, after plan_split (tokitai-jit --tune
- * of the MoE expert shapes on an H100, bench/NOTES-gemm.md): more than a
- * wave of TMA tiles runs on a persistent grid with the TMA-store epilogue
+ * of the MoE expert shapes on an H100, bench/NOTES-gemm.md): the unsplit
+ * TMA kernel stores C with the TMA-store epilogue (1-5% faster than staging
+ * through the ring); more than a wave of tiles runs on a persistent grid
  * (its stores overlap the next tile's main loop: 8-19% faster than a block
- * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816), as stream-K when
- * the last wave would leave the chip idle enough; a wave or less keeps a
- * block per tile and stages the epilogue through the ring. */
+ * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
+ * to tuning records: it lost to the persistent grid where the heuristics
+ * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
 static void plan_persist(gemm_plan *p)
 {
     p->persist = 0;
     p->epi_tma = 0;
     if (!p->tma || p->splits != 1)
         return;
-    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
-    if (tiles <= NV_SMS)
-        return;
-    p->persist = wave_eff(tiles) < 0.85 ? 2 : 1;
     p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
+    p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS;
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -1328,6 +1326,11 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *
                 break;
             }
             continue;
+        }
+        if (rep->candidates < sizeof rep->timed / sizeof rep->timed[0]) {
+            snprintf(rep->timed[rep->candidates].config, sizeof rep->timed[0].config, "%s",
+                     c[i].text);
+            rep->timed[rep->candidates].us = c[i].us;
         }
         rep->candidates++;
         if (best < 0 || c[i].us < c[best].us)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine (the device tool's copy of the tree, with .devdeps):
+# build, `tokitai-jit --tune` of the MoE expert shapes (every class of M up
+# to 8192) and of the default manifest's GEMM lines (their own classes) into
+# a fresh cache, then bench/sweep against cuBLAS with the tuning records and
+# with the heuristics alone (TOKITAI_JIT_TUNE=off). Logs and CSVs to $OUT.
+# PARTS (default "build tune sweep heur") picks the steps.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/tk-sweep-out}
+mkdir -p "$out"
+prefix=$PWD/.devdeps/root/usr
+parts=${PARTS:-build tune sweep heur}
+cache=${TUNE_CACHE:-/tmp/tk-sweep-cache}
+cli=./build-gpu/tokitai-jit
+rc=0
+export CUDA_CACHE_PATH=/tmp/tk-nv-cache
+has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+
+if has build; then
+  echo "== build"
+  cmake -S . -B build-gpu -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+  cmake --build build-gpu -j16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+fi
+if has tune; then
+  echo "== tune"
+  rm -rf "$cache"
+  t0=$(date +%s)
+  $cli --tune -v --manifest manifests/moe-experts.tkm --cache-dir "$cache" >"$out/tune-experts.log" 2>&1 || rc=1
+  tail -1 "$out/tune-experts.log"
+  $cli --tune -v --classes manifest --cache-dir "$cache" >"$out/tune-default.log" 2>&1 || rc=1
+  tail -1 "$out/tune-default.log"
+  echo "tune wall: $(( $(date +%s) - t0 )) s; records: $($cli --list --cache-dir "$cache" | grep -c tuning)"
+fi
+if has sweep; then
+  echo "== sweep, tuning records"
+  TOKITAI_JIT_CACHE_DIR=$cache ./build-gpu/bench/sweep --csv "$out/sweep-tuned.csv" >"$out/sweep-tuned.md" 2>&1 || rc=1
+  grep -iE "^(fwd|grad_a|grad_b|all|overall)|geomean|target|compil|workspace|FAIL" "$out/sweep-tuned.md" | tail -20
+fi
+if has heur; then
+  echo "== sweep, heuristics (TOKITAI_JIT_TUNE=off)"
+  TOKITAI_JIT_TUNE=off TOKITAI_JIT_CACHE_DIR=$cache ./build-gpu/bench/sweep --csv "$out/sweep-heur.csv" >"$out/sweep-heur.md" 2>&1 || rc=1
+  grep -iE "^(fwd|grad_a|grad_b|all|overall)|geomean|target|FAIL" "$out/sweep-heur.md" | tail -12
+fi
+exit $rc

@@ -35,11 +35,11 @@ fi
 if has sweep; then
   echo "== sweep, tuning records"
   TOKITAI_JIT_CACHE_DIR=$cache ./build-gpu/bench/sweep --csv "$out/sweep-tuned.csv" >"$out/sweep-tuned.md" 2>&1 || rc=1
-  grep -iE "^(fwd|grad_a|grad_b|all|overall)|geomean|target|compil|workspace|FAIL" "$out/sweep-tuned.md" | tail -20
+  sed -n '/^## summary/,$p' "$out/sweep-tuned.md"
 fi
 if has heur; then
   echo "== sweep, heuristics (TOKITAI_JIT_TUNE=off)"
   TOKITAI_JIT_TUNE=off TOKITAI_JIT_CACHE_DIR=$cache ./build-gpu/bench/sweep --csv "$out/sweep-heur.csv" >"$out/sweep-heur.md" 2>&1 || rc=1
-  grep -iE "^(fwd|grad_a|grad_b|all|overall)|geomean|target|FAIL" "$out/sweep-heur.md" | tail -12
+  sed -n '/^## summary/,$p' "$out/sweep-heur.md"
 fi
 exit $rc

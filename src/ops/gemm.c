@@ -1099,9 +1099,11 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
  * (on sm_90 only when the output has few tiles; elsewhere always, with the
  * large mma.sync tile too). Each is compiled (in parallel), run once, then
  * timed with device events in batches of back-to-back launches (about half
- * a millisecond each, best of three); the fastest is the record. */
+ * a millisecond each, best of three, after warm-up runs); the fastest is the
+ * record when it beats the heuristics' configuration by TUNE_MARGIN. */
 #define TUNE_MAX_CANDS 48
 #define TUNE_JOBS 8
+#define TUNE_MARGIN 1.03
 
 typedef struct tune_cand {
     gemm_plan p;
@@ -1232,22 +1234,27 @@ static tk_status tune_run_fn(void *user)
     return st;
 }
 
-/* Microseconds per launch of candidate c: one untimed run, then the best of
- * three batches of about half a millisecond. */
+/* Microseconds per launch of candidate c: three untimed runs (the first
+ * launch of a kernel pays lazy module loading and attribute setup, which
+ * must not size the batches), an estimate from a batch of 10, then the
+ * best of three batches of about half a millisecond (10 to 1000 launches). */
 static tk_status tune_time(tk_context *ctx, const tune_cand *c, const void *a, const void *b,
                            void *out, void *stream, double *us)
 {
-    tune_run r = {ctx, c, a, b, out, stream, 1};
+    tune_run r = {ctx, c, a, b, out, stream, 3};
     float ms = 0.0f;
     double best = 1e30;
     tk_status st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms);
+    r.reps = 10;
+    if (st == TK_OK)
+        st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms);
     if (st != TK_OK)
         return st;
-    r.reps = ms > 0.0f ? (int)(0.5 / ms) : 200;
-    if (r.reps < 2)
-        r.reps = 2;
-    if (r.reps > 200)
-        r.reps = 200;
+    r.reps = ms > 0.0f ? (int)(0.5 * r.reps / ms) : 1000;
+    if (r.reps < 10)
+        r.reps = 10;
+    if (r.reps > 1000)
+        r.reps = 1000;
     for (int t = 0; t < 3; t++) {
         if ((st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms)) != TK_OK)
             return st;
@@ -1336,6 +1343,11 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *
         if (best < 0 || c[i].us < c[best].us)
             best = i;
     }
+    /* A record replaces the heuristics only for a clear gain: within 3% the
+     * heuristics' own configuration is kept (and recorded), so that noise
+     * between near-equal candidates does not pick for the class. */
+    if (best > 0 && c[0].st == TK_OK && c[best].us > c[0].us / TUNE_MARGIN)
+        best = 0;
     if (st == TK_OK && best < 0)
         st = tk__fail(ctx, TK_INTERNAL, "%s: tuning: no candidate ran", base->op);
     if (st == TK_OK && best != 0) {

@@ -233,11 +233,13 @@ static void plan_wgmma(gemm_plan *p)
         return;
     const int64_t tm = (p->M + 127) / 128;
     const int64_t fill = NV_SMS * 9 / 10;
-    /* TMA coordinates are 32-bit. The TMA kernel takes every shape with at
-     * least 128 columns, however few rows: on an H100 (tokitai-jit --tune
-     * of the MoE expert shapes, bench/NOTES-gemm.md) it ran 1.2-2.2x faster
-     * than the small mma.sync tiles from 16 to 512 tokens. */
-    if (TK_GEMM_TMA && p->N >= 128 && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
+    /* TMA coordinates are 32-bit. The TMA kernel takes every aligned shape,
+     * however few rows or columns: on an H100 (tokitai-jit --tune of the MoE
+     * expert shapes and of the default manifest, bench/NOTES-gemm.md) it ran
+     * 1.2-2.2x faster than the small mma.sync tiles from 16 to 512 tokens,
+     * and split 8 ways 1.4-2.3x faster on the router's N = 8 and the
+     * attention's 64-wide shapes. */
+    if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
         p->wgmma = 1;
         /* 128x256 won on every large shape and layout; 4 stages (192 KiB) */
         p->tma = 1;
@@ -277,19 +279,20 @@ static void plan_split(gemm_plan *p)
         return;
     if (p->tma) {
         /* TMA kernel: split when a quarter of the chip or less has 128x128
-         * tiles and K has 32 tiles of 64 or more: as many splits as fill
-         * the chip, at most 8, each at least 5 K tiles. Fitted to the
-         * --tune results of the MoE expert shapes on an H100: shorter
-         * reductions (K = 1024) and half-full chips ran best unsplit. */
+         * tiles and K has 32 tiles of 64 or more (half the chip when K has
+         * 128 or more): as many splits as fill the chip, at most 8, each at
+         * least 4 K tiles. Fitted to --tune on an H100: shorter reductions
+         * (K = 1024) and half-full chips ran best unsplit; grad_a
+         * 1024x32000x1024 (64 tiles, K = 32000) 1.6x faster split 2. */
         tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
         kt = (p->K + 63) / 64;
-        if (tiles * 4 > NV_SMS || kt < 32)
+        if (kt < 32 || (tiles * 4 > NV_SMS && (tiles * 2 > NV_SMS || kt < 128)))
             return;
         s = NV_SMS / tiles;
         if (s > 8)
             s = 8;
-        if (s > kt / 5)
-            s = kt / 5;
+        if (s > kt / 4)
+            s = kt / 4;
         while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
             s--;
         if (s < 2)
@@ -601,6 +604,49 @@ static void plan_alignment(gemm_plan *p, const void *a, const void *b, const voi
 typedef struct gemm_tmap {
     _Alignas(64) unsigned char b[128];
 } gemm_tmap;
+
+/* Encoded tensor maps of this thread's recent calls: a training step calls
+ * the same GEMMs on the same buffers again and again, and encoding costs
+ * host time on every call (three maps per call). A map holds only the
+ * address, shape, strides and box, so a hit is exact. */
+#define TMAP_CACHE 16
+typedef struct tmap_slot {
+    const void *base;
+    uint64_t rows, cols, row_bytes;
+    unsigned box_cols, box_rows, es;
+    gemm_tmap map;
+} tmap_slot;
+static _Thread_local tmap_slot tmap_cache[TMAP_CACHE];
+static _Thread_local unsigned tmap_next;
+static _Thread_local const tk_context *tmap_ctx;
+
+static tk_status tmap_get(tk_context *ctx, gemm_tmap *out, const void *base, uint64_t rows,
+                          uint64_t cols, uint64_t row_bytes, unsigned box_cols, unsigned box_rows,
+                          unsigned es)
+{
+    if (tmap_ctx != ctx) { /* maps are per device: start over for another context */
+        memset(tmap_cache, 0, sizeof tmap_cache);
+        tmap_ctx = ctx;
+    }
+    for (unsigned i = 0; i < TMAP_CACHE; i++) {
+        const tmap_slot *t = &tmap_cache[i];
+        if (t->base == base && base != NULL && t->rows == rows && t->cols == cols &&
+            t->row_bytes == row_bytes && t->box_cols == box_cols && t->box_rows == box_rows &&
+            t->es == es) {
+            *out = t->map;
+            return TK_OK;
+        }
+    }
+    tk_status st = tk__tensor_map_f16(ctx, out->b, base, rows, cols, row_bytes, box_cols, box_rows,
+                                      es);
+    if (st == TK_OK) {
+        tmap_slot *t = &tmap_cache[tmap_next++ % TMAP_CACHE];
+        t->base = base, t->rows = rows, t->cols = cols, t->row_bytes = row_bytes;
+        t->box_cols = box_cols, t->box_rows = box_rows, t->es = es;
+        t->map = *out;
+    }
+    return st;
+}
 
 /* Kernel description of a plan; defines point into `text`. */
 typedef struct gemm_desc {
@@ -915,18 +961,18 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
              * bytes, the swizzle width) by the kernel's rows per copy. */
             gemm_tmap ma, mb;
             if (p->a_kmajor)
-                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p->M, (uint64_t)p->K,
+                st = tmap_get(ctx, &ma, d_a, (uint64_t)p->M, (uint64_t)p->K,
                                         (uint64_t)p->lda * 2, 64, 128, 2);
             else
-                st = tk__tensor_map_f16(ctx, ma.b, d_a, (uint64_t)p->K, (uint64_t)p->M,
+                st = tmap_get(ctx, &ma, d_a, (uint64_t)p->K, (uint64_t)p->M,
                                         (uint64_t)p->lda * 2, 64, 64, 2);
             if (st != TK_OK)
                 return st;
             if (p->b_kmajor)
-                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p->N, (uint64_t)p->K,
+                st = tmap_get(ctx, &mb, d_b, (uint64_t)p->N, (uint64_t)p->K,
                                         (uint64_t)p->ldb * 2, 64, (unsigned)p->wg_bn, 2);
             else
-                st = tk__tensor_map_f16(ctx, mb.b, d_b, (uint64_t)p->K, (uint64_t)p->N,
+                st = tmap_get(ctx, &mb, d_b, (uint64_t)p->K, (uint64_t)p->N,
                                         (uint64_t)p->ldb * 2, 64, 64, 2);
             if (st != TK_OK)
                 return st;
@@ -934,7 +980,7 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             memset(&mc, 0, sizeof mc);
             if (p->epi_tma) {
                 const unsigned es = p->out_f16 ? 2u : 4u;
-                st = tk__tensor_map_f16(ctx, mc.b, d_c, (uint64_t)p->M, (uint64_t)p->N,
+                st = tmap_get(ctx, &mc, d_c, (uint64_t)p->M, (uint64_t)p->N,
                                         (uint64_t)ldc * es, 128u / es, 128, es);
                 if (st != TK_OK)
                     return st;

@@ -40,7 +40,7 @@ tk_status tk__kernel_launch_pdl(tk_context *ctx, const tk_kernel *kernel, const 
  * without a device or when the backend does not say. */
 int tk__ctx_sm_count(tk_context *ctx);
 
-/* Tuning records (src/jit/records.c): a short text value (< 128 bytes) per
+/* Tuning records (src/jit/records.c): a short text value (< 64 bytes) per
  * (kind, name) for the context's backend, compiler and target, kept in the
  * cache (source "tune:<kind>", kernel = name) and remembered per context.
  * get: TK_OK and value filled, or TK_NOT_FOUND. put: stores it (and uses it

@@ -13,7 +13,8 @@
  *
  * Lookups run on operator calls, so each context remembers what it found
  * (or that nothing was there) per (kind, name) in a small table under a
- * mutex: one disk lookup per class and context, then a memory hit.
+ * mutex (it grows with the classes looked up): one cache lookup per class
+ * and context, then a memory hit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,20 +23,20 @@
 #include "jit/engine.h"
 #include "jit/jit_internal.h"
 
-#define REC_SLOTS 1024u /* remembered lookups per context (beyond: disk each time) */
-#define REC_VALUE 128u
+#define REC_FIRST 256u /* slots of a new table; it doubles at half full */
+#define REC_VALUE 64u /* a value's bytes, NUL included, at most */
 
 typedef struct rec_slot {
     uint64_t h;      /* 0: empty */
     int present;     /* a record exists (value valid) */
-    char name[160];  /* kind '\n' name, to tell hash collisions apart */
+    char name[112];  /* kind '\n' name, to tell hash collisions apart */
     char value[REC_VALUE];
 } rec_slot;
 
 typedef struct rec_table {
     pthread_mutex_t mu;
-    unsigned used;
-    rec_slot slot[REC_SLOTS];
+    unsigned used, cap;
+    rec_slot *slot;
 } rec_table;
 
 static const char rec_tag = 0; /* attachment tag: its address */
@@ -45,6 +46,7 @@ static void rec_destroy(tk_context *ctx, void *data)
     rec_table *t = data;
     (void)ctx;
     pthread_mutex_destroy(&t->mu);
+    free(t->slot);
     free(t);
 }
 
@@ -56,6 +58,12 @@ static rec_table *rec_table_of(tk_context *ctx)
     t = calloc(1, sizeof *t);
     if (t == NULL)
         return NULL;
+    t->slot = calloc(REC_FIRST, sizeof *t->slot);
+    if (t->slot == NULL) {
+        free(t);
+        return NULL;
+    }
+    t->cap = REC_FIRST;
     pthread_mutex_init(&t->mu, NULL);
     if (tk__ctx_attach(ctx, &rec_tag, t, rec_destroy) != TK_OK) {
         /* another thread attached first */
@@ -76,29 +84,53 @@ static uint64_t rec_hash(const char *kind, const char *name)
     return h ? h : 1;
 }
 
-/* The slot of (kind, name): found (1), or the empty slot to fill (0), or
- * NULL when the table is full. Under t->mu. */
+/* The slot of (kind, name): found (1), or the empty slot to fill (0).
+ * Under t->mu; the table is never full (it doubles at half full). */
 static rec_slot *rec_find(rec_table *t, uint64_t h, const char *full, int *found)
 {
-    for (unsigned i = 0; i < REC_SLOTS; i++) {
-        rec_slot *s = &t->slot[(h + i) % REC_SLOTS];
+    for (unsigned i = 0;; i++) {
+        rec_slot *s = &t->slot[(h + i) & (t->cap - 1)];
         if (s->h == 0) {
             *found = 0;
-            return t->used + 1 < REC_SLOTS ? s : NULL;
+            return s;
         }
         if (s->h == h && strcmp(s->name, full) == 0) {
             *found = 1;
             return s;
         }
     }
-    *found = 0;
-    return NULL;
+}
+
+/* Doubles the table (under t->mu); 0 when out of memory (it stays as is:
+ * lookups beyond it go to the cache each time). */
+static int rec_grow(rec_table *t)
+{
+    const unsigned cap = t->cap * 2;
+    rec_slot *n = calloc(cap, sizeof *n);
+    if (n == NULL)
+        return 0;
+    for (unsigned i = 0; i < t->cap; i++) {
+        const rec_slot *o = &t->slot[i];
+        if (o->h == 0)
+            continue;
+        for (unsigned j = 0;; j++) {
+            rec_slot *s = &n[(o->h + j) & (cap - 1)];
+            if (s->h == 0) {
+                *s = *o;
+                break;
+            }
+        }
+    }
+    free(t->slot);
+    t->slot = n;
+    t->cap = cap;
+    return 1;
 }
 
 static void rec_remember(tk_context *ctx, const char *kind, const char *name, int present,
                          const char *value)
 {
-    char full[160];
+    char full[112];
     int found;
     rec_table *t = rec_table_of(ctx);
     if (t == NULL || strlen(kind) + strlen(name) + 2 > sizeof full)
@@ -109,6 +141,9 @@ static void rec_remember(tk_context *ctx, const char *kind, const char *name, in
     const uint64_t h = rec_hash(kind, name);
     pthread_mutex_lock(&t->mu);
     rec_slot *s = rec_find(t, h, full, &found);
+    if (!found && (t->used + 1) * 2 > t->cap) {
+        s = rec_grow(t) ? rec_find(t, h, full, &found) : NULL;
+    }
     if (s != NULL) {
         if (!found) {
             s->h = h;
@@ -144,7 +179,7 @@ static void rec_source(const char *kind, char *buf, size_t size)
 tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, char *value,
                          size_t size)
 {
-    char full[160], src[96];
+    char full[112], src[96];
     int found = 0, present = 0;
     rec_table *t;
     if (value == NULL || size == 0 || strlen(kind) + strlen(name) + 2 > sizeof full)
@@ -207,7 +242,7 @@ tk_status tk__record_put(tk_context *ctx, const char *kind, const char *name, co
     char src[96];
     tk__key key;
     const size_t n = value != NULL ? strlen(value) : 0;
-    if (n == 0 || n >= REC_VALUE || strlen(kind) + strlen(name) + 2 > 160)
+    if (n == 0 || n >= REC_VALUE || strlen(kind) + strlen(name) + 2 > 112)
         return tk__fail(ctx, TK_INVALID_ARGUMENT, "tuning record %s/%s: bad value", kind, name);
     /* This process uses it from now on, stored or not. */
     rec_remember(ctx, kind, name, 1, value);

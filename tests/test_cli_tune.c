@@ -171,6 +171,28 @@ START_TEST(test_calls_follow_record)
 }
 END_TEST
 
+/* TOKITAI_JIT_TUNE=auto: the first call of a class without a record tunes
+ * it (the candidates run on the call's buffers), stores the record, and the
+ * next call of the class only runs. (Check runs each test in its own
+ * process: the mode is read once per process.) */
+START_TEST(test_auto_tune_first_call)
+{
+    char *cache = sub("c");
+    setenv("TOKITAI_JIT_TUNE", "auto", 1);
+    tk_context *ctx = make_ctx(cache, 0, 0);
+    const uint64_t first = fwd_launches(ctx, 100);
+    ck_assert_msg(first > 10, "the first call ran %llu kernels: no tuning", (unsigned long long)first);
+    const uint64_t second = fwd_launches(ctx, 100);
+    ck_assert_msg(second >= 1 && second <= 2, "second call: %llu launches", (unsigned long long)second);
+    tk_context_destroy(ctx);
+    unsetenv("TOKITAI_JIT_TUNE");
+    rec_seen r = records_in(cache);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_str_eq(r.kernel, "N=2816 K=1024 M<=112");
+    free(cache);
+}
+END_TEST
+
 START_TEST(test_tune_errors)
 {
     char *cache = sub("c");
@@ -273,6 +295,7 @@ int main(void)
     tcase_add_test(tc, test_tune_stores_record);
     tcase_add_test(tc, test_calls_follow_record);
     tcase_add_test(tc, test_tune_errors);
+    tcase_add_test(tc, test_auto_tune_first_call);
     tcase_add_test(tc, test_cli_tune_list_export);
     tcase_add_test(tc, test_cli_tune_usage);
     suite_add_tcase(s, tc);

@@ -802,8 +802,8 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
 static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel,
                            tk_kernel *reduce, const void *d_a, const void *d_b, void *d_c,
                            void *stream);
-static void gemm_tune_call(tk_context *ctx, tk_op op, gemm_plan *p, const void *d_a,
-                           const void *d_b, void *d_c, void *stream);
+static void gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b,
+                           void *d_c, void *stream);
 
 /* Validates, plans and launches. The operand names are the op's own. */
 static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
@@ -860,7 +860,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     if (!plan_tuned(ctx, &p) && tune_mode() == TUNE_AUTO && p.aligned && !p.amd && !p.simple) {
         /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the
          * caller's buffers and stream, then plan again with the record */
-        gemm_tune_call(ctx, op, &p, d_a, d_b, d_c, stream);
+        gemm_tune_call(ctx, &p, d_a, d_b, d_c, stream);
     }
     launch_dims(&p, &blocks, &threads, &smem);
     if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, p.splits)) != TK_OK)
@@ -1509,9 +1509,11 @@ done:
  * is written by every candidate and then by the call itself), then plans p
  * again from the new record. Costs the candidates' compiles (seconds, once
  * per kernel and cache) and a few milliseconds of timing, and synchronises
- * the stream. A failure leaves p to the heuristics. */
-static void gemm_tune_call(tk_context *ctx, tk_op op, gemm_plan *p, const void *d_a,
-                           const void *d_b, void *d_c, void *stream)
+ * the stream. A failure leaves p to the heuristics, and records their
+ * configuration for the class (in the cache when it can), so that the class
+ * is not tuned again on every call. */
+static void gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b,
+                           void *d_c, void *stream)
 {
     tk_tune_report rep;
     gemm_plan base = *p;
@@ -1520,8 +1522,16 @@ static void gemm_tune_call(tk_context *ctx, tk_op op, gemm_plan *p, const void *
         tk__log(ctx, TK_LOG_INFO, "tuned %s: %s (%.1f us; heuristics %s, %.1f us)", rep.record,
                 rep.chosen, rep.chosen_us, rep.heuristic, rep.heuristic_us);
         plan_tuned(ctx, p);
+        return;
     }
-    (void)op;
+    char name[80], text[48];
+    gemm_cfg c;
+    record_name(p, name);
+    cfg_of_plan(p, &c);
+    cfg_text(&c, text, sizeof text);
+    tk__log(ctx, TK_LOG_WARN, "%s %s: tuning failed (%s); the heuristics' %s is kept for the class",
+            p->op + 3, name, tk_context_last_error(ctx), text);
+    (void)tk__record_put(ctx, p->op + 3, name, text);
 }
 
 /* ------------------------------------------------------------ references

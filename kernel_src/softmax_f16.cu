@@ -7,12 +7,21 @@
  * normalised output are all computed from registers. TK_G <= 32: several rows
  * per block, reduced with shuffles inside the group; TK_G > 32: one row per
  * block of TK_G threads, reduced through shared memory.
- * TK_LONG: rows too long for registers; one block of TK_G threads per row,
- * an online (max, sum) pass and an output pass (two reads, one write).
+ * TK_CLUSTER (sm_90 and later): rows too long for one block's registers;
+ * a cluster of TK_CLUSTER blocks of TK_G threads owns one row, each block a
+ * contiguous slice in registers (TK_ITERS vectors per thread), so the row is
+ * still read once and written once. Each block reduces its slice to a
+ * (max, sum of exp) pair, the pairs are exchanged through distributed shared
+ * memory and every block combines them in rank order (the same result in
+ * every block of the cluster, and from run to run).
+ * TK_LONG: rows too long for the others (or no clusters on the target); one
+ * block of TK_G threads per row, an online (max, sum) pass and an output pass
+ * (two reads, one write).
  *
  * Defines: TK_VEC (1, 2, 4, 8: halves per load, the host checks alignment),
  * TK_G, TK_ITERS, TK_BLOCK (threads per block), optional TK_COLS (exact
- * policy: row length baked in; otherwise the cols argument).
+ * policy: row length baked in; otherwise the cols argument), TK_CLUSTER or
+ * TK_LONG for those kernels.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -29,7 +38,23 @@
 
 #include "common_f16.cuh"
 
-#ifndef TK_LONG
+/* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
+ * (m = -inf, s = 0) without forming inf - inf. */
+static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m2, float s2)
+{
+    if (m2 == tk_neg_inf())
+        return;
+    if (m == tk_neg_inf()) {
+        m = m2;
+        s = s2;
+        return;
+    }
+    const float nm = fmaxf(m, m2);
+    s = s * __expf(m - nm) + s2 * __expf(m2 - nm);
+    m = nm;
+}
+
+#if !defined(TK_LONG) && !defined(TK_CLUSTER)
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     tk_softmax_f16_fwd(const unsigned short *__restrict__ in, long long ld_in,
@@ -95,23 +120,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     }
 }
 
-#else /* TK_LONG */
-
-/* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
- * (m = -inf, s = 0) without forming inf - inf. */
-static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m2, float s2)
-{
-    if (m2 == tk_neg_inf())
-        return;
-    if (m == tk_neg_inf()) {
-        m = m2;
-        s = s2;
-        return;
-    }
-    const float nm = fmaxf(m, m2);
-    s = s * __expf(m - nm) + s2 * __expf(m2 - nm);
-    m = nm;
-}
+#elif defined(TK_LONG)
 
 extern "C" __global__ void __launch_bounds__(TK_G)
     tk_softmax_f16_fwd_long(const unsigned short *__restrict__ in, long long ld_in,
@@ -173,4 +182,92 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     }
 }
 
-#endif /* TK_LONG */
+#else /* TK_CLUSTER */
+
+extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(TK_G)
+    tk_softmax_f16_fwd_cluster(const unsigned short *__restrict__ in, long long ld_in,
+                               unsigned short *__restrict__ out, long long ld_out, long long rows,
+                               long long cols_arg)
+{
+#ifdef TK_COLS
+    const long long cols = TK_COLS;
+    (void)cols_arg;
+#else
+    const long long cols = cols_arg;
+#endif
+    __shared__ float red[32];
+    __shared__ float2 part;  /* this block's (max, sum), read by the cluster */
+    __shared__ float2 whole; /* the row's (max, 1 / sum) */
+    (void)rows;
+    const int nvec = (int)(cols / TK_VEC);
+    /* Slices of ceil(nvec / TK_CLUSTER) vectors; the host sizes TK_G *
+     * TK_ITERS to hold one. */
+    const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
+    const unsigned rank = tk_cluster_rank();
+    const int lo = (int)rank * per;
+    const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    const int lane = (int)threadIdx.x;
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
+    tk_vec v[TK_ITERS];
+
+    float mx = tk_neg_inf();
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            v[i] = src[c];
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                mx = fmaxf(mx, tk_h2f(v[i].h[k]));
+        }
+    }
+    mx = tk_max_all(mx, red);
+
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                sum += __expf(tk_h2f(v[i].h[k]) - mx);
+        }
+    }
+    sum = tk_sum_all(sum, red);
+
+    if (threadIdx.x == 0)
+        part = make_float2(mx, sum);
+    tk_cluster_arrive();
+    tk_cluster_wait();
+    if (threadIdx.x == 0) {
+        float m = tk_neg_inf(), s = 0.0f;
+#pragma unroll
+        for (unsigned r = 0; r < TK_CLUSTER; ++r) {
+            const float2 q = tk_cluster_ld2(&part, r);
+            tk_ms_combine(m, s, q.x, q.y);
+        }
+        whole = make_float2(m, 1.0f / s);
+    }
+    __syncthreads();
+    /* Done reading the other blocks' shared memory; the wait before
+     * returning keeps this block's alive until they are done with it. */
+    tk_cluster_arrive();
+    const float m = whole.x, inv = whole.y;
+
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            tk_vec o;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(__expf(tk_h2f(v[i].h[k]) - m) * inv);
+            dst[c] = o;
+        }
+    }
+    tk_cluster_wait();
+}
+
+#endif /* TK_CLUSTER */

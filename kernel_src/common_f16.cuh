@@ -97,7 +97,7 @@ static __device__ __forceinline__ float tk_sum_all(float v, float *red)
 
 #ifdef TK_CLUSTER
 #if defined(__HIPCC_RTC__) || defined(__HIP__) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
-#error "TK_CLUSTER needs an NVIDIA target of sm_90 or later"
+static_assert(TK_CLUSTER == 0, "TK_CLUSTER needs an NVIDIA target of sm_90 or later");
 #endif
 static __device__ __forceinline__ unsigned tk_cluster_rank(void)
 {

@@ -16,7 +16,10 @@
  *
  * --sweep also launches the embedded kernels directly with other block,
  * ITERS and cluster shapes than the library picks (the tuning behind
- * src/ops/softmax.c), each checked on its first and last row.
+ * src/ops/softmax.c), each checked on its first and last row: C blocks
+ * per row, g threads per row, b threads per block, it vectors per thread,
+ * smem_g / sN: g / N vectors per thread in shared memory, PN: N clusters
+ * looping over the rows, prefetching the next one.
  *
  * Prints markdown tables; exit 0 when every check passed, 1 otherwise, 77
  * without a device. PyTorch's figures for the same shapes:
@@ -30,6 +33,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "jit/jit_internal.h"
 #include "ops/ops_internal.h"
 #include "tokitai/ops.h"
 #include "tokitai/tokitai.h"
@@ -100,6 +104,17 @@ static float median_ms(tk_status (*fn)(void *), void *user)
 typedef int (*cu_memcpy_dtod_async)(unsigned long long dst, unsigned long long src, size_t bytes,
                                     void *stream);
 static cu_memcpy_dtod_async memcpy_dtod;
+
+/* cuOccupancyMaxActiveClusters, for the sweep's persistent variants (and
+ * to show how many clusters of a shape the GPU holds at once). */
+typedef struct cu_launch_config {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    void *stream;
+    void *attrs;
+    unsigned n_attrs;
+} cu_launch_config;
+typedef int (*cu_max_active_clusters)(int *n, void *fn, const cu_launch_config *config);
+static cu_max_active_clusters max_active_clusters;
 
 typedef struct copy_case {
     void *src, *dst;
@@ -203,6 +218,9 @@ static int run_and_check(sm_case *s, tk_status (*fn)(void *), const uint16_t *x_
 typedef struct variant {
     unsigned g, block, iters, cluster;
     int smem_g, is_long;
+    unsigned siters; /* forward: vectors per thread staged in shared memory */
+    int persist;     /* forward: 0 one row per cluster; > 0 about that many rows
+                      * per cluster; -1 as many clusters as fit the GPU at once */
 } variant;
 
 static int has_clusters(void)
@@ -212,11 +230,25 @@ static int has_clusters(void)
            atoi(t + 3) >= 90;
 }
 
+/* Blocks of `threads` that fit one H100 SM at once. */
+static unsigned blocks_per_sm(int regs, unsigned threads, unsigned smem)
+{
+    const unsigned warps = (threads + 31) / 32;
+    const unsigned regs_warp = (unsigned)((regs * 32 + 255) / 256) * 256;
+    unsigned b = 2048 / threads;
+    if (regs > 0 && 65536 / (regs_warp * warps) < b)
+        b = 65536 / (regs_warp * warps);
+    if (233472 / (smem + 1024) < b)
+        b = 233472 / (smem + 1024);
+    return b < 32 ? b : 32;
+}
+
 /* One variant launched directly; prints a row. Returns GB/s (0: failed). */
 static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, double copy)
 {
-    char d_vec[8], d_g[12], d_block[12], d_iters[12], d_cluster[12], d_cols[24], what[96];
-    tk_define defs[8];
+    char d_vec[8], d_g[12], d_block[12], d_iters[12], d_cluster[12], d_cols[24], d_siters[12];
+    char what[96];
+    tk_define defs[10];
     size_t nd = 0;
     tk_kernel_desc d;
     tk_kernel *k = NULL;
@@ -228,6 +260,7 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     snprintf(d_iters, sizeof d_iters, "%u", v->iters);
     snprintf(d_cluster, sizeof d_cluster, "%u", v->cluster);
     snprintf(d_cols, sizeof d_cols, "%lld", (long long)s->cols);
+    snprintf(d_siters, sizeof d_siters, "%u", v->siters);
     defs[nd++] = (tk_define){"TK_VEC", d_vec};
     defs[nd++] = (tk_define){"TK_G", d_g};
     defs[nd++] = (tk_define){"TK_BLOCK", d_block};
@@ -240,6 +273,10 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         defs[nd++] = (tk_define){"TK_CLUSTER", d_cluster};
     if (v->smem_g)
         defs[nd++] = (tk_define){"TK_SMEM_G", NULL};
+    if (v->siters)
+        defs[nd++] = (tk_define){"TK_SITERS", d_siters};
+    if (v->persist)
+        defs[nd++] = (tk_define){"TK_PERSIST", NULL};
     memset(&d, 0, sizeof d);
     d.source_name = s->bwd ? "softmax_xent_f16" : "softmax_f16";
     d.entry = s->bwd ? (v->is_long         ? "tk_softmax_xent_f16_bwd_long"
@@ -250,31 +287,64 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
                                          : "tk_softmax_f16_fwd");
     d.defines = defs;
     d.n_defines = nd;
-    if (v->is_long)
-        snprintf(what, sizeof what, "long g%u", v->g);
-    else
-        snprintf(what, sizeof what, "C%u g%u b%u it%u%s", v->cluster, v->g, v->block, v->iters,
-                 v->smem_g ? " smem_g" : "");
     if (tk_kernel_get(g_ctx, &d, &k) != TK_OK) {
-        printf("| %-4s | %7lld | %-28s | compile failed: %s |\n", s->bwd ? "bwd" : "fwd",
-               (long long)s->cols, what, tk_context_last_error(g_ctx));
+        printf("| %-4s | %7lld | C%u g%u it%u | compile failed: %s |\n", s->bwd ? "bwd" : "fwd",
+               (long long)s->cols, v->cluster, v->g, v->iters, tk_context_last_error(g_ctx));
         return 0;
     }
     tk_kernel_get_info(k, &info);
     s->k = k;
     s->block = v->block;
+    if (v->smem_g)
+        s->smem = v->g * v->iters * vec * 2u;
+    else if (v->persist)
+        s->smem = v->g * v->iters * vec * 2u;
+    else
+        s->smem = v->g * v->siters * vec * 2u;
+    /* one row per cluster first: correct for every variant, and it raises
+     * the kernel's shared-memory limit before the occupancy query */
     s->grid = (unsigned)(v->is_long ? s->rows
                          : v->g <= 32
                              ? (s->rows + (v->block / v->g) - 1) / (v->block / v->g)
                              : s->rows * v->cluster);
-    s->smem = v->smem_g ? v->g * v->iters * vec * 2u : 0;
-    const int ok = run_and_check(s, run_direct, x_host, 0);
+    int ok = run_and_check(s, run_direct, x_host, 0);
+    int active = 0;
+    if (v->cluster > 1 && max_active_clusters != NULL) {
+        cu_launch_config cfg = {s->grid, 1, 1, v->g, 1, 1, s->smem, NULL, NULL, 0};
+        if (max_active_clusters(&active, k->fn, &cfg) != 0)
+            active = -1;
+    }
+    int64_t clusters = s->rows;
+    if (v->persist > 0)
+        clusters = (s->rows + v->persist - 1) / v->persist;
+    else if (v->persist < 0)
+        clusters = active > 0 ? active : 132 * (int64_t)blocks_per_sm(info.resources.registers, v->g,
+                                                                       s->smem + 1024) /
+                                             v->cluster;
+    if (clusters < 1)
+        clusters = 1;
+    if (clusters > s->rows)
+        clusters = s->rows;
+    if (v->persist && ok) {
+        s->grid = (unsigned)(clusters * v->cluster);
+        ok = run_and_check(s, run_direct, x_host, 0);
+    }
+    if (v->is_long)
+        snprintf(what, sizeof what, "long g%u", v->g);
+    else
+        snprintf(what, sizeof what, "C%u g%u b%u it%u%s%s", v->cluster, v->g, v->block, v->iters,
+                 v->smem_g ? " smem_g" : "", "");
+    if (v->siters)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " s%u", v->siters);
+    if (v->persist)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " P%lld",
+                 (long long)clusters);
     const float ms = ok ? median_ms(run_direct, s) : 0;
     const double traffic = (s->bwd ? 3.0 : 2.0) * (double)(s->rows * s->cols) * 2;
     const double gbs = ms > 0 ? traffic / ms / 1e6 : 0;
-    printf("| %-4s | %7lld | %-28s | %4d | %4d | %8.1f | %5.2f | %-5s |\n", s->bwd ? "bwd" : "fwd",
-           (long long)s->cols, what, info.resources.registers, info.resources.spill_count, gbs,
-           gbs / copy, ok ? "pass" : "FAIL");
+    printf("| %-4s | %7lld | %-28s | %4d | %6u | %4d | %8.1f | %5.2f | %-5s |\n",
+           s->bwd ? "bwd" : "fwd", (long long)s->cols, what, info.resources.registers, s->smem,
+           active, gbs, gbs / copy, ok ? "pass" : "FAIL");
     fflush(stdout);
     return gbs;
 }
@@ -293,36 +363,65 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
             if (iters > itmax)
                 continue;
             for (unsigned b = 128; b <= 512; b *= 2) {
-                v = (variant){g, b, iters, 1, 0, 0};
+                v = (variant){g, b, iters, 1, 0, 0, 0, 0};
+                sweep_one(s, &v, x_host, copy);
+            }
+        }
+        return;
+    }
+    if (nvec <= 512 * itmax) {
+        /* one block per row */
+        for (unsigned g = 64; g <= 1024 && g <= nvec; g *= 2) {
+            const unsigned iters = (unsigned)((nvec + g - 1) / g);
+            if (iters <= itmax && !(g == 1024 && iters * (vec >= 2 ? vec / 2u : 1u) > 16)) {
+                v = (variant){g, g, iters, 1, 0, 0, 0, 0};
                 sweep_one(s, &v, x_host, copy);
             }
         }
     }
-    /* a block (c = 1) or a cluster of c blocks per row */
-    for (unsigned c = 1; c <= (clusters ? 8u : 1u); c *= 2) {
+    /* a cluster of c blocks per row */
+    for (unsigned c = 2; clusters && c <= 8; c *= 2) {
         const int64_t per = (nvec + c - 1) / c;
-        if (c > 1 && nvec < 2048)
-            break;
+        if (nvec < 2048 || per > 512 * itmax)
+            continue;
         for (unsigned g = 64; g <= 1024 && g <= per; g *= 2) {
             const unsigned iters = (unsigned)((per + g - 1) / g);
             const unsigned regs = iters * (vec >= 2 ? vec / 2u : 1u); /* per input */
-            if (iters > itmax)
+            if (iters > itmax || (per > g * 4 && iters < 4 && g > 128))
                 continue;
-            for (int sg = 0; sg <= (s->bwd && c > 1); sg++) {
-                /* 1024 threads: 64 registers each, 16 of them for data */
-                if (g == 1024 && (s->bwd && !sg ? 2 * regs : regs) > 16)
-                    continue;
-                if (sg && (size_t)g * iters * vec * 2 > 200 * 1024)
-                    continue;
-                v = (variant){g, g, iters, c, sg, 0};
+            if (s->bwd) {
+                for (int sg = 0; sg <= 1; sg++) {
+                    /* 1024 threads: 64 registers each, 16 of them for data */
+                    if (g == 1024 && (!sg ? 2 * regs : regs) > 16)
+                        continue;
+                    if (sg && (size_t)g * iters * vec * 2 > 200 * 1024)
+                        continue;
+                    v = (variant){g, g, iters, c, sg, 0, 0, 0};
+                    sweep_one(s, &v, x_host, copy);
+                }
+                continue;
+            }
+            if (g == 1024 && regs > 16)
+                continue;
+            v = (variant){g, g, iters, c, 0, 0, 0, 0};
+            sweep_one(s, &v, x_host, copy);
+            if (iters >= 2) {
+                v.siters = iters / 2;
+                sweep_one(s, &v, x_host, copy);
+                v.siters = iters;
+                sweep_one(s, &v, x_host, copy);
+                v.siters = 0;
+            }
+            if ((size_t)g * iters * vec * 2 <= 200 * 1024) {
+                v.persist = 4;
+                sweep_one(s, &v, x_host, copy);
+                v.persist = -1;
                 sweep_one(s, &v, x_host, copy);
             }
         }
     }
-    if (nvec > 256) {
-        v = (variant){1024, 1024, 1, 1, 0, 1};
-        sweep_one(s, &v, x_host, copy);
-    }
+    v = (variant){1024, 1024, 1, 1, 0, 1, 0, 0};
+    sweep_one(s, &v, x_host, copy);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -392,6 +491,7 @@ int main(int argc, char **argv)
             return 77;
         }
         *(void **)&memcpy_dtod = dlsym(lib, "cuMemcpyDtoDAsync_v2");
+        *(void **)&max_active_clusters = dlsym(lib, "cuOccupancyMaxActiveClusters");
         if (memcpy_dtod == NULL) {
             printf("skipped: libcuda has no cuMemcpyDtoDAsync_v2\n");
             return 77;
@@ -419,10 +519,10 @@ int main(int argc, char **argv)
     if (do_sweep) {
         printf("sweep (kernels launched directly; C: blocks per row, g: threads per row, b: "
                "threads per block, it: ITERS)\n\n");
-        printf("| op   |    cols | variant                      | regs | spill |     GB/s | x copy "
-               "| check |\n");
-        printf("|------|---------|------------------------------|------|------|----------|-------|"
-               "-------|\n");
+        printf("| op   |    cols | variant                      | regs |   smem | act. |     GB/s | "
+               "x copy | check |\n");
+        printf("|------|---------|------------------------------|------|--------|------|----------|"
+               "-------|-------|\n");
     }
     for (int ci = 0; ci < n_cols; ci++) {
         const int64_t cols = cols_list[ci], rows = ELEMS / cols;
@@ -458,7 +558,7 @@ int main(int argc, char **argv)
             r->gbs = ms > 0 ? traffic / ms / 1e6 : 0;
             all_ok &= r->ok && ms > 0;
             if (do_sweep) {
-                printf("| %-4s | %7lld | %-28s |      |      | %8.1f | %5.2f | %-5s |\n",
+                printf("| %-4s | %7lld | %-28s |      |        |      | %8.1f | %5.2f | %-5s |\n",
                        bwd ? "bwd" : "fwd", (long long)cols, "(library's choice)", r->gbs,
                        r->gbs / copy, r->ok ? "pass" : "FAIL");
                 fflush(stdout);

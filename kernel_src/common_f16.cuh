@@ -130,4 +130,32 @@ static __device__ __forceinline__ float2 tk_cluster_ld2(const float2 *p, unsigne
                  : "memory");
     return v;
 }
+/* One vector from global to shared memory without a register stop
+ * (cp.async takes 4, 8 or 16 bytes; 2-byte vectors are copied through a
+ * register). Complete after tk_cp_async_commit + tk_cp_async_wait; each
+ * thread reads back only what it copied itself, so no block barrier. */
+static __device__ __forceinline__ void tk_cp_async(tk_vec *dst, const tk_vec *src)
+{
+#if TK_VEC == 8
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+#elif TK_VEC >= 2
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src), "n"(TK_VEC * 2)
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+}
+static __device__ __forceinline__ void tk_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+static __device__ __forceinline__ void tk_cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
 #endif /* TK_CLUSTER */

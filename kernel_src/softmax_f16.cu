@@ -184,7 +184,25 @@ extern "C" __global__ void __launch_bounds__(TK_G)
 
 #else /* TK_CLUSTER */
 
-extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(TK_G)
+#ifndef TK_SITERS
+#define TK_SITERS 0
+#endif
+#if defined(TK_PERSIST) && TK_SITERS != 0
+static_assert(TK_SITERS == 0, "TK_PERSIST keeps the next row in shared memory: no TK_SITERS");
+#endif
+/* vectors per thread held in registers; the other TK_SITERS in shared memory */
+#define TK_RITERS (TK_ITERS - TK_SITERS)
+/* Blocks per SM the registers must allow (64 per thread): two blocks of
+ * 512 threads keep one block's loads in flight while the other reduces. */
+#ifndef TK_MINB
+#if defined(TK_PERSIST) || TK_G >= 1024
+#define TK_MINB 1
+#else
+#define TK_MINB (1024 / TK_G)
+#endif
+#endif
+
+extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(TK_G, TK_MINB)
     tk_softmax_f16_fwd_cluster(const unsigned short *__restrict__ in, long long ld_in,
                                unsigned short *__restrict__ out, long long ld_out, long long rows,
                                long long cols_arg)
@@ -195,10 +213,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #else
     const long long cols = cols_arg;
 #endif
-    __shared__ float red[32];
-    __shared__ float2 part;  /* this block's (max, sum), read by the cluster */
-    __shared__ float2 whole; /* the row's (max, 1 / sum) */
-    (void)rows;
+    __shared__ float2 red[32];
+    __shared__ float2 part[2]; /* this block's (max, sum) per row parity, read by the cluster */
+    __shared__ float2 whole;   /* the row's (max, 1 / sum) */
+    /* TK_SITERS: vectors TK_RITERS.. of each thread, at [(i - TK_RITERS) *
+     * TK_G + lane]; TK_PERSIST: the next row, at [i * TK_G + lane] */
+    extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
+    tk_vec *xs = reinterpret_cast<tk_vec *>(tk_dyn_smem);
     const int nvec = (int)(cols / TK_VEC);
     /* Slices of ceil(nvec / TK_CLUSTER) vectors; the host sizes TK_G *
      * TK_ITERS to hold one. */
@@ -206,67 +227,167 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const unsigned rank = tk_cluster_rank();
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
-    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
     const int lane = (int)threadIdx.x;
-    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
-    tk_vec v[TK_ITERS];
+    /* Cluster c handles rows c, c + nclus, ... (one row unless the host
+     * launched fewer clusters than rows). */
+    const long long nclus = (long long)(gridDim.x / TK_CLUSTER);
+    long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
+    bool first = true, arrived = false;
 
-    float mx = tk_neg_inf();
+#ifdef TK_PERSIST
+    if (row < rows) {
+        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
 #pragma unroll
-    for (int i = 0; i < TK_ITERS; ++i) {
-        const int c = i * TK_G + lane;
-        if (c < n) {
-            v[i] = src[c];
-#pragma unroll
-            for (int k = 0; k < TK_VEC; ++k)
-                mx = fmaxf(mx, tk_h2f(v[i].h[k]));
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n)
+                v[i] = src[c];
         }
     }
-    mx = tk_max_all(mx, red);
-
-    float sum = 0.0f;
+#endif
+    for (int par = 0;; par ^= 1) {
+#ifdef TK_PERSIST
+        if (row >= rows)
+            break;
+        const bool last = row + nclus >= rows;
+#else
+        /* one row per cluster: the host launches rows x TK_CLUSTER blocks */
+        const bool last = true;
+#endif
+#ifdef TK_PERSIST
+        if (!first) {
+            /* this row was prefetched into shared memory */
+            tk_cp_async_wait();
 #pragma unroll
-    for (int i = 0; i < TK_ITERS; ++i) {
-        const int c = i * TK_G + lane;
-        if (c < n) {
-#pragma unroll
-            for (int k = 0; k < TK_VEC; ++k)
-                sum += __expf(tk_h2f(v[i].h[k]) - mx);
+            for (int i = 0; i < TK_ITERS; ++i) {
+                const int c = i * TK_G + lane;
+                if (c < n)
+                    v[i] = xs[i * TK_G + lane];
+            }
         }
-    }
-    sum = tk_sum_all(sum, red);
+        if (!last) {
+            const tk_vec *nxt = reinterpret_cast<const tk_vec *>(in + (row + nclus) * ld_in) + lo;
+#pragma unroll
+            for (int i = 0; i < TK_ITERS; ++i) {
+                const int c = i * TK_G + lane;
+                if (c < n)
+                    tk_cp_async(&xs[i * TK_G + lane], nxt + c);
+            }
+            tk_cp_async_commit();
+        }
+#else
+        {
+            const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
+#pragma unroll
+            for (int i = 0; i < TK_ITERS; ++i) {
+                const int c = i * TK_G + lane;
+                if (c < n) {
+                    if (i < TK_RITERS)
+                        v[i < TK_RITERS ? i : 0] = src[c];
+                    else
+                        tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + c);
+                }
+            }
+            if (TK_SITERS > 0) {
+                tk_cp_async_commit();
+                tk_cp_async_wait();
+            }
+        }
+#endif
+#define TK_X(i)                                                                                    \
+    ((i) < TK_RITERS ? tk_vec(v[(i) < TK_RITERS ? (i) : 0])                                        \
+                     : tk_vec(xs[((i) < TK_RITERS ? 0 : (i)-TK_RITERS) * TK_G + lane]))
 
-    if (threadIdx.x == 0)
-        part = make_float2(mx, sum);
-    tk_cluster_arrive();
-    tk_cluster_wait();
-    if (threadIdx.x == 0) {
+        /* this thread's (max, sum of exp), online: one conversion per
+         * element, no float kept across vectors; then the block's */
         float m = tk_neg_inf(), s = 0.0f;
 #pragma unroll
-        for (unsigned r = 0; r < TK_CLUSTER; ++r) {
-            const float2 q = tk_cluster_ld2(&part, r);
-            tk_ms_combine(m, s, q.x, q.y);
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n) {
+                const tk_vec x = TK_X(i);
+                float f[TK_VEC];
+                float mv = m;
+#pragma unroll
+                for (int k = 0; k < TK_VEC; ++k) {
+                    f[k] = tk_h2f(x.h[k]);
+                    mv = fmaxf(mv, f[k]);
+                }
+                /* exp(-inf) = 0 rescales the empty start */
+                s *= __expf(m - mv);
+#pragma unroll
+                for (int k = 0; k < TK_VEC; ++k)
+                    s += __expf(f[k] - mv);
+                m = mv;
+            }
         }
-        whole = make_float2(m, 1.0f / s);
-    }
-    __syncthreads();
-    /* Done reading the other blocks' shared memory; the wait before
-     * returning keeps this block's alive until they are done with it. */
-    tk_cluster_arrive();
-    const float m = whole.x, inv = whole.y;
+#pragma unroll
+        for (int o = TK_WARP / 2; o > 0; o >>= 1) {
+            const float m2 = TK_SHFL_XOR(m, o);
+            const float s2 = TK_SHFL_XOR(s, o);
+            tk_ms_combine(m, s, m2, s2);
+        }
+        if (lane % TK_WARP == 0)
+            red[lane / TK_WARP] = make_float2(m, s);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float bm = red[0].x, bs = red[0].y;
+            for (int w = 1; w < TK_G / TK_WARP; ++w)
+                tk_ms_combine(bm, bs, red[w].x, red[w].y);
+            part[par] = make_float2(bm, bs);
+        }
+        tk_cluster_arrive();
+        tk_cluster_wait();
+        if (threadIdx.x == 0) {
+            /* all loads first, then the combine in rank order */
+            float2 q[TK_CLUSTER];
+#pragma unroll
+            for (unsigned r = 0; r < TK_CLUSTER; ++r)
+                q[r] = tk_cluster_ld2(&part[par], r);
+            float rm = tk_neg_inf(), rs = 0.0f;
+#pragma unroll
+            for (unsigned r = 0; r < TK_CLUSTER; ++r)
+                tk_ms_combine(rm, rs, q[r].x, q[r].y);
+            whole = make_float2(rm, 1.0f / rs);
+        }
+        __syncthreads();
+        /* Done with the other blocks' shared memory after the last row; the
+         * wait before returning keeps this block's alive until they are
+         * done with it. (Before that, a block writes part[par] again only
+         * after the next row's barrier, which every block reaches after
+         * reading it.) */
+        if (last) {
+            tk_cluster_arrive();
+            arrived = true;
+        }
+        const float gm = whole.x, inv = whole.y;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+        tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
 #pragma unroll
-    for (int i = 0; i < TK_ITERS; ++i) {
-        const int c = i * TK_G + lane;
-        if (c < n) {
-            tk_vec o;
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n) {
+                const tk_vec x = TK_X(i);
+                tk_vec o;
 #pragma unroll
-            for (int k = 0; k < TK_VEC; ++k)
-                o.h[k] = tk_f2h(__expf(tk_h2f(v[i].h[k]) - m) * inv);
-            dst[c] = o;
+                for (int k = 0; k < TK_VEC; ++k)
+                    o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - gm) * inv);
+                dst[c] = o;
+            }
         }
+#undef TK_X
+#ifdef TK_PERSIST
+        row += nclus;
+        first = false;
+#else
+        break;
+#endif
     }
+    (void)first;
+    (void)nclus;
+    if (!arrived) /* no row for this cluster: only the exit barrier */
+        tk_cluster_arrive();
     tk_cluster_wait();
 }
 

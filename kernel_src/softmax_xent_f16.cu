@@ -149,32 +149,6 @@ extern "C" __global__ void __launch_bounds__(TK_G)
 
 #else /* TK_CLUSTER */
 
-#ifdef TK_SMEM_G
-/* One vector from global to shared memory without a register stop:
- * cp.async takes 4, 8 or 16 bytes. Completed by tk_cp_async_wait (each
- * thread reads back only what it copied itself). */
-static __device__ __forceinline__ void tk_cp_async(tk_vec *dst, const tk_vec *src)
-{
-#if TK_VEC == 8
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst)),
-                 "l"(src)
-                 : "memory");
-#elif TK_VEC >= 2
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst)),
-                 "l"(src), "n"(TK_VEC * 2)
-                 : "memory");
-#else
-    *dst = *src;
-#endif
-}
-static __device__ __forceinline__ void tk_cp_async_wait(void)
-{
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-}
-#endif
-
 extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(TK_G)
     tk_softmax_xent_f16_bwd_cluster(const unsigned short *__restrict__ s_in, long long ld_s,
                                     const unsigned short *__restrict__ g_in, long long ld_g,
@@ -224,6 +198,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
         }
     }
 #ifdef TK_SMEM_G
+    tk_cp_async_commit();
     tk_cp_async_wait();
 #endif
     float dot = 0.0f;
@@ -237,17 +212,30 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 dot += tk_h2f(sv[i].h[k]) * tk_h2f(gi.h[k]);
         }
     }
-    dot = tk_sum_all(dot, red);
-
-    if (threadIdx.x == 0)
-        part = make_float2(dot, 0.0f);
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1)
+        dot += TK_SHFL_XOR(dot, o);
+    if (lane % TK_WARP == 0)
+        red[lane / TK_WARP] = dot;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float d = red[0];
+        for (int w = 1; w < TK_G / TK_WARP; ++w)
+            d += red[w];
+        part = make_float2(d, 0.0f);
+    }
     tk_cluster_arrive();
     tk_cluster_wait();
     if (threadIdx.x == 0) {
+        /* all loads first, then the sum in rank order */
+        float2 q[TK_CLUSTER];
+#pragma unroll
+        for (unsigned r = 0; r < TK_CLUSTER; ++r)
+            q[r] = tk_cluster_ld2(&part, r);
         float d = 0.0f;
 #pragma unroll
         for (unsigned r = 0; r < TK_CLUSTER; ++r)
-            d += tk_cluster_ld2(&part, r).x;
+            d += q[r].x;
         whole = d;
     }
     __syncthreads();

@@ -37,6 +37,10 @@
 /* Blocks per row at most on the cluster path (8: the portable cluster size,
  * launched without cuLaunchKernelEx through __cluster_dims__). */
 #define CLUSTER_MAX 8
+/* Threads per block on the cluster path while 8 such blocks hold a row:
+ * smaller blocks, more of them per SM, one's loads in flight while another
+ * reduces or waits at the cluster barrier. */
+#define CLUSTER_G 256
 /* Backward on the cluster path: where a thread would hold this many
  * registers of g or more, g waits in shared memory instead (s and g both in
  * registers leave one block of 512 threads per SM). */
@@ -62,15 +66,15 @@ static unsigned next_pow2(uint64_t v)
     return p;
 }
 
-/* Threads and ITERS for n vectors held by one block of at most 512 threads:
- * about 8 vectors per thread, 64..512 threads. */
-static void block_shape(int64_t n, unsigned *g, unsigned *iters)
+/* Threads and ITERS for n vectors held by one block of at most max_g
+ * threads: about 8 vectors per thread, 64..max_g threads. */
+static void block_shape(int64_t n, unsigned max_g, unsigned *g, unsigned *iters)
 {
     *g = next_pow2((uint64_t)(n + 7) / 8);
     if (*g < 64)
         *g = 64;
-    if (*g > 512)
-        *g = 512;
+    if (*g > max_g)
+        *g = max_g;
     *iters = (unsigned)((n + *g - 1) / *g);
 }
 
@@ -96,21 +100,25 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
     p->vec = vec;
     p->cluster = 1;
     if (nvec <= 256) {
-        p->g = next_pow2((uint64_t)(nvec + 3) / 4);
+        /* one or a few vectors per thread */
+        p->g = next_pow2((uint64_t)nvec);
         if (p->g > 32)
             p->g = 32;
         p->iters = (unsigned)((nvec + p->g - 1) / p->g);
         p->block = 128;
     } else if (nvec <= (int64_t)512 * itmax) {
-        block_shape(nvec, &p->g, &p->iters);
+        block_shape(nvec, 512, &p->g, &p->iters);
         p->block = p->g;
     } else if (clusters && nvec <= (int64_t)CLUSTER_MAX * 512 * itmax) {
-        /* the fewest blocks whose slices fit */
-        while ((nvec + p->cluster - 1) / p->cluster > (int64_t)512 * itmax)
+        /* the fewest blocks of CLUSTER_G threads whose slices fit, else 8
+         * blocks of up to 512 */
+        const unsigned max_g = nvec <= (int64_t)CLUSTER_MAX * CLUSTER_G * itmax ? CLUSTER_G : 512;
+        while ((nvec + p->cluster - 1) / p->cluster > (int64_t)max_g * itmax)
             p->cluster *= 2;
-        block_shape((nvec + p->cluster - 1) / p->cluster, &p->g, &p->iters);
+        block_shape((nvec + p->cluster - 1) / p->cluster, max_g, &p->g, &p->iters);
         p->block = p->g;
-        p->smem_g = !fwd && p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
+        p->smem_g = !fwd && p->g >= 512 &&
+                    p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
     } else {
         p->is_long = 1;
     }

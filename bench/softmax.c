@@ -12,14 +12,15 @@
  * a warm-up. One sample of rows (8 random ones and the last) is checked
  * against the CPU reference with the tolerance of tests/test_gpu_ops.c.
  *
- *   softmax [--policy exact|stable|generic] [--sweep] [--cols N[,N...]]
+ *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N[,N...]]
  *
  * --sweep also launches the embedded kernels directly with other block,
  * ITERS and cluster shapes than the library picks (the tuning behind
  * src/ops/softmax.c), each checked on its first and last row: C blocks
  * per row, g threads per row, b threads per block, it vectors per thread,
- * smem_g / sN: g / N vectors per thread in shared memory, PN: N clusters
- * looping over the rows, prefetching the next one.
+ * smem_g / sN: g / N vectors per thread in shared memory, E: TK_STORE_E;
+ * act.: clusters of that shape the GPU holds at once
+ * (cuOccupancyMaxActiveClusters).
  *
  * Prints markdown tables; exit 0 when every check passed, 1 otherwise, 77
  * without a device. PyTorch's figures for the same shapes:
@@ -105,8 +106,8 @@ typedef int (*cu_memcpy_dtod_async)(unsigned long long dst, unsigned long long s
                                     void *stream);
 static cu_memcpy_dtod_async memcpy_dtod;
 
-/* cuOccupancyMaxActiveClusters, for the sweep's persistent variants (and
- * to show how many clusters of a shape the GPU holds at once). */
+/* cuOccupancyMaxActiveClusters: how many clusters of a shape the GPU holds
+ * at once (the sweep's "act." column). */
 typedef struct cu_launch_config {
     unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
     void *stream;
@@ -219,8 +220,7 @@ typedef struct variant {
     unsigned g, block, iters, cluster;
     int smem_g, is_long;
     unsigned siters; /* forward: vectors per thread staged in shared memory */
-    int persist;     /* forward: 0 one row per cluster; > 0 about that many rows
-                      * per cluster; -1 as many clusters as fit the GPU at once */
+    int store_e;     /* forward: exp(x - thread max) kept in place of x (TK_STORE_E) */
 } variant;
 
 static int has_clusters(void)
@@ -228,19 +228,6 @@ static int has_clusters(void)
     const char *t = tk_context_target(g_ctx);
     return strcmp(tk_context_backend_name(g_ctx), "cuda") == 0 && strncmp(t, "sm_", 3) == 0 &&
            atoi(t + 3) >= 90;
-}
-
-/* Blocks of `threads` that fit one H100 SM at once. */
-static unsigned blocks_per_sm(int regs, unsigned threads, unsigned smem)
-{
-    const unsigned warps = (threads + 31) / 32;
-    const unsigned regs_warp = (unsigned)((regs * 32 + 255) / 256) * 256;
-    unsigned b = 2048 / threads;
-    if (regs > 0 && 65536 / (regs_warp * warps) < b)
-        b = 65536 / (regs_warp * warps);
-    if (233472 / (smem + 1024) < b)
-        b = 233472 / (smem + 1024);
-    return b < 32 ? b : 32;
 }
 
 /* One variant launched directly; prints a row. Returns GB/s (0: failed). */
@@ -275,8 +262,8 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         defs[nd++] = (tk_define){"TK_SMEM_G", NULL};
     if (v->siters)
         defs[nd++] = (tk_define){"TK_SITERS", d_siters};
-    if (v->persist)
-        defs[nd++] = (tk_define){"TK_PERSIST", NULL};
+    if (v->store_e)
+        defs[nd++] = (tk_define){"TK_STORE_E", NULL};
     memset(&d, 0, sizeof d);
     d.source_name = s->bwd ? "softmax_xent_f16" : "softmax_f16";
     d.entry = s->bwd ? (v->is_long         ? "tk_softmax_xent_f16_bwd_long"
@@ -297,8 +284,6 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     s->block = v->block;
     if (v->smem_g)
         s->smem = v->g * v->iters * vec * 2u;
-    else if (v->persist)
-        s->smem = v->g * v->iters * vec * 2u;
     else
         s->smem = v->g * v->siters * vec * 2u;
     /* one row per cluster first: correct for every variant, and it raises
@@ -314,21 +299,6 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         if (max_active_clusters(&active, k->fn, &cfg) != 0)
             active = -1;
     }
-    int64_t clusters = s->rows;
-    if (v->persist > 0)
-        clusters = (s->rows + v->persist - 1) / v->persist;
-    else if (v->persist < 0)
-        clusters = active > 0 ? active : 132 * (int64_t)blocks_per_sm(info.resources.registers, v->g,
-                                                                       s->smem + 1024) /
-                                             v->cluster;
-    if (clusters < 1)
-        clusters = 1;
-    if (clusters > s->rows)
-        clusters = s->rows;
-    if (v->persist && ok) {
-        s->grid = (unsigned)(clusters * v->cluster);
-        ok = run_and_check(s, run_direct, x_host, 0);
-    }
     if (v->is_long)
         snprintf(what, sizeof what, "long g%u", v->g);
     else
@@ -336,9 +306,8 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
                  v->smem_g ? " smem_g" : "", "");
     if (v->siters)
         snprintf(what + strlen(what), sizeof what - strlen(what), " s%u", v->siters);
-    if (v->persist)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " P%lld",
-                 (long long)clusters);
+    if (v->store_e)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " E");
     const float ms = ok ? median_ms(run_direct, s) : 0;
     const double traffic = (s->bwd ? 3.0 : 2.0) * (double)(s->rows * s->cols) * 2;
     const double gbs = ms > 0 ? traffic / ms / 1e6 : 0;
@@ -401,22 +370,17 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
                 }
                 continue;
             }
-            if (g == 1024 && regs > 16)
+            if (g == 1024 || g < 128)
                 continue;
-            v = (variant){g, g, iters, c, 0, 0, 0, 0};
-            sweep_one(s, &v, x_host, copy);
-            if (iters >= 2) {
-                v.siters = iters / 2;
+            for (int se = 0; se <= 1; se++) {
+                v = (variant){g, g, iters, c, 0, 0, 0, se};
                 sweep_one(s, &v, x_host, copy);
-                v.siters = iters;
-                sweep_one(s, &v, x_host, copy);
-                v.siters = 0;
-            }
-            if ((size_t)g * iters * vec * 2 <= 200 * 1024) {
-                v.persist = 4;
-                sweep_one(s, &v, x_host, copy);
-                v.persist = -1;
-                sweep_one(s, &v, x_host, copy);
+                if (iters >= 2) {
+                    v.siters = iters / 2;
+                    sweep_one(s, &v, x_host, copy);
+                    v.siters = iters;
+                    sweep_one(s, &v, x_host, copy);
+                }
             }
         }
     }
@@ -447,6 +411,8 @@ int main(int argc, char **argv)
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sweep") == 0) {
+            do_sweep = 3;
+        } else if (strcmp(argv[i], "--sweep-fwd") == 0) {
             do_sweep = 1;
         } else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
@@ -467,7 +433,7 @@ int main(int argc, char **argv)
                     p++;
             }
         } else {
-            fprintf(stderr, "usage: %s [--policy exact|stable|generic] [--sweep] [--cols N,...]\n",
+            fprintf(stderr, "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N,...]\n",
                     argv[0]);
             return 2;
         }
@@ -539,7 +505,7 @@ int main(int argc, char **argv)
             }
             const double traffic = (bwd ? 3.0 : 2.0) * (double)(rows * cols) * 2;
             const double copy = copy_gbs(csrc, cdst, traffic);
-            if (do_sweep)
+            if (do_sweep & (1 << bwd))
                 sweep(&s, x_host, copy);
             result *r = &res[n_res++];
             memset(r, 0, sizeof *r);

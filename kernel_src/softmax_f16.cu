@@ -187,20 +187,34 @@ extern "C" __global__ void __launch_bounds__(TK_G)
 #ifndef TK_SITERS
 #define TK_SITERS 0
 #endif
-#if defined(TK_PERSIST) && TK_SITERS != 0
-static_assert(TK_SITERS == 0, "TK_PERSIST keeps the next row in shared memory: no TK_SITERS");
-#endif
 /* vectors per thread held in registers; the other TK_SITERS in shared memory */
 #define TK_RITERS (TK_ITERS - TK_SITERS)
 /* Blocks per SM the registers must allow (64 per thread): two blocks of
  * 512 threads keep one block's loads in flight while the other reduces. */
 #ifndef TK_MINB
-#if defined(TK_PERSIST) || TK_G >= 1024
+#if TK_G >= 1024
 #define TK_MINB 1
 #else
 #define TK_MINB (1024 / TK_G)
 #endif
 #endif
+
+/* 2^x, flushing denormal results to zero (softmax outputs that small are
+ * below fp16's range anyway): one MUFU.EX2, no range fix-ups. */
+static __device__ __forceinline__ float tk_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+/* The compiler must assume x changed: values derived from it are computed
+ * again rather than kept in registers. */
+static __device__ __forceinline__ void tk_launder(tk_vec &x)
+{
+#pragma unroll
+    for (int k = 0; k < TK_VEC; ++k)
+        asm volatile("" : "+h"(x.h[k]));
+}
 
 extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(TK_G, TK_MINB)
     tk_softmax_f16_fwd_cluster(const unsigned short *__restrict__ in, long long ld_in,
@@ -235,48 +249,9 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
     bool first = true, arrived = false;
 
-#ifdef TK_PERSIST
-    if (row < rows) {
-        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
-#pragma unroll
-        for (int i = 0; i < TK_ITERS; ++i) {
-            const int c = i * TK_G + lane;
-            if (c < n)
-                v[i] = src[c];
-        }
-    }
-#endif
-    for (int par = 0;; par ^= 1) {
-#ifdef TK_PERSIST
-        if (row >= rows)
-            break;
-        const bool last = row + nclus >= rows;
-#else
-        /* one row per cluster: the host launches rows x TK_CLUSTER blocks */
+    {
+        const int par = 0;
         const bool last = true;
-#endif
-#ifdef TK_PERSIST
-        if (!first) {
-            /* this row was prefetched into shared memory */
-            tk_cp_async_wait();
-#pragma unroll
-            for (int i = 0; i < TK_ITERS; ++i) {
-                const int c = i * TK_G + lane;
-                if (c < n)
-                    v[i] = xs[i * TK_G + lane];
-            }
-        }
-        if (!last) {
-            const tk_vec *nxt = reinterpret_cast<const tk_vec *>(in + (row + nclus) * ld_in) + lo;
-#pragma unroll
-            for (int i = 0; i < TK_ITERS; ++i) {
-                const int c = i * TK_G + lane;
-                if (c < n)
-                    tk_cp_async(&xs[i * TK_G + lane], nxt + c);
-            }
-            tk_cp_async_commit();
-        }
-#else
         {
             const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
 #pragma unroll
@@ -294,11 +269,51 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 tk_cp_async_wait();
             }
         }
-#endif
 #define TK_X(i)                                                                                    \
     ((i) < TK_RITERS ? tk_vec(v[(i) < TK_RITERS ? (i) : 0])                                        \
                      : tk_vec(xs[((i) < TK_RITERS ? 0 : (i)-TK_RITERS) * TK_G + lane]))
 
+#ifdef TK_STORE_E
+        /* this thread's max; then e = exp(x - max) into the slice in place
+         * (fp16, e <= 1) and its sum in fp32: the output pass scales e and
+         * needs no exp of its own */
+        float m = tk_neg_inf(), s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n) {
+                const tk_vec x = TK_X(i);
+#pragma unroll
+                for (int k = 0; k < TK_VEC; ++k)
+                    m = fmaxf(m, tk_h2f(x.h[k]));
+            }
+        }
+        /* re-read the halves rather than keep the first pass's floats */
+#pragma unroll
+        for (int i = 0; i < TK_RITERS; ++i)
+            tk_launder(v[i]);
+        asm volatile("" ::: "memory");
+        const float ml = m * 1.4426950408889634f;
+#pragma unroll
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n) {
+                const tk_vec x = TK_X(i);
+                tk_vec e;
+#pragma unroll
+                for (int k = 0; k < TK_VEC; ++k) {
+                    const float t = tk_exp2(fmaf(tk_h2f(x.h[k]), 1.4426950408889634f, -ml));
+                    s += t;
+                    e.h[k] = tk_f2h(t);
+                }
+                if (i < TK_RITERS)
+                    v[i < TK_RITERS ? i : 0] = e;
+                else
+                    xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] = e;
+            }
+        }
+        const float m_own = m;
+#else
         /* this thread's (max, sum of exp), online: one conversion per
          * element, no float kept across vectors; then the block's */
         float m = tk_neg_inf(), s = 0.0f;
@@ -322,6 +337,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 m = mv;
             }
         }
+#endif
 #pragma unroll
         for (int o = TK_WARP / 2; o > 0; o >>= 1) {
             const float m2 = TK_SHFL_XOR(m, o);
@@ -364,6 +380,23 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
         const float gm = whole.x, inv = whole.y;
 
         tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+#ifdef TK_STORE_E
+        /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
+        const float sc = m_own == tk_neg_inf() ? 0.0f
+                                                : tk_exp2((m_own - gm) * 1.4426950408889634f) * inv;
+#pragma unroll
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n) {
+                const tk_vec e = TK_X(i);
+                tk_vec o;
+#pragma unroll
+                for (int k = 0; k < TK_VEC; ++k)
+                    o.h[k] = tk_f2h(tk_h2f(e.h[k]) * sc);
+                dst[c] = o;
+            }
+        }
+#else
 #pragma unroll
         for (int i = 0; i < TK_ITERS; ++i) {
             const int c = i * TK_G + lane;
@@ -376,16 +409,10 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 dst[c] = o;
             }
         }
-#undef TK_X
-#ifdef TK_PERSIST
-        row += nclus;
-        first = false;
-#else
-        break;
 #endif
+#undef TK_X
     }
     (void)first;
-    (void)nclus;
     if (!arrived) /* no row for this cluster: only the exit barrier */
         tk_cluster_arrive();
     tk_cluster_wait();

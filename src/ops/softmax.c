@@ -48,11 +48,12 @@
 
 typedef struct softmax_plan {
     unsigned vec, g, iters, block, cluster, smem;
-    int is_long, smem_g;
+    unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
+    int is_long, smem_g, store_e;
     int64_t blocks;
-    char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12],
+    char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12],
         d_cols[24]; /* u32: 10 digits + NUL */
-    tk_define defs[8];
+    tk_define defs[10];
     size_t n_defs;
     const char *source;
     const char *entry;
@@ -119,6 +120,11 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->block = p->g;
         p->smem_g = !fwd && p->g >= 512 &&
                     p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
+        /* 2-byte vectors: cp.async has no such size, and single halves
+         * leave no registers to save */
+        p->store_e = fwd && vec >= 2;
+        if (fwd && vec >= 2)
+            p->siters = p->g >= 512 ? p->iters : p->iters / 2;
     } else {
         p->is_long = 1;
     }
@@ -128,12 +134,19 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->iters = 1;
         p->blocks = rows;
     } else {
-        if (policy == TK_POLICY_GENERIC)
+        if (policy == TK_POLICY_GENERIC) {
+            /* the same registers per thread, a larger shared slice */
+            const unsigned in_regs = p->iters - p->siters;
             p->iters = next_pow2(p->iters);
+            if (p->siters > 0)
+                p->siters = p->iters - in_regs;
+        }
         p->blocks = p->g <= 32 ? (rows + (p->block / p->g) - 1) / (p->block / p->g)
                                : rows * (int64_t)p->cluster;
         if (p->smem_g)
             p->smem = p->g * p->iters * vec * 2u;
+        else if (p->siters > 0)
+            p->smem = p->g * p->siters * vec * 2u;
     }
 
     snprintf(p->d_vec, sizeof p->d_vec, "%u", p->vec);
@@ -141,6 +154,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
     snprintf(p->d_iters, sizeof p->d_iters, "%u", p->iters);
     snprintf(p->d_block, sizeof p->d_block, "%u", p->block);
     snprintf(p->d_cluster, sizeof p->d_cluster, "%u", p->cluster);
+    snprintf(p->d_siters, sizeof p->d_siters, "%u", p->siters);
     snprintf(p->d_cols, sizeof p->d_cols, "%lld", (long long)cols);
     p->n_defs = 0;
     p->defs[p->n_defs++] = (tk_define){"TK_VEC", p->d_vec};
@@ -154,6 +168,10 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_CLUSTER", p->d_cluster};
     if (p->smem_g)
         p->defs[p->n_defs++] = (tk_define){"TK_SMEM_G", NULL};
+    if (p->siters > 0)
+        p->defs[p->n_defs++] = (tk_define){"TK_SITERS", p->d_siters};
+    if (p->store_e)
+        p->defs[p->n_defs++] = (tk_define){"TK_STORE_E", NULL};
     if (policy != TK_POLICY_GENERIC)
         p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
     p->source = fwd ? "softmax_f16" : "softmax_xent_f16";

@@ -221,6 +221,7 @@ typedef struct variant {
     int smem_g, is_long;
     unsigned siters; /* forward: vectors per thread staged in shared memory */
     int store_e;     /* forward: exp(x - thread max) kept in place of x (TK_STORE_E) */
+    unsigned minb;   /* forward: TK_MINB (0: the kernel's default) */
 } variant;
 
 static int has_clusters(void)
@@ -234,8 +235,9 @@ static int has_clusters(void)
 static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, double copy)
 {
     char d_vec[8], d_g[12], d_block[12], d_iters[12], d_cluster[12], d_cols[24], d_siters[12];
+    char d_minb[12];
     char what[96];
-    tk_define defs[10];
+    tk_define defs[12];
     size_t nd = 0;
     tk_kernel_desc d;
     tk_kernel *k = NULL;
@@ -264,6 +266,9 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         defs[nd++] = (tk_define){"TK_SITERS", d_siters};
     if (v->store_e)
         defs[nd++] = (tk_define){"TK_STORE_E", NULL};
+    snprintf(d_minb, sizeof d_minb, "%u", v->minb);
+    if (v->minb)
+        defs[nd++] = (tk_define){"TK_MINB", d_minb};
     memset(&d, 0, sizeof d);
     d.source_name = s->bwd ? "softmax_xent_f16" : "softmax_f16";
     d.entry = s->bwd ? (v->is_long         ? "tk_softmax_xent_f16_bwd_long"
@@ -308,6 +313,8 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         snprintf(what + strlen(what), sizeof what - strlen(what), " s%u", v->siters);
     if (v->store_e)
         snprintf(what + strlen(what), sizeof what - strlen(what), " E");
+    if (v->minb)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " m%u", v->minb);
     const float ms = ok ? median_ms(run_direct, s) : 0;
     const double traffic = (s->bwd ? 3.0 : 2.0) * (double)(s->rows * s->cols) * 2;
     const double gbs = ms > 0 ? traffic / ms / 1e6 : 0;
@@ -332,7 +339,7 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
             if (iters > itmax)
                 continue;
             for (unsigned b = 128; b <= 512; b *= 2) {
-                v = (variant){g, b, iters, 1, 0, 0, 0, 0};
+                v = (variant){g, b, iters, 1, 0, 0, 0, 0, 0};
                 sweep_one(s, &v, x_host, copy);
             }
         }
@@ -343,7 +350,7 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
         for (unsigned g = 64; g <= 1024 && g <= nvec; g *= 2) {
             const unsigned iters = (unsigned)((nvec + g - 1) / g);
             if (iters <= itmax && !(g == 1024 && iters * (vec >= 2 ? vec / 2u : 1u) > 16)) {
-                v = (variant){g, g, iters, 1, 0, 0, 0, 0};
+                v = (variant){g, g, iters, 1, 0, 0, 0, 0, 0};
                 sweep_one(s, &v, x_host, copy);
             }
         }
@@ -365,7 +372,7 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
                         continue;
                     if (sg && (size_t)g * iters * vec * 2 > 200 * 1024)
                         continue;
-                    v = (variant){g, g, iters, c, sg, 0, 0, 0};
+                    v = (variant){g, g, iters, c, sg, 0, 0, 0, 0};
                     sweep_one(s, &v, x_host, copy);
                 }
                 continue;
@@ -373,18 +380,31 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
             if (g == 1024 || g < 128)
                 continue;
             for (int se = 0; se <= 1; se++) {
-                v = (variant){g, g, iters, c, 0, 0, 0, se};
+                v = (variant){g, g, iters, c, 0, 0, 0, se, 0};
                 sweep_one(s, &v, x_host, copy);
                 if (iters >= 2) {
                     v.siters = iters / 2;
                     sweep_one(s, &v, x_host, copy);
                     v.siters = iters;
                     sweep_one(s, &v, x_host, copy);
+                    if (se && g == 512 && iters == itmax) {
+                        v.minb = 3; /* 40 registers: 3 blocks per SM */
+                        sweep_one(s, &v, x_host, copy);
+                    }
                 }
             }
         }
+        /* forward, VEC 8: 256 threads with up to 2 * itmax vectors, 4 of
+         * them in registers */
+        if (!s->bwd && vec == 8 && per > 256 * itmax && per <= 512 * itmax) {
+            const unsigned iters = (unsigned)((per + 255) / 256);
+            for (unsigned sit = iters - itmax / 2; sit <= iters; sit += itmax / 2) {
+                v = (variant){256, 256, iters, c, 0, 0, sit, 1, 0};
+                sweep_one(s, &v, x_host, copy);
+            }
+        }
     }
-    v = (variant){1024, 1024, 1, 1, 0, 1, 0, 0};
+    v = (variant){1024, 1024, 1, 1, 0, 1, 0, 0, 0};
     sweep_one(s, &v, x_host, copy);
 }
 

@@ -104,20 +104,23 @@ typedef struct sm_case {
 } sm_case;
 
 static const sm_case cases[] = {
-    /* around one block's registers: 32768 at VEC 8, 16384 at VEC 1 */
+    /* around one block's registers: 32768 at VEC 8, 16384 at VEC 1; then
+     * clusters of 256-thread blocks (2048 vectors each at VEC 8, 8192 at
+     * VEC 1), past 8 of those 8 larger blocks */
     {2, 32768, 0, 0, 'r'},
-    {3, 32776, 0, 0, 'c'},  /* VEC 8, 2 blocks */
-    {3, 32767, 0, 0, 'c'},  /* VEC 1, 2 blocks */
-    {5, 32769, 0, 0, 'c'},  /* VEC 1, 4 blocks */
+    {3, 32776, 0, 0, 'c'},  /* VEC 8, 4 blocks */
+    {3, 32767, 0, 0, 'c'},  /* VEC 1, 4 blocks */
+    {5, 32769, 0, 0, 'c'},  /* VEC 1, 8 blocks */
     {2, 16384, 0, 1, 'r'},  /* VEC 1 (offset), the last one-block size */
     /* cluster sizes */
     {2, 50304, 0, 0, 'c'},
     {257, 50304, 0, 0, 'c'}, /* many rows */
-    {2, 65536, 0, 0, 'c'},   /* 2 blocks, full */
-    {2, 65544, 0, 0, 'c'},   /* 4 blocks */
+    {2, 65536, 0, 0, 'c'},   /* 4 blocks, full */
+    {2, 65544, 0, 0, 'c'},   /* 8 blocks */
     {3, 128256, 0, 0, 'c'},
     {40, 128256, 0, 0, 'c'},
-    {2, 131080, 0, 0, 'c'}, /* 8 blocks */
+    {2, 131072, 0, 0, 'c'}, /* 8 blocks of 256 threads, full */
+    {2, 131080, 0, 0, 'c'}, /* 8 larger blocks */
     {2, 256000, 0, 0, 'c'},
     {33, 256000, 0, 0, 'c'},
     {1, 262144, 0, 0, 'c'}, /* 8 blocks, full */

@@ -1,8 +1,9 @@
 /*
  * Softmax variant choice, offline (no GPU): tk_op_precompile on an sm_90
  * context compiles the cluster kernels for rows beyond one block's
- * registers (the fewest blocks per row, 2 / 4 / 8; the backward's g in
- * shared memory) and the two-pass kernel beyond 8 blocks; on sm_80 (no
+ * registers (the fewest 256-thread blocks per row, 2 / 4 / 8, then 8
+ * larger ones; the forward's slice and the backward's g in shared memory
+ * where the rules of src/ops/softmax.c say) and the two-pass kernel beyond; on sm_80 (no
  * clusters) and on AMD (hipRTC, gfx90a) the two-pass kernel serves every
  * long row, and the sources still compile. One kernel per shape; the
  * generic policy shares one kernel across a bucket of column counts.
@@ -99,8 +100,8 @@ static void precompile_one(tk_context *ctx, tk_op op, int64_t rows, int64_t cols
 }
 
 /* kind 'r': one block (or group) per row; 'c': a cluster of `cluster`
- * blocks, the backward's g in shared memory when smem_g (ITERS x registers
- * per vector >= 20); 'l': two-pass. */
+ * blocks, the backward's g in shared memory when smem_g (512-thread blocks
+ * with ITERS x registers per vector >= 20); 'l': two-pass. */
 typedef struct expect {
     int64_t cols;
     char kind;
@@ -108,12 +109,12 @@ typedef struct expect {
 } expect;
 
 static const expect sm90[] = {
-    {64, 'r', 0, 0},      {4096, 'r', 0, 0},    {32000, 'r', 0, 0},   {32768, 'r', 0, 0},
-    {32776, 'c', 2, 1},   {50304, 'c', 2, 1},   {65536, 'c', 2, 1},   {65544, 'c', 4, 1},
-    {128256, 'c', 4, 1},  {131072, 'c', 4, 1},  {131080, 'c', 8, 1},  {256000, 'c', 8, 1},
-    {262144, 'c', 8, 1},  {262152, 'l', 0, 0},  {300000, 'l', 0, 0},
+    {64, 'r', 0, 0},     {4096, 'r', 0, 0},   {32000, 'r', 0, 0},  {32768, 'r', 0, 0},
+    {32776, 'c', 4, 0},  {50304, 'c', 4, 0},  {65536, 'c', 4, 0},  {65544, 'c', 8, 0},
+    {128256, 'c', 8, 0}, {131072, 'c', 8, 0}, {131080, 'c', 8, 1}, {256000, 'c', 8, 1},
+    {262144, 'c', 8, 1}, {262152, 'l', 0, 0}, {300000, 'l', 0, 0},
     /* VEC 1: 32 registers of 1 half each per thread and input */
-    {32767, 'c', 2, 1},   {32769, 'c', 4, 0},   {100003, 'c', 8, 1},  {131073, 'l', 0, 0},
+    {32767, 'c', 4, 0},  {32769, 'c', 8, 0},  {100003, 'c', 8, 1}, {131073, 'l', 0, 0},
 };
 
 static void check_expect(tk_op op, const expect *e, int clusters)
@@ -137,10 +138,16 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         snprintf(want, sizeof want, "-DTK_CLUSTER=%d ", e->cluster);
         ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s", tk_op_name(op),
                       (long long)e->cols, want, p.options);
-        /* only the backward has a g to keep in shared memory */
+        /* only the backward has a g to keep in shared memory; the forward
+         * keeps its slice there and exp(x - max) in place of x, except at
+         * VEC 1 */
         const int smem_g = op == TK_OP_SOFTMAX_XENT_F16_BWD && e->smem_g;
+        const int fwd_smem = op == TK_OP_SOFTMAX_F16_FWD && e->cols % 2 == 0;
         ck_assert_msg((strstr(p.options, "-DTK_SMEM_G") != NULL) == smem_g, "%s %lld: %s",
                       tk_op_name(op), (long long)e->cols, p.options);
+        ck_assert_msg((strstr(p.options, "-DTK_SITERS=") != NULL) == fwd_smem &&
+                          (strstr(p.options, "-DTK_STORE_E") != NULL) == fwd_smem,
+                      "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
     }
 }
 

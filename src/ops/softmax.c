@@ -9,15 +9,25 @@
  *    error).
  *  - Rows that fit in registers (ITERS * max(VEC/2,1) <= 32 registers per
  *    input, groups of at most 512 threads) are read once: up to 256 vectors
- *    per row a group of <= 32 threads per row (4..128 rows per block of 128),
- *    beyond that one block of 64..512 threads per row.
+ *    per row a group of <= 32 threads per row (about one vector per thread,
+ *    4..128 rows per block of 128), beyond that one block of 64..512
+ *    threads per row.
  *  - Longer rows on NVIDIA sm_90 and later (thread-block clusters): a cluster
- *    of 2, 4 or 8 blocks per row (TK_CLUSTER, the fewest that hold it), each
- *    block a slice in registers as above, partial results exchanged through
- *    distributed shared memory: still one read and one write. Up to
- *    8 x 512 x 32 registers of one input: 262144 columns at VEC 8, 131072
- *    at VEC 1. The backward keeps g in shared memory (TK_SMEM_G) where its
- *    registers would leave one block per SM (CLUSTER_SMEM_G_REGS).
+ *    of 2, 4 or 8 blocks per row (TK_CLUSTER), each block a contiguous
+ *    slice, partial results exchanged through distributed shared memory:
+ *    still one read and one write. The fewest blocks of 256 threads
+ *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
+ *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
+ *    Measured on an H100 (bench/softmax --sweep, notes of issue 11): what
+ *    limits these kernels is how many blocks are resident, since a cluster
+ *    is placed whole within one GPC, so the forward holds its slice in
+ *    shared memory (TK_SITERS = ITERS, 40 registers) and keeps exp(x - max)
+ *    in place of x (TK_STORE_E: one exp per element); past 8 x 256-thread
+ *    slices of registers it keeps 4 vectors per thread in registers, up to
+ *    12 in shared memory. The backward keeps s and g in registers, g in
+ *    shared memory (TK_SMEM_G) where 512-thread blocks would otherwise
+ *    hold one block per SM (CLUSTER_SMEM_G_REGS). VEC 1 forward: registers
+ *    only (cp.async has no 2-byte copy).
  *  - Longer still, or on other targets (older NVIDIA, AMD): the block-per-row
  *    two-pass kernel (TK_LONG, 1024 threads).
  *  - Exact and stable policies bake cols (TK_COLS: a vocabulary, a head
@@ -111,20 +121,34 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         block_shape(nvec, 512, &p->g, &p->iters);
         p->block = p->g;
     } else if (clusters && nvec <= (int64_t)CLUSTER_MAX * 512 * itmax) {
-        /* the fewest blocks of CLUSTER_G threads whose slices fit, else 8
-         * blocks of up to 512 */
-        const unsigned max_g = nvec <= (int64_t)CLUSTER_MAX * CLUSTER_G * itmax ? CLUSTER_G : 512;
-        while ((nvec + p->cluster - 1) / p->cluster > (int64_t)max_g * itmax)
+        /* The fewest blocks of CLUSTER_G threads whose slices fit
+         * (cap vectors each); 8 blocks beyond. */
+        const int64_t cap = (int64_t)CLUSTER_G * itmax;
+        int64_t per;
+        while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > cap)
             p->cluster *= 2;
-        block_shape((nvec + p->cluster - 1) / p->cluster, max_g, &p->g, &p->iters);
+        per = (nvec + p->cluster - 1) / p->cluster;
+        if (per <= cap) {
+            block_shape(per, CLUSTER_G, &p->g, &p->iters);
+            /* forward: the whole slice in shared memory (no registers
+             * held: 5-7 blocks per SM) */
+            if (fwd && vec >= 2)
+                p->siters = p->iters;
+        } else if (fwd && vec == 8) {
+            /* up to twice as many: itmax / 2 vectors per thread in
+             * registers, the rest (<= 48 KiB a block) in shared memory */
+            p->g = CLUSTER_G;
+            p->iters = (unsigned)((per + p->g - 1) / p->g);
+            p->siters = p->iters - itmax / 2;
+        } else {
+            block_shape(per, 512, &p->g, &p->iters);
+        }
         p->block = p->g;
-        p->smem_g = !fwd && p->g >= 512 &&
-                    p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
         /* 2-byte vectors: cp.async has no such size, and single halves
          * leave no registers to save */
         p->store_e = fwd && vec >= 2;
-        if (fwd && vec >= 2)
-            p->siters = p->g >= 512 ? p->iters : p->iters / 2;
+        p->smem_g = !fwd && p->g >= 512 &&
+                    p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
     } else {
         p->is_long = 1;
     }

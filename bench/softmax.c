@@ -144,7 +144,7 @@ static double copy_gbs(void *src, void *dst, double traffic)
 typedef struct sm_case {
     int bwd;
     int64_t rows, cols;
-    void *x, *g, *out; /* bwd: x = s */
+    void *x, *g, *out;  /* bwd: x = s */
     const tk_kernel *k; /* sweep: a kernel launched directly */
     unsigned grid, block, smem;
 } sm_case;
@@ -271,10 +271,10 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         defs[nd++] = (tk_define){"TK_MINB", d_minb};
     memset(&d, 0, sizeof d);
     d.source_name = s->bwd ? "softmax_xent_f16" : "softmax_f16";
-    d.entry = s->bwd ? (v->is_long         ? "tk_softmax_xent_f16_bwd_long"
+    d.entry = s->bwd ? (v->is_long       ? "tk_softmax_xent_f16_bwd_long"
                         : v->cluster > 1 ? "tk_softmax_xent_f16_bwd_cluster"
                                          : "tk_softmax_xent_f16_bwd")
-                     : (v->is_long         ? "tk_softmax_f16_fwd_long"
+                     : (v->is_long       ? "tk_softmax_f16_fwd_long"
                         : v->cluster > 1 ? "tk_softmax_f16_fwd_cluster"
                                          : "tk_softmax_f16_fwd");
     d.defines = defs;
@@ -293,10 +293,9 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         s->smem = v->g * v->siters * vec * 2u;
     /* one row per cluster first: correct for every variant, and it raises
      * the kernel's shared-memory limit before the occupancy query */
-    s->grid = (unsigned)(v->is_long ? s->rows
-                         : v->g <= 32
-                             ? (s->rows + (v->block / v->g) - 1) / (v->block / v->g)
-                             : s->rows * v->cluster);
+    s->grid = (unsigned)(v->is_long   ? s->rows
+                         : v->g <= 32 ? (s->rows + (v->block / v->g) - 1) / (v->block / v->g)
+                                      : s->rows * v->cluster);
     int ok = run_and_check(s, run_direct, x_host, 0);
     int active = 0;
     if (v->cluster > 1 && max_active_clusters != NULL) {
@@ -453,7 +452,9 @@ int main(int argc, char **argv)
                     p++;
             }
         } else {
-            fprintf(stderr, "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N,...]\n",
+            fprintf(stderr,
+                    "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
+                    "N,...]\n",
                     argv[0]);
             return 2;
         }
@@ -505,8 +506,9 @@ int main(int argc, char **argv)
     if (do_sweep) {
         printf("sweep (kernels launched directly; C: blocks per row, g: threads per row, b: "
                "threads per block, it: ITERS)\n\n");
-        printf("| op   |    cols | variant                      | regs |   smem | act. |     GB/s | "
-               "x copy | check |\n");
+        printf(
+            "| op   |    cols | variant                      | regs |   smem | act. |     GB/s | "
+            "x copy | check |\n");
         printf("|------|---------|------------------------------|------|--------|------|----------|"
                "-------|-------|\n");
     }

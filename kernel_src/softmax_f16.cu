@@ -9,19 +9,25 @@
  * block of TK_G threads, reduced through shared memory.
  * TK_CLUSTER (sm_90 and later): rows too long for one block's registers;
  * a cluster of TK_CLUSTER blocks of TK_G threads owns one row, each block a
- * contiguous slice in registers (TK_ITERS vectors per thread), so the row is
- * still read once and written once. Each block reduces its slice to a
- * (max, sum of exp) pair, the pairs are exchanged through distributed shared
+ * contiguous slice (TK_ITERS vectors per thread: the first TK_ITERS -
+ * TK_SITERS in registers, the other TK_SITERS in shared memory, copied there
+ * with cp.async), so the row is still read once and written once. Each
+ * thread reduces its vectors to a (max, sum of exp) pair, each block its
+ * threads', the blocks' pairs are exchanged through distributed shared
  * memory and every block combines them in rank order (the same result in
- * every block of the cluster, and from run to run).
+ * every block of the cluster, and from run to run). TK_STORE_E: the second
+ * pass writes e = exp(x - thread max) over x (fp16; e <= 1, so a relative
+ * error of 2^-11 and one more rounding than the reference), and the output
+ * is e scaled per thread: one exp per element instead of two. TK_MINB:
+ * blocks per SM the registers must allow (default 1024 / TK_G).
  * TK_LONG: rows too long for the others (or no clusters on the target); one
  * block of TK_G threads per row, an online (max, sum) pass and an output pass
  * (two reads, one write).
  *
  * Defines: TK_VEC (1, 2, 4, 8: halves per load, the host checks alignment),
  * TK_G, TK_ITERS, TK_BLOCK (threads per block), optional TK_COLS (exact
- * policy: row length baked in; otherwise the cols argument), TK_CLUSTER or
- * TK_LONG for those kernels.
+ * policy: row length baked in; otherwise the cols argument), TK_CLUSTER
+ * (+ TK_SITERS, TK_STORE_E, TK_MINB) or TK_LONG for those kernels.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -228,10 +234,10 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const long long cols = cols_arg;
 #endif
     __shared__ float2 red[32];
-    __shared__ float2 part[2]; /* this block's (max, sum) per row parity, read by the cluster */
-    __shared__ float2 whole;   /* the row's (max, 1 / sum) */
+    __shared__ float2 part;  /* this block's (max, sum), read by the cluster */
+    __shared__ float2 whole; /* the row's (max, 1 / sum) */
     /* TK_SITERS: vectors TK_RITERS.. of each thread, at [(i - TK_RITERS) *
-     * TK_G + lane]; TK_PERSIST: the next row, at [i * TK_G + lane] */
+     * TK_G + lane] (consecutive threads, consecutive vectors) */
     extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
     tk_vec *xs = reinterpret_cast<tk_vec *>(tk_dyn_smem);
     const int nvec = (int)(cols / TK_VEC);
@@ -242,179 +248,163 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
     const int lane = (int)threadIdx.x;
-    /* Cluster c handles rows c, c + nclus, ... (one row unless the host
-     * launched fewer clusters than rows). */
-    const long long nclus = (long long)(gridDim.x / TK_CLUSTER);
-    long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
     tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
-    bool first = true, arrived = false;
+    (void)rows;
 
     {
-        const int par = 0;
-        const bool last = true;
-        {
-            const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
+        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
 #pragma unroll
-            for (int i = 0; i < TK_ITERS; ++i) {
-                const int c = i * TK_G + lane;
-                if (c < n) {
-                    if (i < TK_RITERS)
-                        v[i < TK_RITERS ? i : 0] = src[c];
-                    else
-                        tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + c);
-                }
-            }
-            if (TK_SITERS > 0) {
-                tk_cp_async_commit();
-                tk_cp_async_wait();
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n) {
+                if (i < TK_RITERS)
+                    v[i < TK_RITERS ? i : 0] = src[c];
+                else
+                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + c);
             }
         }
+        if (TK_SITERS > 0) {
+            tk_cp_async_commit();
+            tk_cp_async_wait();
+        }
+    }
 #define TK_X(i)                                                                                    \
     ((i) < TK_RITERS ? tk_vec(v[(i) < TK_RITERS ? (i) : 0])                                        \
                      : tk_vec(xs[((i) < TK_RITERS ? 0 : (i)-TK_RITERS) * TK_G + lane]))
 
 #ifdef TK_STORE_E
-        /* this thread's max; then e = exp(x - max) into the slice in place
-         * (fp16, e <= 1) and its sum in fp32: the output pass scales e and
-         * needs no exp of its own */
-        float m = tk_neg_inf(), s = 0.0f;
+    /* this thread's max; then e = exp(x - max) into the slice in place
+     * (fp16, e <= 1) and its sum in fp32: the output pass scales e and
+     * needs no exp of its own */
+    float m = tk_neg_inf(), s = 0.0f;
 #pragma unroll
-        for (int i = 0; i < TK_ITERS; ++i) {
-            const int c = i * TK_G + lane;
-            if (c < n) {
-                const tk_vec x = TK_X(i);
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
 #pragma unroll
-                for (int k = 0; k < TK_VEC; ++k)
-                    m = fmaxf(m, tk_h2f(x.h[k]));
-            }
+            for (int k = 0; k < TK_VEC; ++k)
+                m = fmaxf(m, tk_h2f(x.h[k]));
         }
-        /* re-read the halves rather than keep the first pass's floats */
+    }
+    /* re-read the halves rather than keep the first pass's floats */
 #pragma unroll
-        for (int i = 0; i < TK_RITERS; ++i)
-            tk_launder(v[i]);
-        asm volatile("" ::: "memory");
-        const float ml = m * 1.4426950408889634f;
+    for (int i = 0; i < TK_RITERS; ++i)
+        tk_launder(v[i]);
+    asm volatile("" ::: "memory");
+    const float ml = m * 1.4426950408889634f;
 #pragma unroll
-        for (int i = 0; i < TK_ITERS; ++i) {
-            const int c = i * TK_G + lane;
-            if (c < n) {
-                const tk_vec x = TK_X(i);
-                tk_vec e;
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
+            tk_vec e;
 #pragma unroll
-                for (int k = 0; k < TK_VEC; ++k) {
-                    const float t = tk_exp2(fmaf(tk_h2f(x.h[k]), 1.4426950408889634f, -ml));
-                    s += t;
-                    e.h[k] = tk_f2h(t);
-                }
-                if (i < TK_RITERS)
-                    v[i < TK_RITERS ? i : 0] = e;
-                else
-                    xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] = e;
+            for (int k = 0; k < TK_VEC; ++k) {
+                const float t = tk_exp2(fmaf(tk_h2f(x.h[k]), 1.4426950408889634f, -ml));
+                s += t;
+                e.h[k] = tk_f2h(t);
             }
+            if (i < TK_RITERS)
+                v[i < TK_RITERS ? i : 0] = e;
+            else
+                xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] = e;
         }
-        const float m_own = m;
+    }
+    const float m_own = m;
 #else
-        /* this thread's (max, sum of exp), online: one conversion per
-         * element, no float kept across vectors; then the block's */
-        float m = tk_neg_inf(), s = 0.0f;
+    /* this thread's (max, sum of exp), online: one conversion per
+     * element, no float kept across vectors; then the block's */
+    float m = tk_neg_inf(), s = 0.0f;
 #pragma unroll
-        for (int i = 0; i < TK_ITERS; ++i) {
-            const int c = i * TK_G + lane;
-            if (c < n) {
-                const tk_vec x = TK_X(i);
-                float f[TK_VEC];
-                float mv = m;
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
+            float f[TK_VEC];
+            float mv = m;
 #pragma unroll
-                for (int k = 0; k < TK_VEC; ++k) {
-                    f[k] = tk_h2f(x.h[k]);
-                    mv = fmaxf(mv, f[k]);
-                }
-                /* exp(-inf) = 0 rescales the empty start */
-                s *= __expf(m - mv);
-#pragma unroll
-                for (int k = 0; k < TK_VEC; ++k)
-                    s += __expf(f[k] - mv);
-                m = mv;
+            for (int k = 0; k < TK_VEC; ++k) {
+                f[k] = tk_h2f(x.h[k]);
+                mv = fmaxf(mv, f[k]);
             }
+            /* exp(-inf) = 0 rescales the empty start */
+            s *= __expf(m - mv);
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                s += __expf(f[k] - mv);
+            m = mv;
         }
+    }
 #endif
 #pragma unroll
-        for (int o = TK_WARP / 2; o > 0; o >>= 1) {
-            const float m2 = TK_SHFL_XOR(m, o);
-            const float s2 = TK_SHFL_XOR(s, o);
-            tk_ms_combine(m, s, m2, s2);
-        }
-        if (lane % TK_WARP == 0)
-            red[lane / TK_WARP] = make_float2(m, s);
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float bm = red[0].x, bs = red[0].y;
-            for (int w = 1; w < TK_G / TK_WARP; ++w)
-                tk_ms_combine(bm, bs, red[w].x, red[w].y);
-            part[par] = make_float2(bm, bs);
-        }
-        tk_cluster_arrive();
-        tk_cluster_wait();
-        if (threadIdx.x == 0) {
-            /* all loads first, then the combine in rank order */
-            float2 q[TK_CLUSTER];
+    for (int o = TK_WARP / 2; o > 0; o >>= 1) {
+        const float m2 = TK_SHFL_XOR(m, o);
+        const float s2 = TK_SHFL_XOR(s, o);
+        tk_ms_combine(m, s, m2, s2);
+    }
+    if (lane % TK_WARP == 0)
+        red[lane / TK_WARP] = make_float2(m, s);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float bm = red[0].x, bs = red[0].y;
+        for (int w = 1; w < TK_G / TK_WARP; ++w)
+            tk_ms_combine(bm, bs, red[w].x, red[w].y);
+        part = make_float2(bm, bs);
+    }
+    tk_cluster_arrive();
+    tk_cluster_wait();
+    if (threadIdx.x == 0) {
+        /* all loads first, then the combine in rank order */
+        float2 q[TK_CLUSTER];
 #pragma unroll
-            for (unsigned r = 0; r < TK_CLUSTER; ++r)
-                q[r] = tk_cluster_ld2(&part[par], r);
-            float rm = tk_neg_inf(), rs = 0.0f;
+        for (unsigned r = 0; r < TK_CLUSTER; ++r)
+            q[r] = tk_cluster_ld2(&part, r);
+        float rm = tk_neg_inf(), rs = 0.0f;
 #pragma unroll
-            for (unsigned r = 0; r < TK_CLUSTER; ++r)
-                tk_ms_combine(rm, rs, q[r].x, q[r].y);
-            whole = make_float2(rm, 1.0f / rs);
-        }
-        __syncthreads();
-        /* Done with the other blocks' shared memory after the last row; the
-         * wait before returning keeps this block's alive until they are
-         * done with it. (Before that, a block writes part[par] again only
-         * after the next row's barrier, which every block reaches after
-         * reading it.) */
-        if (last) {
-            tk_cluster_arrive();
-            arrived = true;
-        }
-        const float gm = whole.x, inv = whole.y;
+        for (unsigned r = 0; r < TK_CLUSTER; ++r)
+            tk_ms_combine(rm, rs, q[r].x, q[r].y);
+        whole = make_float2(rm, 1.0f / rs);
+    }
+    __syncthreads();
+    /* Done reading the other blocks' shared memory; the wait before
+     * returning keeps this block's alive until they are done with it. */
+    tk_cluster_arrive();
+    const float gm = whole.x, inv = whole.y;
 
-        tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
 #ifdef TK_STORE_E
-        /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
-        const float sc = m_own == tk_neg_inf() ? 0.0f
-                                                : tk_exp2((m_own - gm) * 1.4426950408889634f) * inv;
+    /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
+    const float sc =
+        m_own == tk_neg_inf() ? 0.0f : tk_exp2((m_own - gm) * 1.4426950408889634f) * inv;
 #pragma unroll
-        for (int i = 0; i < TK_ITERS; ++i) {
-            const int c = i * TK_G + lane;
-            if (c < n) {
-                const tk_vec e = TK_X(i);
-                tk_vec o;
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec e = TK_X(i);
+            tk_vec o;
 #pragma unroll
-                for (int k = 0; k < TK_VEC; ++k)
-                    o.h[k] = tk_f2h(tk_h2f(e.h[k]) * sc);
-                dst[c] = o;
-            }
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(tk_h2f(e.h[k]) * sc);
+            dst[c] = o;
         }
+    }
 #else
 #pragma unroll
-        for (int i = 0; i < TK_ITERS; ++i) {
-            const int c = i * TK_G + lane;
-            if (c < n) {
-                const tk_vec x = TK_X(i);
-                tk_vec o;
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
+            tk_vec o;
 #pragma unroll
-                for (int k = 0; k < TK_VEC; ++k)
-                    o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - gm) * inv);
-                dst[c] = o;
-            }
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - gm) * inv);
+            dst[c] = o;
         }
+    }
 #endif
 #undef TK_X
-    }
-    (void)first;
-    if (!arrived) /* no row for this cluster: only the exit barrier */
-        tk_cluster_arrive();
     tk_cluster_wait();
 }
 

@@ -179,7 +179,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     /* gv[i * TK_G + lane]: consecutive threads, consecutive vectors */
     extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
     tk_vec *gv = reinterpret_cast<tk_vec *>(tk_dyn_smem);
-#define TK_GV(i) gv[(i) * TK_G + lane]
+#define TK_GV(i) gv[(i)*TK_G + lane]
 #else
     tk_vec gv[TK_ITERS];
 #define TK_GV(i) gv[i]

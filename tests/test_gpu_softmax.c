@@ -108,10 +108,10 @@ static const sm_case cases[] = {
      * clusters of 256-thread blocks (2048 vectors each at VEC 8, 8192 at
      * VEC 1), past 8 of those 8 larger blocks */
     {2, 32768, 0, 0, 'r'},
-    {3, 32776, 0, 0, 'c'},  /* VEC 8, 4 blocks */
-    {3, 32767, 0, 0, 'c'},  /* VEC 1, 4 blocks */
-    {5, 32769, 0, 0, 'c'},  /* VEC 1, 8 blocks */
-    {2, 16384, 0, 1, 'r'},  /* VEC 1 (offset), the last one-block size */
+    {3, 32776, 0, 0, 'c'}, /* VEC 8, 4 blocks */
+    {3, 32767, 0, 0, 'c'}, /* VEC 1, 4 blocks */
+    {5, 32769, 0, 0, 'c'}, /* VEC 1, 8 blocks */
+    {2, 16384, 0, 1, 'r'}, /* VEC 1 (offset), the last one-block size */
     /* cluster sizes */
     {2, 50304, 0, 0, 'c'},
     {257, 50304, 0, 0, 'c'}, /* many rows */

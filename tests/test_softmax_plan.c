@@ -109,12 +109,26 @@ typedef struct expect {
 } expect;
 
 static const expect sm90[] = {
-    {64, 'r', 0, 0},     {4096, 'r', 0, 0},   {32000, 'r', 0, 0},  {32768, 'r', 0, 0},
-    {32776, 'c', 4, 0},  {50304, 'c', 4, 0},  {65536, 'c', 4, 0},  {65544, 'c', 8, 0},
-    {128256, 'c', 8, 0}, {131072, 'c', 8, 0}, {131080, 'c', 8, 1}, {256000, 'c', 8, 1},
-    {262144, 'c', 8, 1}, {262152, 'l', 0, 0}, {300000, 'l', 0, 0},
+    {64, 'r', 0, 0},
+    {4096, 'r', 0, 0},
+    {32000, 'r', 0, 0},
+    {32768, 'r', 0, 0},
+    {32776, 'c', 4, 0},
+    {50304, 'c', 4, 0},
+    {65536, 'c', 4, 0},
+    {65544, 'c', 8, 0},
+    {128256, 'c', 8, 0},
+    {131072, 'c', 8, 0},
+    {131080, 'c', 8, 1},
+    {256000, 'c', 8, 1},
+    {262144, 'c', 8, 1},
+    {262152, 'l', 0, 0},
+    {300000, 'l', 0, 0},
     /* VEC 1: 32 registers of 1 half each per thread and input */
-    {32767, 'c', 4, 0},  {32769, 'c', 8, 0},  {100003, 'c', 8, 1}, {131073, 'l', 0, 0},
+    {32767, 'c', 4, 0},
+    {32769, 'c', 8, 0},
+    {100003, 'c', 8, 1},
+    {131073, 'l', 0, 0},
 };
 
 static void check_expect(tk_op op, const expect *e, int clusters)
@@ -125,8 +139,8 @@ static void check_expect(tk_op op, const expect *e, int clusters)
     ck_assert_msg(p.n == 1, "%s %lld: %d cache entries", tk_op_name(op), (long long)e->cols, p.n);
     const size_t n = strlen(p.entry);
     if (kind == 'l') {
-        ck_assert_msg(n > 5 && strcmp(p.entry + n - 5, "_long") == 0, "%s %lld: %s",
-                      tk_op_name(op), (long long)e->cols, p.entry);
+        ck_assert_msg(n > 5 && strcmp(p.entry + n - 5, "_long") == 0, "%s %lld: %s", tk_op_name(op),
+                      (long long)e->cols, p.entry);
         ck_assert_ptr_nonnull(strstr(p.options, "-DTK_LONG"));
     } else if (kind == 'r') {
         ck_assert_msg(strstr(p.entry, "_long") == NULL && strstr(p.entry, "_cluster") == NULL,

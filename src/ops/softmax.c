@@ -147,8 +147,8 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         /* 2-byte vectors: cp.async has no such size, and single halves
          * leave no registers to save */
         p->store_e = fwd && vec >= 2;
-        p->smem_g = !fwd && p->g >= 512 &&
-                    p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
+        p->smem_g =
+            !fwd && p->g >= 512 && p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
     } else {
         p->is_long = 1;
     }
@@ -200,11 +200,11 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
     p->source = fwd ? "softmax_f16" : "softmax_xent_f16";
     if (fwd)
-        p->entry = p->is_long           ? "tk_softmax_f16_fwd_long"
+        p->entry = p->is_long       ? "tk_softmax_f16_fwd_long"
                    : p->cluster > 1 ? "tk_softmax_f16_fwd_cluster"
                                     : "tk_softmax_f16_fwd";
     else
-        p->entry = p->is_long           ? "tk_softmax_xent_f16_bwd_long"
+        p->entry = p->is_long       ? "tk_softmax_xent_f16_bwd_long"
                    : p->cluster > 1 ? "tk_softmax_xent_f16_bwd_cluster"
                                     : "tk_softmax_xent_f16_bwd";
 }

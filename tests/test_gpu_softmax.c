@@ -121,6 +121,7 @@ static const sm_case cases[] = {
     {40, 128256, 0, 0, 'c'},
     {2, 131072, 0, 0, 'c'}, /* 8 blocks of 256 threads, full */
     {2, 131080, 0, 0, 'c'}, /* 8 larger blocks */
+    {3, 180000, 0, 0, 'c'}, /* 48 KiB of shared memory per block (both ops) */
     {2, 256000, 0, 0, 'c'},
     {33, 256000, 0, 0, 'c'},
     {1, 262144, 0, 0, 'c'}, /* 8 blocks, full */

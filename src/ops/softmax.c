@@ -19,12 +19,11 @@
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
  *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
  *    Measured on an H100 (bench/softmax --sweep, notes of issue 11): what
- *    limits these kernels is how many blocks are resident, since a cluster
- *    is placed whole within one GPC, so the forward holds its slice in
- *    shared memory (TK_SITERS = ITERS, 40 registers) and keeps exp(x - max)
- *    in place of x (TK_STORE_E: one exp per element); past 8 x 256-thread
- *    slices of registers it keeps 4 vectors per thread in registers, up to
- *    12 in shared memory. The backward keeps s and g in registers, g in
+ *    limits these kernels is how many blocks are resident, a cluster being
+ *    placed whole within one GPC. So the forward keeps exp(x - max) in
+ *    place of x (TK_STORE_E: one exp per element) and half its slice in
+ *    shared memory (TK_SITERS); with 512-thread blocks all of it, at 40
+ *    registers (TK_MINB 3). The backward keeps s and g in registers, g in
  *    shared memory (TK_SMEM_G) where 512-thread blocks would otherwise
  *    hold one block per SM (CLUSTER_SMEM_G_REGS). VEC 1 forward: registers
  *    only (cp.async has no 2-byte copy).
@@ -55,15 +54,18 @@
  * registers of g or more, g waits in shared memory instead (s and g both in
  * registers leave one block of 512 threads per SM). */
 #define CLUSTER_SMEM_G_REGS 20
+/* Shared memory a launch gets without raising the kernel's limit. */
+#define SMEM_DEFAULT (48u * 1024u)
 
 typedef struct softmax_plan {
     unsigned vec, g, iters, block, cluster, smem;
     unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
+    unsigned minb;   /* forward on the cluster path: TK_MINB (0: the kernel's default) */
     int is_long, smem_g, store_e;
     int64_t blocks;
-    char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12],
+    char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
         d_cols[24]; /* u32: 10 digits + NUL */
-    tk_define defs[10];
+    tk_define defs[11];
     size_t n_defs;
     const char *source;
     const char *entry;
@@ -130,18 +132,17 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         per = (nvec + p->cluster - 1) / p->cluster;
         if (per <= cap) {
             block_shape(per, CLUSTER_G, &p->g, &p->iters);
-            /* forward: the whole slice in shared memory (no registers
-             * held: 5-7 blocks per SM) */
+            /* forward: half the slice in shared memory */
             if (fwd && vec >= 2)
-                p->siters = p->iters;
-        } else if (fwd && vec == 8) {
-            /* up to twice as many: itmax / 2 vectors per thread in
-             * registers, the rest (<= 48 KiB a block) in shared memory */
-            p->g = CLUSTER_G;
-            p->iters = (unsigned)((per + p->g - 1) / p->g);
-            p->siters = p->iters - itmax / 2;
+                p->siters = p->iters / 2;
         } else {
             block_shape(per, 512, &p->g, &p->iters);
+            /* forward: all of it in shared memory, 40 registers: 3 blocks
+             * of 512 per SM */
+            if (fwd && vec >= 2) {
+                p->siters = p->iters;
+                p->minb = 3;
+            }
         }
         p->block = p->g;
         /* 2-byte vectors: cp.async has no such size, and single halves
@@ -171,6 +172,13 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->smem = p->g * p->iters * vec * 2u;
         else if (p->siters > 0)
             p->smem = p->g * p->siters * vec * 2u;
+        /* The engine lifts a kernel's dynamic shared memory limit only for
+         * requests above 48 KiB, but these kernels' static shared memory
+         * (< 1 KiB) counts against it too: a request just under 48 KiB
+         * asks for a little more than 48 KiB instead (measured: 48 KiB
+         * dynamic + 272 bytes static failed with CUDA_ERROR_INVALID_VALUE). */
+        if (p->smem > SMEM_DEFAULT - 1024 && p->smem <= SMEM_DEFAULT)
+            p->smem = SMEM_DEFAULT + 16;
     }
 
     snprintf(p->d_vec, sizeof p->d_vec, "%u", p->vec);
@@ -179,6 +187,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
     snprintf(p->d_block, sizeof p->d_block, "%u", p->block);
     snprintf(p->d_cluster, sizeof p->d_cluster, "%u", p->cluster);
     snprintf(p->d_siters, sizeof p->d_siters, "%u", p->siters);
+    snprintf(p->d_minb, sizeof p->d_minb, "%u", p->minb);
     snprintf(p->d_cols, sizeof p->d_cols, "%lld", (long long)cols);
     p->n_defs = 0;
     p->defs[p->n_defs++] = (tk_define){"TK_VEC", p->d_vec};
@@ -196,6 +205,8 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_SITERS", p->d_siters};
     if (p->store_e)
         p->defs[p->n_defs++] = (tk_define){"TK_STORE_E", NULL};
+    if (p->minb > 0)
+        p->defs[p->n_defs++] = (tk_define){"TK_MINB", p->d_minb};
     if (policy != TK_POLICY_GENERIC)
         p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
     p->source = fwd ? "softmax_f16" : "softmax_xent_f16";

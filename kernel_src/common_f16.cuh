@@ -5,7 +5,10 @@
  * engine's embedded-include expansion, so it is part of every cache key.
  *
  * Needs TK_VEC defined first; the reductions also need TK_G, and are left out
- * for TK_LONG kernels.
+ * for TK_LONG kernels. TK_CLUSTER (sm_90 and later only: the host sets it on
+ * those targets alone) adds the thread-block-cluster helpers: the CTA's rank,
+ * the cluster barrier in its two halves and a load from another CTA's shared
+ * memory (distributed shared memory).
  */
 #if defined(__HIPCC_RTC__) || defined(__HIP__)
 #define TK_SHFL_XOR(v, m) __shfl_xor((v), (m))
@@ -91,3 +94,68 @@ static __device__ __forceinline__ float tk_sum_all(float v, float *red)
 }
 #endif
 #endif /* TK_G && !TK_LONG */
+
+#ifdef TK_CLUSTER
+#if defined(__HIPCC_RTC__) || defined(__HIP__) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+static_assert(TK_CLUSTER == 0, "TK_CLUSTER needs an NVIDIA target of sm_90 or later");
+#endif
+static __device__ __forceinline__ unsigned tk_cluster_rank(void)
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* arrive has release semantics, wait acquire: shared-memory writes before a
+ * CTA's arrive are visible to every CTA of the cluster after its wait. Every
+ * thread of every CTA takes part. */
+static __device__ __forceinline__ void tk_cluster_arrive(void)
+{
+    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void tk_cluster_wait(void)
+{
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+}
+/* The two floats at p (this CTA's shared memory) as CTA `rank` of the
+ * cluster holds them. */
+static __device__ __forceinline__ float2 tk_cluster_ld2(const float2 *p, unsigned rank)
+{
+    const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+    unsigned remote;
+    float2 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n"
+                 : "=f"(v.x), "=f"(v.y)
+                 : "r"(remote)
+                 : "memory");
+    return v;
+}
+/* One vector from global to shared memory without a register stop
+ * (cp.async takes 4, 8 or 16 bytes; 2-byte vectors are copied through a
+ * register). Complete after tk_cp_async_commit + tk_cp_async_wait; each
+ * thread reads back only what it copied itself, so no block barrier. */
+static __device__ __forceinline__ void tk_cp_async(tk_vec *dst, const tk_vec *src)
+{
+#if TK_VEC == 8
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+#elif TK_VEC >= 2
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src), "n"(TK_VEC * 2)
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+}
+static __device__ __forceinline__ void tk_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+static __device__ __forceinline__ void tk_cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+#endif /* TK_CLUSTER */

@@ -7,12 +7,27 @@
  * normalised output are all computed from registers. TK_G <= 32: several rows
  * per block, reduced with shuffles inside the group; TK_G > 32: one row per
  * block of TK_G threads, reduced through shared memory.
- * TK_LONG: rows too long for registers; one block of TK_G threads per row,
- * an online (max, sum) pass and an output pass (two reads, one write).
+ * TK_CLUSTER (sm_90 and later): rows too long for one block's registers;
+ * a cluster of TK_CLUSTER blocks of TK_G threads owns one row, each block a
+ * contiguous slice (TK_ITERS vectors per thread: the first TK_ITERS -
+ * TK_SITERS in registers, the other TK_SITERS in shared memory, copied there
+ * with cp.async), so the row is still read once and written once. Each
+ * thread reduces its vectors to a (max, sum of exp) pair, each block its
+ * threads', the blocks' pairs are exchanged through distributed shared
+ * memory and every block combines them in rank order (the same result in
+ * every block of the cluster, and from run to run). TK_STORE_E: the second
+ * pass writes e = exp(x - thread max) over x (fp16; e <= 1, so a relative
+ * error of 2^-11 and one more rounding than the reference), and the output
+ * is e scaled per thread: one exp per element instead of two. TK_MINB:
+ * blocks per SM the registers must allow (default 1024 / TK_G).
+ * TK_LONG: rows too long for the others (or no clusters on the target); one
+ * block of TK_G threads per row, an online (max, sum) pass and an output pass
+ * (two reads, one write).
  *
  * Defines: TK_VEC (1, 2, 4, 8: halves per load, the host checks alignment),
  * TK_G, TK_ITERS, TK_BLOCK (threads per block), optional TK_COLS (exact
- * policy: row length baked in; otherwise the cols argument).
+ * policy: row length baked in; otherwise the cols argument), TK_CLUSTER
+ * (+ TK_SITERS, TK_STORE_E, TK_MINB) or TK_LONG for those kernels.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -29,7 +44,23 @@
 
 #include "common_f16.cuh"
 
-#ifndef TK_LONG
+/* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
+ * (m = -inf, s = 0) without forming inf - inf. */
+static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m2, float s2)
+{
+    if (m2 == tk_neg_inf())
+        return;
+    if (m == tk_neg_inf()) {
+        m = m2;
+        s = s2;
+        return;
+    }
+    const float nm = fmaxf(m, m2);
+    s = s * __expf(m - nm) + s2 * __expf(m2 - nm);
+    m = nm;
+}
+
+#if !defined(TK_LONG) && !defined(TK_CLUSTER)
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     tk_softmax_f16_fwd(const unsigned short *__restrict__ in, long long ld_in,
@@ -95,23 +126,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     }
 }
 
-#else /* TK_LONG */
-
-/* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
- * (m = -inf, s = 0) without forming inf - inf. */
-static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m2, float s2)
-{
-    if (m2 == tk_neg_inf())
-        return;
-    if (m == tk_neg_inf()) {
-        m = m2;
-        s = s2;
-        return;
-    }
-    const float nm = fmaxf(m, m2);
-    s = s * __expf(m - nm) + s2 * __expf(m2 - nm);
-    m = nm;
-}
+#elif defined(TK_LONG)
 
 extern "C" __global__ void __launch_bounds__(TK_G)
     tk_softmax_f16_fwd_long(const unsigned short *__restrict__ in, long long ld_in,
@@ -173,4 +188,224 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     }
 }
 
-#endif /* TK_LONG */
+#else /* TK_CLUSTER */
+
+#ifndef TK_SITERS
+#define TK_SITERS 0
+#endif
+/* vectors per thread held in registers; the other TK_SITERS in shared memory */
+#define TK_RITERS (TK_ITERS - TK_SITERS)
+/* Blocks per SM the registers must allow (64 per thread): two blocks of
+ * 512 threads keep one block's loads in flight while the other reduces. */
+#ifndef TK_MINB
+#if TK_G >= 1024
+#define TK_MINB 1
+#else
+#define TK_MINB (1024 / TK_G)
+#endif
+#endif
+
+/* 2^x, flushing denormal results to zero (softmax outputs that small are
+ * below fp16's range anyway): one MUFU.EX2, no range fix-ups. */
+static __device__ __forceinline__ float tk_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+/* The compiler must assume x changed: values derived from it are computed
+ * again rather than kept in registers. */
+static __device__ __forceinline__ void tk_launder(tk_vec &x)
+{
+#pragma unroll
+    for (int k = 0; k < TK_VEC; ++k)
+        asm volatile("" : "+h"(x.h[k]));
+}
+
+extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(TK_G, TK_MINB)
+    tk_softmax_f16_fwd_cluster(const unsigned short *__restrict__ in, long long ld_in,
+                               unsigned short *__restrict__ out, long long ld_out, long long rows,
+                               long long cols_arg)
+{
+#ifdef TK_COLS
+    const long long cols = TK_COLS;
+    (void)cols_arg;
+#else
+    const long long cols = cols_arg;
+#endif
+    __shared__ float2 red[32];
+    __shared__ float2 part;  /* this block's (max, sum), read by the cluster */
+    __shared__ float2 whole; /* the row's (max, 1 / sum) */
+    /* TK_SITERS: vectors TK_RITERS.. of each thread, at [(i - TK_RITERS) *
+     * TK_G + lane] (consecutive threads, consecutive vectors) */
+    extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
+    tk_vec *xs = reinterpret_cast<tk_vec *>(tk_dyn_smem);
+    const int nvec = (int)(cols / TK_VEC);
+    /* Slices of ceil(nvec / TK_CLUSTER) vectors; the host sizes TK_G *
+     * TK_ITERS to hold one. */
+    const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
+    const unsigned rank = tk_cluster_rank();
+    const int lo = (int)rank * per;
+    const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
+    const int lane = (int)threadIdx.x;
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
+    (void)rows;
+
+    {
+        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
+#pragma unroll
+        for (int i = 0; i < TK_ITERS; ++i) {
+            const int c = i * TK_G + lane;
+            if (c < n) {
+                if (i < TK_RITERS)
+                    v[i < TK_RITERS ? i : 0] = src[c];
+                else
+                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + c);
+            }
+        }
+        if (TK_SITERS > 0) {
+            tk_cp_async_commit();
+            tk_cp_async_wait();
+        }
+    }
+#define TK_X(i)                                                                                    \
+    ((i) < TK_RITERS ? tk_vec(v[(i) < TK_RITERS ? (i) : 0])                                        \
+                     : tk_vec(xs[((i) < TK_RITERS ? 0 : (i)-TK_RITERS) * TK_G + lane]))
+
+#ifdef TK_STORE_E
+    /* this thread's max; then e = exp(x - max) into the slice in place
+     * (fp16, e <= 1) and its sum in fp32: the output pass scales e and
+     * needs no exp of its own */
+    float m = tk_neg_inf(), s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                m = fmaxf(m, tk_h2f(x.h[k]));
+        }
+    }
+    /* re-read the halves rather than keep the first pass's floats */
+#pragma unroll
+    for (int i = 0; i < TK_RITERS; ++i)
+        tk_launder(v[i]);
+    asm volatile("" ::: "memory");
+    const float ml = m * 1.4426950408889634f;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
+            tk_vec e;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k) {
+                const float t = tk_exp2(fmaf(tk_h2f(x.h[k]), 1.4426950408889634f, -ml));
+                s += t;
+                e.h[k] = tk_f2h(t);
+            }
+            if (i < TK_RITERS)
+                v[i < TK_RITERS ? i : 0] = e;
+            else
+                xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] = e;
+        }
+    }
+    const float m_own = m;
+#else
+    /* this thread's (max, sum of exp), online: one conversion per
+     * element, no float kept across vectors; then the block's */
+    float m = tk_neg_inf(), s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
+            float f[TK_VEC];
+            float mv = m;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k) {
+                f[k] = tk_h2f(x.h[k]);
+                mv = fmaxf(mv, f[k]);
+            }
+            /* exp(-inf) = 0 rescales the empty start */
+            s *= __expf(m - mv);
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                s += __expf(f[k] - mv);
+            m = mv;
+        }
+    }
+#endif
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1) {
+        const float m2 = TK_SHFL_XOR(m, o);
+        const float s2 = TK_SHFL_XOR(s, o);
+        tk_ms_combine(m, s, m2, s2);
+    }
+    if (lane % TK_WARP == 0)
+        red[lane / TK_WARP] = make_float2(m, s);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float bm = red[0].x, bs = red[0].y;
+        for (int w = 1; w < TK_G / TK_WARP; ++w)
+            tk_ms_combine(bm, bs, red[w].x, red[w].y);
+        part = make_float2(bm, bs);
+    }
+    tk_cluster_arrive();
+    tk_cluster_wait();
+    if (threadIdx.x == 0) {
+        /* all loads first, then the combine in rank order */
+        float2 q[TK_CLUSTER];
+#pragma unroll
+        for (unsigned r = 0; r < TK_CLUSTER; ++r)
+            q[r] = tk_cluster_ld2(&part, r);
+        float rm = tk_neg_inf(), rs = 0.0f;
+#pragma unroll
+        for (unsigned r = 0; r < TK_CLUSTER; ++r)
+            tk_ms_combine(rm, rs, q[r].x, q[r].y);
+        whole = make_float2(rm, 1.0f / rs);
+    }
+    __syncthreads();
+    /* Done reading the other blocks' shared memory; the wait before
+     * returning keeps this block's alive until they are done with it. */
+    tk_cluster_arrive();
+    const float gm = whole.x, inv = whole.y;
+
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+#ifdef TK_STORE_E
+    /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
+    const float sc =
+        m_own == tk_neg_inf() ? 0.0f : tk_exp2((m_own - gm) * 1.4426950408889634f) * inv;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec e = TK_X(i);
+            tk_vec o;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(tk_h2f(e.h[k]) * sc);
+            dst[c] = o;
+        }
+    }
+#else
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec x = TK_X(i);
+            tk_vec o;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - gm) * inv);
+            dst[c] = o;
+        }
+    }
+#endif
+#undef TK_X
+    tk_cluster_wait();
+}
+
+#endif /* TK_CLUSTER */

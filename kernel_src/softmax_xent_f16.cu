@@ -6,11 +6,19 @@
  * s and g in registers as packed halves, so each input is read once and the
  * output written once. TK_G <= 32: several rows per block, shuffle
  * reductions; TK_G > 32: one row per block, shared-memory reduction.
- * TK_LONG: rows too long for registers; one block per row, a dot pass and an
- * output pass (inputs read twice).
+ * TK_CLUSTER (sm_90 and later): rows too long for one block; a cluster of
+ * TK_CLUSTER blocks owns one row, each block a contiguous slice of s and g
+ * (TK_ITERS vectors of each per thread), so the inputs are still read once.
+ * The blocks' partial dots are exchanged through distributed shared memory
+ * and summed in rank order by every block (same value everywhere, and from
+ * run to run). With TK_SMEM_G the slice of g waits in shared memory (copied
+ * there with cp.async) instead of registers: half the registers, so two
+ * blocks fit on an SM where the row needs many.
+ * TK_LONG: rows too long for the others (or no clusters on the target); one
+ * block per row, a dot pass and an output pass (inputs read twice).
  *
- * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, as in
- * softmax_f16.cu.
+ * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, TK_CLUSTER
+ * (+ TK_SMEM_G) or TK_LONG, as in softmax_f16.cu.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -27,7 +35,7 @@
 
 #include "common_f16.cuh"
 
-#ifndef TK_LONG
+#if !defined(TK_LONG) && !defined(TK_CLUSTER)
 
 extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     tk_softmax_xent_f16_bwd(const unsigned short *__restrict__ s_in, long long ld_s,
@@ -90,7 +98,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     }
 }
 
-#else /* TK_LONG */
+#elif defined(TK_LONG)
 
 extern "C" __global__ void __launch_bounds__(TK_G)
     tk_softmax_xent_f16_bwd_long(const unsigned short *__restrict__ s_in, long long ld_s,
@@ -139,4 +147,118 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     }
 }
 
-#endif /* TK_LONG */
+#else /* TK_CLUSTER */
+
+extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(TK_G)
+    tk_softmax_xent_f16_bwd_cluster(const unsigned short *__restrict__ s_in, long long ld_s,
+                                    const unsigned short *__restrict__ g_in, long long ld_g,
+                                    unsigned short *__restrict__ out, long long ld_out,
+                                    long long rows, long long cols_arg)
+{
+#ifdef TK_COLS
+    const long long cols = TK_COLS;
+    (void)cols_arg;
+#else
+    const long long cols = cols_arg;
+#endif
+    __shared__ float red[32];
+    __shared__ float2 part; /* this block's dot (.x), read by the cluster */
+    __shared__ float whole; /* the row's dot */
+    (void)rows;
+    const int nvec = (int)(cols / TK_VEC);
+    const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
+    const unsigned rank = tk_cluster_rank();
+    const int lo = (int)rank * per;
+    const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    const int lane = (int)threadIdx.x;
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s) + lo;
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g) + lo;
+    tk_vec sv[TK_ITERS];
+#ifdef TK_SMEM_G
+    /* gv[i * TK_G + lane]: consecutive threads, consecutive vectors */
+    extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
+    tk_vec *gv = reinterpret_cast<tk_vec *>(tk_dyn_smem);
+#define TK_GV(i) gv[(i)*TK_G + lane]
+#else
+    tk_vec gv[TK_ITERS];
+#define TK_GV(i) gv[i]
+#endif
+
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+#ifdef TK_SMEM_G
+            tk_cp_async(&TK_GV(i), gp + c);
+#else
+            TK_GV(i) = gp[c];
+#endif
+            sv[i] = sp[c];
+        }
+    }
+#ifdef TK_SMEM_G
+    tk_cp_async_commit();
+    tk_cp_async_wait();
+#endif
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec gi = TK_GV(i);
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                dot += tk_h2f(sv[i].h[k]) * tk_h2f(gi.h[k]);
+        }
+    }
+#pragma unroll
+    for (int o = TK_WARP / 2; o > 0; o >>= 1)
+        dot += TK_SHFL_XOR(dot, o);
+    if (lane % TK_WARP == 0)
+        red[lane / TK_WARP] = dot;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float d = red[0];
+        for (int w = 1; w < TK_G / TK_WARP; ++w)
+            d += red[w];
+        part = make_float2(d, 0.0f);
+    }
+    tk_cluster_arrive();
+    tk_cluster_wait();
+    if (threadIdx.x == 0) {
+        /* all loads first, then the sum in rank order */
+        float2 q[TK_CLUSTER];
+#pragma unroll
+        for (unsigned r = 0; r < TK_CLUSTER; ++r)
+            q[r] = tk_cluster_ld2(&part, r);
+        float d = 0.0f;
+#pragma unroll
+        for (unsigned r = 0; r < TK_CLUSTER; ++r)
+            d += q[r].x;
+        whole = d;
+    }
+    __syncthreads();
+    /* Done reading the other blocks' shared memory; the wait before
+     * returning keeps this block's alive until they are done with it. */
+    tk_cluster_arrive();
+    dot = whole;
+
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+#pragma unroll
+    for (int i = 0; i < TK_ITERS; ++i) {
+        const int c = i * TK_G + lane;
+        if (c < n) {
+            const tk_vec gi = TK_GV(i);
+            tk_vec o;
+#pragma unroll
+            for (int k = 0; k < TK_VEC; ++k)
+                o.h[k] = tk_f2h(tk_h2f(sv[i].h[k]) * (tk_h2f(gi.h[k]) - dot));
+            dst[c] = o;
+        }
+    }
+#undef TK_GV
+    tk_cluster_wait();
+}
+
+#endif /* TK_CLUSTER */

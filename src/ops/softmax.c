@@ -2,33 +2,70 @@
  * Softmax forward and softmax + cross-entropy backward: validation, variant
  * choice and launch. Kernels: kernel_src/softmax_f16.cu, softmax_xent_f16.cu.
  *
- * Variant choice (same for both ops):
+ * Variant choice (same for both ops; cols, alignment and target only):
  *  - TK_VEC: the widest of 8/4/2/1 halves dividing cols and every leading
  *    dimension, with every pointer aligned to it (fp16 pointers only need
  *    2-byte alignment; a less aligned one gets a narrower variant, not an
  *    error).
  *  - Rows that fit in registers (ITERS * max(VEC/2,1) <= 32 registers per
  *    input, groups of at most 512 threads) are read once: up to 256 vectors
- *    per row a group of <= 32 threads per row (4..128 rows per block of 128),
- *    beyond that one block of 64..512 threads per row. Longer rows use the
- *    block-per-row two-pass kernel (TK_LONG, 1024 threads).
+ *    per row a group of <= 32 threads per row (about one vector per thread,
+ *    4..128 rows per block of 128), beyond that one block of 64..512
+ *    threads per row.
+ *  - Longer rows on NVIDIA sm_90 and later (thread-block clusters): a cluster
+ *    of 2, 4 or 8 blocks per row (TK_CLUSTER), each block a contiguous
+ *    slice, partial results exchanged through distributed shared memory:
+ *    still one read and one write. The fewest blocks of 256 threads
+ *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
+ *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
+ *    Measured on an H100 (bench/softmax --sweep, notes of issue 11): what
+ *    limits these kernels is how many blocks are resident, a cluster being
+ *    placed whole within one GPC. So the forward keeps exp(x - max) in
+ *    place of x (TK_STORE_E: one exp per element) and half its slice in
+ *    shared memory (TK_SITERS); with 512-thread blocks all of it, at 40
+ *    registers (TK_MINB 3). The backward keeps s and g in registers, g in
+ *    shared memory (TK_SMEM_G) where 512-thread blocks would otherwise
+ *    hold one block per SM (CLUSTER_SMEM_G_REGS). VEC 1 forward: registers
+ *    only (cp.async has no 2-byte copy).
+ *  - Longer still, or on other targets (older NVIDIA, AMD): the block-per-row
+ *    two-pass kernel (TK_LONG, 1024 threads).
  *  - Exact and stable policies bake cols (TK_COLS: a vocabulary, a head
  *    size, a sequence length) and the exact ITERS; rows (tokens) are never
  *    baked, and no variant depends on them. Generic policy rounds ITERS up to
  *    a power of two and passes cols at run time, so one compile serves every
  *    row length of a bucket: it is also the fallback that serves a call
- *    while the baked kernel is built in the background (TK_BUILD_ASYNC).
+ *    while the baked kernel is built in the background (TK_BUILD_ASYNC), with
+ *    the same launch shape (only its shared memory may differ).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ops/ops_internal.h"
 
+/* Blocks per row at most on the cluster path (8: the portable cluster size,
+ * launched without cuLaunchKernelEx through __cluster_dims__). */
+#define CLUSTER_MAX 8
+/* Threads per block on the cluster path while 8 such blocks hold a row:
+ * smaller blocks, more of them per SM, one's loads in flight while another
+ * reduces or waits at the cluster barrier. */
+#define CLUSTER_G 256
+/* Backward on the cluster path: where a thread would hold this many
+ * registers of g or more, g waits in shared memory instead (s and g both in
+ * registers leave one block of 512 threads per SM). */
+#define CLUSTER_SMEM_G_REGS 20
+/* Shared memory a launch gets without raising the kernel's limit. */
+#define SMEM_DEFAULT (48u * 1024u)
+
 typedef struct softmax_plan {
-    unsigned vec, g, iters, block;
-    int is_long;
+    unsigned vec, g, iters, block, cluster, smem;
+    unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
+    unsigned minb;   /* forward on the cluster path: TK_MINB (0: the kernel's default) */
+    int is_long, smem_g, store_e;
     int64_t blocks;
-    char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cols[24]; /* u32: 10 digits + NUL */
-    tk_define defs[6];
+    char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
+        d_cols[24]; /* u32: 10 digits + NUL */
+    tk_define defs[11];
     size_t n_defs;
     const char *source;
     const char *entry;
@@ -42,31 +79,79 @@ static unsigned next_pow2(uint64_t v)
     return p;
 }
 
+/* Threads and ITERS for n vectors held by one block of at most max_g
+ * threads: about 8 vectors per thread, 64..max_g threads. */
+static void block_shape(int64_t n, unsigned max_g, unsigned *g, unsigned *iters)
+{
+    *g = next_pow2((uint64_t)(n + 7) / 8);
+    if (*g < 64)
+        *g = 64;
+    if (*g > max_g)
+        *g = max_g;
+    *iters = (unsigned)((n + *g - 1) / *g);
+}
+
+/* Thread-block clusters: NVIDIA sm_90 and later. */
+static int target_has_clusters(tk_context *ctx)
+{
+    const char *backend = tk_context_backend_name(ctx);
+    const char *target = tk_context_target(ctx);
+    if (backend == NULL || strcmp(backend, "cuda") != 0 || target == NULL ||
+        strncmp(target, "sm_", 3) != 0)
+        return 0;
+    return atoi(target + 3) >= 90;
+}
+
 static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, unsigned vec,
-                      softmax_plan *p)
+                      int clusters, softmax_plan *p)
 {
     const int64_t nvec = cols / vec;
     const unsigned itmax = 32u / (vec >= 2 ? vec / 2u : 1u);
     const int fwd = op == TK_OP_SOFTMAX_F16_FWD;
 
+    memset(p, 0, sizeof *p);
     p->vec = vec;
-    p->is_long = 0;
+    p->cluster = 1;
     if (nvec <= 256) {
-        p->g = next_pow2((uint64_t)(nvec + 3) / 4);
+        /* one or a few vectors per thread */
+        p->g = next_pow2((uint64_t)nvec);
         if (p->g > 32)
             p->g = 32;
         p->iters = (unsigned)((nvec + p->g - 1) / p->g);
         p->block = 128;
-    } else {
-        p->g = next_pow2((uint64_t)(nvec + 7) / 8);
-        if (p->g < 64)
-            p->g = 64;
-        if (p->g > 512)
-            p->g = 512;
-        p->iters = (unsigned)((nvec + p->g - 1) / p->g);
+    } else if (nvec <= (int64_t)512 * itmax) {
+        block_shape(nvec, 512, &p->g, &p->iters);
         p->block = p->g;
-        if (nvec > (int64_t)p->g * itmax)
-            p->is_long = 1;
+    } else if (clusters && nvec <= (int64_t)CLUSTER_MAX * 512 * itmax) {
+        /* The fewest blocks of CLUSTER_G threads whose slices fit
+         * (cap vectors each); 8 blocks beyond. */
+        const int64_t cap = (int64_t)CLUSTER_G * itmax;
+        int64_t per;
+        while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > cap)
+            p->cluster *= 2;
+        per = (nvec + p->cluster - 1) / p->cluster;
+        if (per <= cap) {
+            block_shape(per, CLUSTER_G, &p->g, &p->iters);
+            /* forward: half the slice in shared memory */
+            if (fwd && vec >= 2)
+                p->siters = p->iters / 2;
+        } else {
+            block_shape(per, 512, &p->g, &p->iters);
+            /* forward: all of it in shared memory, 40 registers: 3 blocks
+             * of 512 per SM */
+            if (fwd && vec >= 2) {
+                p->siters = p->iters;
+                p->minb = 3;
+            }
+        }
+        p->block = p->g;
+        /* 2-byte vectors: cp.async has no such size, and single halves
+         * leave no registers to save */
+        p->store_e = fwd && vec >= 2;
+        p->smem_g =
+            !fwd && p->g >= 512 && p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
+    } else {
+        p->is_long = 1;
     }
     if (p->is_long) {
         p->g = 1024;
@@ -74,15 +159,35 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->iters = 1;
         p->blocks = rows;
     } else {
-        if (policy == TK_POLICY_GENERIC)
+        if (policy == TK_POLICY_GENERIC) {
+            /* the same registers per thread, a larger shared slice */
+            const unsigned in_regs = p->iters - p->siters;
             p->iters = next_pow2(p->iters);
-        p->blocks = p->g <= 32 ? (rows + (p->block / p->g) - 1) / (p->block / p->g) : rows;
+            if (p->siters > 0)
+                p->siters = p->iters - in_regs;
+        }
+        p->blocks = p->g <= 32 ? (rows + (p->block / p->g) - 1) / (p->block / p->g)
+                               : rows * (int64_t)p->cluster;
+        if (p->smem_g)
+            p->smem = p->g * p->iters * vec * 2u;
+        else if (p->siters > 0)
+            p->smem = p->g * p->siters * vec * 2u;
+        /* The engine lifts a kernel's dynamic shared memory limit only for
+         * requests above 48 KiB, but these kernels' static shared memory
+         * (< 1 KiB) counts against it too: a request just under 48 KiB
+         * asks for a little more than 48 KiB instead (measured: 48 KiB
+         * dynamic + 272 bytes static failed with CUDA_ERROR_INVALID_VALUE). */
+        if (p->smem > SMEM_DEFAULT - 1024 && p->smem <= SMEM_DEFAULT)
+            p->smem = SMEM_DEFAULT + 16;
     }
 
     snprintf(p->d_vec, sizeof p->d_vec, "%u", p->vec);
     snprintf(p->d_g, sizeof p->d_g, "%u", p->g);
     snprintf(p->d_iters, sizeof p->d_iters, "%u", p->iters);
     snprintf(p->d_block, sizeof p->d_block, "%u", p->block);
+    snprintf(p->d_cluster, sizeof p->d_cluster, "%u", p->cluster);
+    snprintf(p->d_siters, sizeof p->d_siters, "%u", p->siters);
+    snprintf(p->d_minb, sizeof p->d_minb, "%u", p->minb);
     snprintf(p->d_cols, sizeof p->d_cols, "%lld", (long long)cols);
     p->n_defs = 0;
     p->defs[p->n_defs++] = (tk_define){"TK_VEC", p->d_vec};
@@ -92,13 +197,27 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_LONG", NULL};
     else
         p->defs[p->n_defs++] = (tk_define){"TK_ITERS", p->d_iters};
+    if (p->cluster > 1)
+        p->defs[p->n_defs++] = (tk_define){"TK_CLUSTER", p->d_cluster};
+    if (p->smem_g)
+        p->defs[p->n_defs++] = (tk_define){"TK_SMEM_G", NULL};
+    if (p->siters > 0)
+        p->defs[p->n_defs++] = (tk_define){"TK_SITERS", p->d_siters};
+    if (p->store_e)
+        p->defs[p->n_defs++] = (tk_define){"TK_STORE_E", NULL};
+    if (p->minb > 0)
+        p->defs[p->n_defs++] = (tk_define){"TK_MINB", p->d_minb};
     if (policy != TK_POLICY_GENERIC)
         p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
     p->source = fwd ? "softmax_f16" : "softmax_xent_f16";
     if (fwd)
-        p->entry = p->is_long ? "tk_softmax_f16_fwd_long" : "tk_softmax_f16_fwd";
+        p->entry = p->is_long       ? "tk_softmax_f16_fwd_long"
+                   : p->cluster > 1 ? "tk_softmax_f16_fwd_cluster"
+                                    : "tk_softmax_f16_fwd";
     else
-        p->entry = p->is_long ? "tk_softmax_xent_f16_bwd_long" : "tk_softmax_xent_f16_bwd";
+        p->entry = p->is_long       ? "tk_softmax_xent_f16_bwd_long"
+                   : p->cluster > 1 ? "tk_softmax_xent_f16_bwd_cluster"
+                                    : "tk_softmax_xent_f16_bwd";
 }
 
 static tk_kernel_desc plan_desc(const softmax_plan *p)
@@ -131,7 +250,8 @@ static tk_status check_extent(tk_context *ctx, const char *op, const char *name,
 }
 
 /* The policy's kernel, or while it is not ready (TK_BUILD_ASYNC) the
- * generic one of the same variant: same launch shape, cols at run time. */
+ * generic one of the same variant: same grid and block, cols at run time
+ * (and its own shared memory: a generic ITERS may be larger). */
 static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t rows, int64_t cols,
                         unsigned vec, void *stream, void **args)
 {
@@ -140,7 +260,8 @@ static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t ro
     tk_kernel_desc d, dg;
     int used_fallback;
     const tk_policy policy = tk_context_policy(ctx);
-    plan_make(policy, which, rows, cols, vec, &p);
+    const int clusters = target_has_clusters(ctx);
+    plan_make(policy, which, rows, cols, vec, clusters, &p);
     unsigned grid[3] = {(unsigned)p.blocks, 1, 1};
     unsigned block[3] = {p.block, 1, 1};
     tk_status st = tk__op_check_grid(ctx, op, p.blocks, p.block, 1);
@@ -148,14 +269,14 @@ static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t ro
         return st;
     d = plan_desc(&p);
     if (policy != TK_POLICY_GENERIC) {
-        plan_make(TK_POLICY_GENERIC, which, rows, cols, vec, &pg);
+        plan_make(TK_POLICY_GENERIC, which, rows, cols, vec, clusters, &pg);
         dg = plan_desc(&pg);
     }
     st = tk__op_kernel_pick(ctx, &d, policy != TK_POLICY_GENERIC ? &dg : NULL, 1, &k,
                             &used_fallback);
     if (st != TK_OK)
         return st;
-    return tk_kernel_launch(ctx, k, grid, block, 0, stream, args);
+    return tk_kernel_launch(ctx, k, grid, block, used_fallback ? pg.smem : p.smem, stream, args);
 }
 
 tk_status tk_softmax_f16_fwd(tk_context *ctx, int64_t rows, int64_t cols, const void *d_in,
@@ -245,7 +366,8 @@ tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
     tk_status st = check_shape(ctx, name, dims[0], dims[1]);
     if (st != TK_OK)
         return st;
-    plan_make(tk_context_policy(ctx), op, dims[0], dims[1], tk__op_vec_width(dims[1], NULL, 0), &p);
+    plan_make(tk_context_policy(ctx), op, dims[0], dims[1], tk__op_vec_width(dims[1], NULL, 0),
+              target_has_clusters(ctx), &p);
     d = plan_desc(&p);
     return tk__op_kernel(ctx, &d, NULL, n_compiled, n_cached);
 }

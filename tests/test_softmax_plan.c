@@ -1,0 +1,251 @@
+/*
+ * Softmax variant choice, offline (no GPU): tk_op_precompile on an sm_90
+ * context compiles the cluster kernels for rows beyond one block's
+ * registers (the fewest 256-thread blocks per row, 2 / 4 / 8, then 8
+ * larger ones; the forward's slice and the backward's g in shared memory
+ * where the rules of src/ops/softmax.c say) and the two-pass kernel beyond; on sm_80 (no
+ * clusters) and on AMD (hipRTC, gfx90a) the two-pass kernel serves every
+ * long row, and the sources still compile. One kernel per shape; the
+ * generic policy shares one kernel across a bucket of column counts.
+ * Skipped (exit 77) where NVRTC is not installed; the AMD part where hipRTC
+ * is not.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk_test.h"
+#include "tokitai/ops.h"
+
+static char *g_dir;
+
+static void setup(void)
+{
+    g_dir = tk_test_tmpdir("softmax_plan");
+}
+
+static void teardown(void)
+{
+    tk_test_rmtree(g_dir);
+    free(g_dir);
+}
+
+static tk_context *offline(tk_backend_kind backend, const char *target, tk_policy policy)
+{
+    tk_config *cfg = NULL;
+    tk_context *ctx = NULL;
+    char err[1024];
+    tk_assert_status(tk_config_create(&cfg), TK_OK);
+    tk_assert_status(tk_config_set_backend(cfg, backend), TK_OK);
+    tk_assert_status(tk_config_set_cache_dir(cfg, g_dir), TK_OK);
+    tk_assert_status(tk_config_set_target(cfg, target), TK_OK);
+    tk_assert_status(tk_config_set_policy(cfg, policy), TK_OK);
+    tk_status st = tk_context_create(cfg, &ctx, err, sizeof err);
+    tk_config_destroy(cfg);
+    if (st != TK_OK && backend == TK_BACKEND_HIP) {
+        printf("skipped: hipRTC unavailable: %s\n", err);
+        return NULL;
+    }
+    ck_assert_msg(st == TK_OK, "offline %s context: %s: %s", target, tk_status_str(st), err);
+    return ctx;
+}
+
+/* What the cache holds for one column count (stable policy bakes it). */
+typedef struct probe {
+    char cols_def[40];
+    const char *source; /* "softmax_f16" / "softmax_xent_f16" */
+    int n;
+    char entry[64];
+    char options[1024];
+} probe;
+
+static int visit(void *user, const tk_cache_entry_info *info)
+{
+    probe *p = user;
+    const char *hit = strstr(info->options, p->cols_def);
+    if (hit == NULL || (hit[strlen(p->cols_def)] != ' ' && hit[strlen(p->cols_def)] != '\0') ||
+        strcmp(info->source, p->source) != 0)
+        return 0;
+    p->n++;
+    snprintf(p->entry, sizeof p->entry, "%s", info->kernel);
+    snprintf(p->options, sizeof p->options, "%s", info->options);
+    return 0;
+}
+
+static probe find(tk_op op, int64_t cols)
+{
+    tk_config *cfg = NULL;
+    tk_cache *cache = NULL;
+    probe p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.cols_def, sizeof p.cols_def, "-DTK_COLS=%lld", (long long)cols);
+    p.source = op == TK_OP_SOFTMAX_F16_FWD ? "softmax_f16" : "softmax_xent_f16";
+    tk_assert_status(tk_config_create(&cfg), TK_OK);
+    tk_assert_status(tk_config_set_cache_dir(cfg, g_dir), TK_OK);
+    tk_assert_status(tk_cache_open(cfg, &cache), TK_OK);
+    tk_assert_status(tk_cache_list(cache, visit, &p), TK_OK);
+    tk_cache_close(cache);
+    tk_config_destroy(cfg);
+    return p;
+}
+
+static void precompile_one(tk_context *ctx, tk_op op, int64_t rows, int64_t cols)
+{
+    const int64_t dims[2] = {rows, cols};
+    unsigned compiled = 0, cached = 0;
+    tk_status st = tk_op_precompile(ctx, op, dims, 2, &compiled, &cached);
+    ck_assert_msg(st == TK_OK, "%s %lld: %s: %s", tk_op_name(op), (long long)cols,
+                  tk_status_str(st), tk_context_last_error(ctx));
+    ck_assert_uint_eq(compiled + cached, 1);
+}
+
+/* kind 'r': one block (or group) per row; 'c': a cluster of `cluster`
+ * blocks, the backward's g in shared memory when smem_g (512-thread blocks
+ * with ITERS x registers per vector >= 20); 'l': two-pass. */
+typedef struct expect {
+    int64_t cols;
+    char kind;
+    int cluster, smem_g;
+} expect;
+
+static const expect sm90[] = {
+    {64, 'r', 0, 0},
+    {4096, 'r', 0, 0},
+    {32000, 'r', 0, 0},
+    {32768, 'r', 0, 0},
+    {32776, 'c', 4, 0},
+    {50304, 'c', 4, 0},
+    {65536, 'c', 4, 0},
+    {65544, 'c', 8, 0},
+    {128256, 'c', 8, 0},
+    {131072, 'c', 8, 0},
+    {131080, 'c', 8, 1},
+    {180000, 'c', 8, 1},
+    {256000, 'c', 8, 1},
+    {262144, 'c', 8, 1},
+    {262152, 'l', 0, 0},
+    {300000, 'l', 0, 0},
+    /* VEC 1: 32 registers of 1 half each per thread and input */
+    {32767, 'c', 4, 0},
+    {32769, 'c', 8, 0},
+    {100003, 'c', 8, 1},
+    {131073, 'l', 0, 0},
+};
+
+static void check_expect(tk_op op, const expect *e, int clusters)
+{
+    probe p = find(op, e->cols);
+    const char kind = e->kind == 'c' && !clusters ? 'l' : e->kind;
+    char want[32];
+    ck_assert_msg(p.n == 1, "%s %lld: %d cache entries", tk_op_name(op), (long long)e->cols, p.n);
+    const size_t n = strlen(p.entry);
+    if (kind == 'l') {
+        ck_assert_msg(n > 5 && strcmp(p.entry + n - 5, "_long") == 0, "%s %lld: %s", tk_op_name(op),
+                      (long long)e->cols, p.entry);
+        ck_assert_ptr_nonnull(strstr(p.options, "-DTK_LONG"));
+    } else if (kind == 'r') {
+        ck_assert_msg(strstr(p.entry, "_long") == NULL && strstr(p.entry, "_cluster") == NULL,
+                      "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.entry);
+        ck_assert_ptr_null(strstr(p.options, "-DTK_CLUSTER"));
+    } else {
+        ck_assert_msg(n > 8 && strcmp(p.entry + n - 8, "_cluster") == 0, "%s %lld: %s",
+                      tk_op_name(op), (long long)e->cols, p.entry);
+        snprintf(want, sizeof want, "-DTK_CLUSTER=%d ", e->cluster);
+        ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s", tk_op_name(op),
+                      (long long)e->cols, want, p.options);
+        /* only the backward has a g to keep in shared memory; the forward
+         * keeps its slice there and exp(x - max) in place of x, except at
+         * VEC 1 */
+        const int smem_g = op == TK_OP_SOFTMAX_XENT_F16_BWD && e->smem_g;
+        const int fwd_smem = op == TK_OP_SOFTMAX_F16_FWD && e->cols % 2 == 0;
+        ck_assert_msg((strstr(p.options, "-DTK_SMEM_G") != NULL) == smem_g, "%s %lld: %s",
+                      tk_op_name(op), (long long)e->cols, p.options);
+        ck_assert_msg((strstr(p.options, "-DTK_SITERS=") != NULL) == fwd_smem &&
+                          (strstr(p.options, "-DTK_STORE_E") != NULL) == fwd_smem,
+                      "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
+    }
+}
+
+static void run_target(tk_backend_kind backend, const char *target, int clusters)
+{
+    tk_context *ctx = offline(backend, target, TK_POLICY_STABLE);
+    if (ctx == NULL)
+        return;
+    for (int op = TK_OP_SOFTMAX_F16_FWD; op <= TK_OP_SOFTMAX_XENT_F16_BWD; op++)
+        for (size_t i = 0; i < sizeof sm90 / sizeof sm90[0]; i++) {
+            /* rows never change the variant */
+            precompile_one(ctx, (tk_op)op, 3, sm90[i].cols);
+            precompile_one(ctx, (tk_op)op, 100000, sm90[i].cols);
+            check_expect((tk_op)op, &sm90[i], clusters);
+        }
+    tk_context_destroy(ctx);
+}
+
+START_TEST(test_sm90_clusters)
+{
+    run_target(TK_BACKEND_CUDA, "sm_90", 1);
+}
+END_TEST
+
+START_TEST(test_sm80_two_pass)
+{
+    run_target(TK_BACKEND_CUDA, "sm_80", 0);
+}
+END_TEST
+
+START_TEST(test_gfx90a_two_pass)
+{
+    run_target(TK_BACKEND_HIP, "gfx90a", 0);
+}
+END_TEST
+
+/* Generic: 50304 and 65536 columns (2 blocks of ITERS 7 and 8, rounded up
+ * to 8) share one kernel; 65544 (4 blocks) has its own. */
+START_TEST(test_generic_bucket)
+{
+    tk_context *ctx = offline(TK_BACKEND_CUDA, "sm_90", TK_POLICY_GENERIC);
+    const int64_t a[2] = {7, 50304}, b[2] = {9, 65536}, c[2] = {9, 65544};
+    for (int op = TK_OP_SOFTMAX_F16_FWD; op <= TK_OP_SOFTMAX_XENT_F16_BWD; op++) {
+        unsigned compiled = 0, cached = 0;
+        tk_assert_status(tk_op_precompile(ctx, (tk_op)op, a, 2, &compiled, &cached), TK_OK);
+        ck_assert_uint_eq(compiled, 1);
+        compiled = cached = 0;
+        tk_assert_status(tk_op_precompile(ctx, (tk_op)op, b, 2, &compiled, &cached), TK_OK);
+        ck_assert_uint_eq(compiled, 0);
+        ck_assert_uint_eq(cached, 1);
+        compiled = cached = 0;
+        tk_assert_status(tk_op_precompile(ctx, (tk_op)op, c, 2, &compiled, &cached), TK_OK);
+        ck_assert_uint_eq(compiled, 1);
+    }
+    tk_context_destroy(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    tk_config *cfg = NULL;
+    tk_context *ctx = NULL;
+    char err[512];
+    /* Skip when NVRTC cannot be loaded. */
+    if (tk_config_create(&cfg) != TK_OK || tk_config_set_backend(cfg, TK_BACKEND_CUDA) != TK_OK ||
+        tk_config_set_target(cfg, "sm_90") != TK_OK)
+        return 1;
+    tk_status st = tk_context_create(cfg, &ctx, err, sizeof err);
+    tk_config_destroy(cfg);
+    if (st != TK_OK) {
+        printf("skipped: NVRTC unavailable: %s\n", err);
+        return 77;
+    }
+    tk_context_destroy(ctx);
+
+    Suite *s = suite_create("softmax_plan");
+    TCase *tc = tcase_create("plan");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_sm90_clusters);
+    tcase_add_test(tc, test_sm80_two_pass);
+    tcase_add_test(tc, test_gfx90a_two_pass);
+    tcase_add_test(tc, test_generic_bucket);
+    suite_add_tcase(s, tc);
+    return tk_test_main(s);
+}

@@ -1263,7 +1263,13 @@ static tk_status launch(tk_context *ctx, const tk_kernel *kernel, const unsigned
         return tk__fail(ctx, TK_NO_DEVICE, "tk_kernel_launch: the context targets %s offline",
                         ctx->target);
     tk_status st = ctx->be->device_bind(ctx->dev, &e);
-    if (st == TK_OK && shared_bytes > TK__DEFAULT_SHARED && ctx->be->raise_shared != NULL) {
+    /* The 48 KiB default covers static and dynamic shared memory together: a
+     * kernel with static shared memory needs the raise earlier (48 KiB
+     * dynamic + 272 bytes static failed on an H100 without it). */
+    const unsigned static_bytes =
+        kernel->resources.shared_bytes > 0 ? (unsigned)kernel->resources.shared_bytes : 0u;
+    if (st == TK_OK && shared_bytes > 0 && shared_bytes + static_bytes > TK__DEFAULT_SHARED &&
+        ctx->be->raise_shared != NULL) {
         /* Once per kernel and size: the kernel is shared by threads, so the
          * cached limit is atomic (a race only raises it twice). The handle is
          * the context's own allocation, the const is the API's promise to

@@ -4,7 +4,8 @@
 # to 8192) and of the default manifest's GEMM lines (their own classes) into
 # a fresh cache, then bench/sweep against cuBLAS with the tuning records and
 # with the heuristics alone (TOKITAI_JIT_TUNE=off). Logs and CSVs to $OUT.
-# PARTS (default "build tune sweep heur") picks the steps.
+# PARTS (default "build tune sweep heur") picks the steps; TUNE_DEFAULT=0
+# tunes the expert shapes only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/tk-sweep-out}
@@ -28,8 +29,10 @@ if has tune; then
   t0=$(date +%s)
   $cli --tune -v --manifest manifests/moe-experts.tkm --cache-dir "$cache" >"$out/tune-experts.log" 2>&1 || rc=1
   tail -1 "$out/tune-experts.log"
-  $cli --tune -v --classes manifest --cache-dir "$cache" >"$out/tune-default.log" 2>&1 || rc=1
-  tail -1 "$out/tune-default.log"
+  if [ "${TUNE_DEFAULT:-1}" = 1 ]; then
+    $cli --tune -v --classes manifest --cache-dir "$cache" >"$out/tune-default.log" 2>&1 || rc=1
+    tail -1 "$out/tune-default.log"
+  fi
   echo "tune wall: $(( $(date +%s) - t0 )) s; records: $($cli --list --cache-dir "$cache" | grep -c tuning)"
 fi
 if has sweep; then

@@ -49,6 +49,9 @@ int tk__ctx_sm_count(tk_context *ctx);
 tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, char *value,
                          size_t size);
 tk_status tk__record_put(tk_context *ctx, const char *kind, const char *name, const char *value);
+/* Process-wide counter that changes with every put and every context's end:
+ * a cache of parsed records is valid while it is unchanged. */
+unsigned tk__record_generation(void);
 
 /* Embedded kernel source by name, or NULL. Static storage. */
 const char *tk__embedded_source(const char *name, size_t *len);

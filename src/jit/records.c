@@ -41,10 +41,25 @@ typedef struct rec_table {
 
 static const char rec_tag = 0; /* attachment tag: its address */
 
+/* Changes whenever a record may change meaning: a put, a table destroyed
+ * with its context (callers' own caches of parsed records compare it). */
+static unsigned rec_generation = 1;
+
+unsigned tk__record_generation(void)
+{
+    return __atomic_load_n(&rec_generation, __ATOMIC_ACQUIRE);
+}
+
+static void rec_bump(void)
+{
+    __atomic_add_fetch(&rec_generation, 1u, __ATOMIC_RELEASE);
+}
+
 static void rec_destroy(tk_context *ctx, void *data)
 {
     rec_table *t = data;
     (void)ctx;
+    rec_bump();
     pthread_mutex_destroy(&t->mu);
     free(t->slot);
     free(t);
@@ -246,6 +261,7 @@ tk_status tk__record_put(tk_context *ctx, const char *kind, const char *name, co
         return tk__fail(ctx, TK_INVALID_ARGUMENT, "tuning record %s/%s: bad value", kind, name);
     /* This process uses it from now on, stored or not. */
     rec_remember(ctx, kind, name, 1, value);
+    rec_bump();
     if (ctx->cache == NULL || !ctx->cache_writable || !tk__cache_usable(ctx->cache))
         return tk__fail(ctx, TK_UNSUPPORTED,
                         "tuning record %s/%s: the cache is disabled or read-only, kept for this "

@@ -349,12 +349,13 @@ static void plan_split(gemm_plan *p)
 /* ------------------------------------------------------------- tuning
  *
  * A configuration is what the planner decides beyond layout and alignment:
- * kernel (TMA wgmma or mma.sync), tile, persistent grid, split-K factor.
+ * kernel (TMA wgmma or mma.sync), tile, grid (a block per tile, persistent,
+ * stream-K), epilogue, split-K factor.
  * The heuristics above choose one; a tuning record (tokitai-jit --tune,
  * tk_op_tune) replaces that choice for a shape class: the op, its N and K
  * (fixed by the model) and a class of M (tokens): 16-row steps up to 128,
  * 128-row steps (one 128-row tile more or less) up to 8192, 1024-row steps
- * up to 32768, then octaves. Records are text ("tma bn=256 persist=1
+ * up to 32768, then octaves. Records are text ("tma bn=256 persist=1 epi=1
  * split=1", "mma tile=2 split=4"), checked against the call when used: one
  * that does not fit the call (unaligned operands, a TMA kernel on another
  * target) is ignored and the heuristics choose. Every configuration

@@ -172,11 +172,13 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->smem = p->g * p->iters * vec * 2u;
         else if (p->siters > 0)
             p->smem = p->g * p->siters * vec * 2u;
-        /* The engine lifts a kernel's dynamic shared memory limit only for
-         * requests above 48 KiB, but these kernels' static shared memory
-         * (< 1 KiB) counts against it too: a request just under 48 KiB
-         * asks for a little more than 48 KiB instead (measured: 48 KiB
-         * dynamic + 272 bytes static failed with CUDA_ERROR_INVALID_VALUE). */
+        /* These kernels' static shared memory (< 1 KiB) counts against the
+         * 48 KiB default too (measured: 48 KiB dynamic + 272 bytes static
+         * failed with CUDA_ERROR_INVALID_VALUE). The engine now raises the
+         * limit on static + dynamic bytes when it knows the kernel's static
+         * size (from the compiler's resource report); a request just under
+         * 48 KiB still asks for a little more, so that the raise happens
+         * also when that report is missing. */
         if (p->smem > SMEM_DEFAULT - 1024 && p->smem <= SMEM_DEFAULT)
             p->smem = SMEM_DEFAULT + 16;
     }

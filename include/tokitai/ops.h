@@ -188,10 +188,16 @@ TK_API tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims
 
 /* ---------------------------------------------------------------- tuning */
 
+/* One candidate's time (tk_tune_report.timed). */
+typedef struct tk_tune_timing {
+    char config[48];
+    double us;
+} tk_tune_timing;
+
 /* What tk_op_tune measured and kept. */
 typedef struct tk_tune_report {
     char record[128];    /* the shape class: "gemm_f16_fwd N=2816 K=1024 M<=4096" */
-    char chosen[64];     /* the configuration kept, e.g. "tma bn=256 persist=1 split=1" */
+    char chosen[64];     /* the configuration kept, e.g. "tma bn=256 persist=1 epi=1 split=1" */
     char heuristic[64];  /* the configuration the heuristics choose without a record */
     double chosen_us;    /* device time per call of each, microseconds */
     double heuristic_us;
@@ -199,10 +205,7 @@ typedef struct tk_tune_report {
     unsigned candidates; /* configurations timed */
     unsigned compiled;   /* kernels compiled for them (the rest were cached) */
     unsigned rejected;   /* faster candidates dropped: output not the heuristics' */
-    struct {
-        char config[48];
-        double us;
-    } timed[48];         /* every candidate timed (the first `candidates`), in order */
+    tk_tune_timing timed[48]; /* every candidate timed (the first `candidates`), in order */
     int stored;          /* 1: written to the cache; 0: in force for this context only */
 } tk_tune_report;
 

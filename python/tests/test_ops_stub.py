@@ -240,3 +240,28 @@ def test_precompile_and_check_run(ctx, offline):
     rep = ctx.check_run("softmax_f16_fwd", (4, 64), seed=3)
     assert (rep.op, rep.dims, rep.seed, rep.policy) == ("softmax_f16_fwd", (4, 64), 3, "stable")
     assert rep.arch == "stub"
+
+
+# ------------------------------------------------------------------ tuning
+
+
+def test_tune_stores_a_record(ctx, cache_dir):
+    # the stub runs nothing: its times are host times; only the plumbing counts
+    r = ctx.tune("gemm_f16_fwd", (100, 2816, 1024))
+    assert isinstance(r, tj.TuneReport)
+    assert r.record == "gemm_f16_fwd N=2816 K=1024 M<=112"
+    assert r.timed_m == 112
+    assert r.candidates >= 2 and len(r.timed) == r.candidates
+    assert r.chosen in [c for c, _ in r.timed] and r.heuristic == r.timed[0][0]
+    assert r.stored
+    listed = [e for e in tj.cache.list(cache_dir) if e.source == "tune:gemm_f16_fwd"]
+    assert [e.kernel for e in listed] == ["N=2816 K=1024 M<=112"]
+
+
+def test_tune_errors(ctx, offline):
+    with pytest.raises(tj.UnsupportedError):
+        ctx.tune("softmax_f16_fwd", (4, 100))
+    with pytest.raises(ValueError):
+        ctx.tune("gemm_f16_fwd", (100, 2816))
+    with pytest.raises(tj.NoDeviceError):
+        offline.tune("gemm_f16_fwd", (64, 64, 64))

@@ -24,6 +24,7 @@ from ._context import (
     DeviceBuffer,
     PrecompileResult,
     ResourceUsage,
+    TuneReport,
     current_context,
 )
 from ._kernel import Kernel, KernelInfo, Launcher, parse_signature
@@ -102,6 +103,7 @@ __all__ = [
     "SizeOverflowError",
     "Status",
     "TokitaiError",
+    "TuneReport",
     "TokitaiIOError",
     "UnsupportedError",
     "cache",

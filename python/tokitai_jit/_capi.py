@@ -25,6 +25,7 @@ from ctypes import (
     c_char_p,
     c_double,
     c_float,
+    c_char,
     c_int,
     c_int32,
     c_int64,
@@ -252,6 +253,26 @@ class tk_check_report(ctypes.Structure):
 
 
 # Every mirrored struct, by its C name: the layout test walks this table.
+class tk_tune_timing(ctypes.Structure):
+    _fields_ = [("config", c_char * 48), ("us", c_double)]
+
+
+class tk_tune_report(ctypes.Structure):
+    _fields_ = [
+        ("record", c_char * 128),
+        ("chosen", c_char * 64),
+        ("heuristic", c_char * 64),
+        ("chosen_us", c_double),
+        ("heuristic_us", c_double),
+        ("timed_m", c_int64),
+        ("candidates", c_uint),
+        ("compiled", c_uint),
+        ("rejected", c_uint),
+        ("timed", tk_tune_timing * 48),
+        ("stored", c_int),
+    ]
+
+
 STRUCTS: Dict[str, type] = {
     "tk_resource_usage": tk_resource_usage,
     "tk_cache_entry_info": tk_cache_entry_info,
@@ -262,6 +283,8 @@ STRUCTS: Dict[str, type] = {
     "tk_kernel_desc": tk_kernel_desc,
     "tk_kernel_info": tk_kernel_info,
     "tk_check_report": tk_check_report,
+    "tk_tune_timing": tk_tune_timing,
+    "tk_tune_report": tk_tune_report,
 }
 
 
@@ -367,6 +390,7 @@ _REQUIRED: Dict[str, Tuple[Any, List[Any]]] = {
         _st,
         [_ctx, c_int, POINTER(c_int64), c_int, POINTER(c_uint), POINTER(c_uint)],
     ),
+    "tk_op_tune": (_st, [_ctx, c_int, POINTER(c_int64), c_int, POINTER(tk_tune_report)]),
     "tk_check_run": (_st, [_ctx, c_int, POINTER(c_int64), c_int, c_uint64, POINTER(tk_check_report)]),
     "tk_check_report_free": (None, [POINTER(tk_check_report)]),
     "tk_f16_to_f32": (c_float, [c_uint16]),

@@ -109,6 +109,28 @@ class PrecompileResult(NamedTuple):
     cached: int
 
 
+@dataclass(frozen=True)
+class TuneReport:
+    """What :meth:`Context.tune` measured and kept (tk_tune_report).
+
+    ``record`` names the shape class, ``chosen`` the configuration kept (a
+    tuning record in the cache when ``stored``), ``heuristic`` the one the
+    heuristics pick without a record; times are microseconds per call;
+    ``timed`` lists every candidate with its time, in the order timed."""
+
+    record: str
+    chosen: str
+    heuristic: str
+    chosen_us: float
+    heuristic_us: float
+    timed_m: int
+    candidates: int
+    compiled: int
+    rejected: int
+    timed: Tuple[Tuple[str, float], ...]
+    stored: bool
+
+
 def _enum(enum_cls: Any, value: Any, what: str) -> Any:
     if isinstance(value, enum_cls):
         return value
@@ -863,6 +885,32 @@ class Context:
         nc, nh = c_uint(), c_uint()
         self._call("tk_op_precompile", int(o), d, len(dims), byref(nc), byref(nh))
         return PrecompileResult(nc.value, nh.value)
+
+    def tune(self, op: Union[str, Op], dims: Sequence[int]) -> TuneReport:
+        """Times every candidate configuration of a GEMM op for the shape
+        class of ``dims`` (M, N, K: M's class) on the context's device and
+        keeps the fastest as a tuning record in the cache (tk_op_tune; the
+        heuristics' own configuration unless another is >= 3% faster).
+        Later calls of the class, in any process using that cache, follow
+        the record. Raises UnsupportedError for ops with nothing to tune."""
+        o = _enum(Op, op, "op")
+        d = (c_int64 * max(len(dims), 1))(*[int(x) for x in dims])
+        r = _capi.out_struct(_capi.tk_tune_report)
+        self._call("tk_op_tune", int(o), d, len(dims), byref(r))
+        n = min(r.candidates, len(r.timed))
+        return TuneReport(
+            record=r.record.decode("utf-8", "replace"),
+            chosen=r.chosen.decode("utf-8", "replace"),
+            heuristic=r.heuristic.decode("utf-8", "replace"),
+            chosen_us=r.chosen_us,
+            heuristic_us=r.heuristic_us,
+            timed_m=r.timed_m,
+            candidates=r.candidates,
+            compiled=r.compiled,
+            rejected=r.rejected,
+            timed=tuple((r.timed[i].config.decode("utf-8", "replace"), r.timed[i].us) for i in range(n)),
+            stored=bool(r.stored),
+        )
 
     def check_run(self, op: Union[str, Op], dims: Sequence[int], seed: int = 1) -> CheckReport:
         """Runs ``op`` on random inputs from ``seed`` and compares with the

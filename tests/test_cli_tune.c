@@ -62,7 +62,7 @@ static tk_context *make_ctx(const char *cache, int offline, int read_only)
 
 typedef struct rec_seen {
     int n;
-    char kernel[128], options[128];
+    char kernel[128], options[1024];
 } rec_seen;
 
 static int find_record(void *user, const tk_cache_entry_info *info)
@@ -123,16 +123,27 @@ START_TEST(test_tune_stores_record)
     ck_assert_msg(r.heuristic[0] != '\0', "no heuristic configuration");
     tk_context_destroy(ctx);
 
+    /* one record per (op, N, K), a line per class */
     rec_seen s = records_in(cache);
+    char line[128];
     ck_assert_int_eq(s.n, 1);
-    ck_assert_str_eq(s.kernel, "N=2816 K=1024 M<=112");
-    ck_assert_str_eq(s.options, r.chosen);
-    /* tuning the same class again replaces the record, it does not add one */
+    ck_assert_str_eq(s.kernel, "N=2816 K=1024");
+    snprintf(line, sizeof line, "M<=112 %s\n", r.chosen);
+    ck_assert_str_eq(s.options, line);
+    /* tuning the same class again replaces its line; another class adds
+     * one, in order of M */
     ctx = make_ctx(cache, 0, 0);
-    const int64_t dims2[3] = {97, 2816, 1024};
+    const int64_t dims2[3] = {97, 2816, 1024}, dims3[3] = {20, 2816, 1024};
     tk_assert_status(tk_op_tune(ctx, TK_OP_GEMM_F16_FWD, dims2, 3, &r), TK_OK);
+    tk_assert_status(tk_op_tune(ctx, TK_OP_GEMM_F16_FWD, dims3, 3, &r), TK_OK);
+    ck_assert_str_eq(r.record, "gemm_f16_fwd N=2816 K=1024 M<=32");
     tk_context_destroy(ctx);
-    ck_assert_int_eq(records_in(cache).n, 1);
+    s = records_in(cache);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_msg(strncmp(s.options, "M<=32 ", 6) == 0 && strstr(s.options, "\nM<=112 ") != NULL &&
+                      strstr(strstr(s.options, "\nM<=112 ") + 1, "\n") ==
+                          s.options + strlen(s.options) - 1,
+                  "record text:\n%s", s.options);
     free(cache);
 }
 END_TEST
@@ -147,7 +158,7 @@ START_TEST(test_calls_follow_record)
 
     ctx = make_ctx(cache, 0, 0);
     tk_assert_status(
-        tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024 M<=112", "mma tile=1 split=4"), TK_OK);
+        tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024", "M<=112 mma tile=1 split=4\n"), TK_OK);
     tk_context_destroy(ctx);
     /* a new context finds it in the cache: split-K, so GEMM + reduce */
     ctx = make_ctx(cache, 0, 0);
@@ -159,11 +170,11 @@ START_TEST(test_calls_follow_record)
     /* malformed, and unfitting (a TMA kernel on a target without one):
      * ignored, the heuristics choose */
     ctx = make_ctx(cache, 0, 0);
-    tk_assert_status(tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024 M<=112", "tile=9 fast"),
+    tk_assert_status(tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024", "M<=112 tile=9 fast\n"),
                      TK_OK);
     ck_assert_uint_eq(fwd_launches(ctx, 100), 1);
-    tk_assert_status(tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024 M<=112",
-                                    "tma bn=128 persist=0 epi=0 split=4"),
+    tk_assert_status(tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024",
+                                    "M<=112 tma bn=128 persist=0 epi=0 split=4\n"),
                      TK_OK);
     ck_assert_uint_eq(fwd_launches(ctx, 100), 1);
     tk_context_destroy(ctx);
@@ -188,7 +199,8 @@ START_TEST(test_auto_tune_first_call)
     unsetenv("TOKITAI_JIT_TUNE");
     rec_seen r = records_in(cache);
     ck_assert_int_eq(r.n, 1);
-    ck_assert_str_eq(r.kernel, "N=2816 K=1024 M<=112");
+    ck_assert_str_eq(r.kernel, "N=2816 K=1024");
+    ck_assert_msg(strncmp(r.options, "M<=112 ", 7) == 0, "%s", r.options);
     free(cache);
 }
 END_TEST
@@ -239,7 +251,7 @@ START_TEST(test_cli_tune_list_export)
 
     rc = cli_run(&out, &err, "--list", "--cache-dir", cache, NULL);
     ck_assert_int_eq(rc, CLI_OK);
-    ck_assert_int_eq(count_substr(out, "tuning gemm_f16_fwd N=2816 K=1024 M<="), 2);
+    ck_assert_msg(count_substr(out, "tuning gemm_f16_fwd N=2816 K=1024: 2 classes") == 1, "%s", out);
     free(out), free(err);
 
     /* records go with their op in a bundle */
@@ -250,7 +262,7 @@ START_TEST(test_cli_tune_list_export)
     rc = cli_run(&out, &err, "--import", bundle, "--cache-dir", cache2, NULL);
     ck_assert_msg(rc == CLI_OK, "%s%s", out, err);
     free(out), free(err);
-    ck_assert_int_eq(records_in(cache2).n, 2);
+    ck_assert_int_eq(records_in(cache2).n, 1);
     rc = cli_run(&out, &err, "--verify", "--cache-dir", cache2, NULL);
     ck_assert_msg(rc == CLI_OK, "%s%s", out, err);
     free(out), free(err);

@@ -213,9 +213,10 @@ typedef struct tk_tune_report {
  * every candidate configuration (in parallel), times each on random operands
  * with device events (warm-up runs, then the best of three batches of ~0.5
  * ms), and stores the fastest as a tuning record (the heuristics' own
- * configuration unless another is at least 3% faster) in the cache, keyed by op, N, K, the class of M
- * (16-row steps to 128, 128-row steps to 8192, 1024-row steps to 32768, then
- * octaves), backend, target, compiler and library version. Later calls of
+ * configuration unless another is at least 3% faster) as a line for the
+ * class of M (16-row steps to 128, 128-row steps to 8192, 1024-row steps to
+ * 32768, then octaves) in the cache entry of the op's (N, K) family, keyed
+ * also by backend, target, compiler and library version. Later calls of
  * the class (any process using that cache, a bundle or the remote tier) use
  * the record instead of the heuristics; precompile compiles its kernel.
  * Without a record the heuristics choose. Only the GEMM ops have

@@ -255,7 +255,7 @@ def test_tune_stores_a_record(ctx, cache_dir):
     assert r.chosen in [c for c, _ in r.timed] and r.heuristic == r.timed[0][0]
     assert r.stored
     listed = [e for e in tj.cache.list(cache_dir) if e.source == "tune:gemm_f16_fwd"]
-    assert [e.kernel for e in listed] == ["N=2816 K=1024 M<=112"]
+    assert [(e.kernel, e.options) for e in listed] == [("N=2816 K=1024", "M<=112 %s\n" % r.chosen)]
 
 
 def test_tune_errors(ctx, offline):

@@ -44,12 +44,16 @@ static int collect(void *user, const tk_cache_entry_info *info)
     e->key_hex = dup_or_empty(info->key_hex);
     e->path = dup_or_empty(info->path);
     if (info->source != NULL && strncmp(info->source, "tune:", 5) == 0 && info->kernel != NULL) {
-        /* a tuning record (tk_op_tune): its class and the configuration kept */
-        const char *cfgs = info->options != NULL ? info->options : "";
-        size_t n = strlen(info->source) + strlen(info->kernel) + strlen(cfgs) + 16;
+        /* a tuning record (tk_op_tune) of a GEMM family: a line per class of
+         * M (--verbose shows them as the options) */
+        unsigned classes = 0;
+        for (const char *c = info->options != NULL ? info->options : ""; *c; c++)
+            classes += *c == '\n';
+        size_t n = strlen(info->source) + strlen(info->kernel) + 48;
         e->kernel = malloc(n);
         if (e->kernel != NULL)
-            snprintf(e->kernel, n, "tuning %s %s: %s", info->source + 5, info->kernel, cfgs);
+            snprintf(e->kernel, n, "tuning %s %s: %u class%s", info->source + 5, info->kernel,
+                     classes, classes == 1 ? "" : "es");
     } else {
         e->kernel = dup_or_empty(info->kernel);
     }

@@ -40,12 +40,14 @@ tk_status tk__kernel_launch_pdl(tk_context *ctx, const tk_kernel *kernel, const 
  * without a device or when the backend does not say. */
 int tk__ctx_sm_count(tk_context *ctx);
 
-/* Tuning records (src/jit/records.c): a short text value (< 64 bytes) per
- * (kind, name) for the context's backend, compiler and target, kept in the
- * cache (source "tune:<kind>", kernel = name) and remembered per context.
- * get: TK_OK and value filled, or TK_NOT_FOUND. put: stores it (and uses it
- * in this process from now on); TK_UNSUPPORTED when the cache cannot take
- * it (disabled, read-only: kept for the process only). */
+/* Tuning records (src/jit/records.c): a text value (< TK__RECORD_MAX bytes)
+ * per (kind, name) for the context's backend, compiler and target, kept in
+ * the cache (source "tune:<kind>", kernel = name) and remembered per context.
+ * get: TK_OK and value filled (size: TK__RECORD_MAX suffices), or
+ * TK_NOT_FOUND. put: stores it (and uses it in this process from now on);
+ * TK_UNSUPPORTED when the cache cannot take it (disabled, read-only: kept
+ * for the process only). */
+#define TK__RECORD_MAX 16384
 tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, char *value,
                          size_t size);
 tk_status tk__record_put(tk_context *ctx, const char *kind, const char *name, const char *value);

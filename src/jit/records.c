@@ -1,6 +1,6 @@
 /*
- * Tuning records: small text values the operator layer keeps per (kind,
- * name) for the context's backend, target and compiler, stored in the kernel
+ * Tuning records: text values (up to 16 KiB) the operator layer keeps per
+ * (kind, name) for the context's backend, target and compiler, stored in the kernel
  * cache as entries of their own (source "tune:<kind>", kernel = name, payload
  * = the value). Being cache entries, they travel with everything the cache
  * does: read-only tiers, bundles (--export / --import), the remote tier,
@@ -12,9 +12,11 @@
  * same rule as for compiled kernels.
  *
  * Lookups run on operator calls, so each context remembers what it found
- * (or that nothing was there) per (kind, name) in a small table under a
- * mutex (it grows with the classes looked up): one cache lookup per class
- * and context, then a memory hit.
+ * (or that nothing was there) per (kind, name) in a table under a mutex
+ * (it grows with the names looked up): one cache lookup per name and
+ * context, then a memory hit. The GEMM keeps one record per (op, N, K), a
+ * line per class of M, so that lookup comes with the first call of a GEMM
+ * family (when its kernel is fetched too), not with each new token count.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +26,12 @@
 #include "jit/jit_internal.h"
 
 #define REC_FIRST 256u /* slots of a new table; it doubles at half full */
-#define REC_VALUE 64u /* a value's bytes, NUL included, at most */
+#define REC_NAME 112u /* kind '\n' name, NUL included, at most */
 
 typedef struct rec_slot {
-    uint64_t h;      /* 0: empty */
-    int present;     /* a record exists (value valid) */
-    char name[112];  /* kind '\n' name, to tell hash collisions apart */
-    char value[REC_VALUE];
+    uint64_t h;          /* 0: empty */
+    char name[REC_NAME]; /* kind '\n' name, to tell hash collisions apart */
+    char *value;         /* malloc'd; NULL: no record */
 } rec_slot;
 
 typedef struct rec_table {
@@ -61,6 +62,8 @@ static void rec_destroy(tk_context *ctx, void *data)
     (void)ctx;
     rec_bump();
     pthread_mutex_destroy(&t->mu);
+    for (unsigned i = 0; i < t->cap; i++)
+        free(t->slot[i].value);
     free(t->slot);
     free(t);
 }
@@ -88,14 +91,18 @@ static rec_table *rec_table_of(tk_context *ctx)
     return t;
 }
 
-static uint64_t rec_hash(const char *kind, const char *name)
+/* full = kind '\n' name; returns its hash (never 0), or 0 when too long. */
+static uint64_t rec_full(const char *kind, const char *name, char full[REC_NAME])
 {
+    const size_t k = strlen(kind), n = strlen(name);
     uint64_t h = 1469598103934665603ull;
-    for (const char *s = kind; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    h = (h ^ '\n') * 1099511628211ull;
-    for (const char *s = name; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    if (k + n + 2 > REC_NAME)
+        return 0;
+    memcpy(full, kind, k);
+    full[k] = '\n';
+    memcpy(full + k + 1, name, n + 1);
+    for (const char *c = full; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
     return h ? h : 1;
 }
 
@@ -142,18 +149,18 @@ static int rec_grow(rec_table *t)
     return 1;
 }
 
-static void rec_remember(tk_context *ctx, const char *kind, const char *name, int present,
-                         const char *value)
+/* Remembers value (NULL: no record) for (kind, name) in ctx's table. */
+static void rec_remember(tk_context *ctx, const char *kind, const char *name, const char *value)
 {
-    char full[112];
+    char full[REC_NAME];
     int found;
     rec_table *t = rec_table_of(ctx);
-    if (t == NULL || strlen(kind) + strlen(name) + 2 > sizeof full)
+    const uint64_t h = rec_full(kind, name, full);
+    char *copy = value != NULL ? strdup(value) : NULL;
+    if (t == NULL || h == 0 || (value != NULL && copy == NULL)) {
+        free(copy);
         return;
-    strcpy(full, kind);
-    strcat(full, "\n");
-    strcat(full, name);
-    const uint64_t h = rec_hash(kind, name);
+    }
     pthread_mutex_lock(&t->mu);
     rec_slot *s = rec_find(t, h, full, &found);
     if (!found && (t->used + 1) * 2 > t->cap) {
@@ -165,12 +172,12 @@ static void rec_remember(tk_context *ctx, const char *kind, const char *name, in
             strcpy(s->name, full);
             t->used++;
         }
-        s->present = present;
-        s->value[0] = '\0';
-        if (present)
-            strncat(s->value, value, sizeof s->value - 1);
+        free(s->value);
+        s->value = copy;
+        copy = NULL;
     }
     pthread_mutex_unlock(&t->mu);
+    free(copy);
 }
 
 static tk_status rec_key(tk_context *ctx, const char *kind, const char *name, tk__key *key)
@@ -194,22 +201,19 @@ static void rec_source(const char *kind, char *buf, size_t size)
 tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, char *value,
                          size_t size)
 {
-    char full[112], src[96];
+    char full[REC_NAME], src[96];
     int found = 0, present = 0;
     rec_table *t;
-    if (value == NULL || size == 0 || strlen(kind) + strlen(name) + 2 > sizeof full)
+    const uint64_t h = rec_full(kind, name, full);
+    if (value == NULL || size == 0 || h == 0)
         return TK_INVALID_ARGUMENT;
     value[0] = '\0';
     t = rec_table_of(ctx);
     if (t != NULL) {
-        strcpy(full, kind);
-        strcat(full, "\n");
-        strcat(full, name);
-        const uint64_t h = rec_hash(kind, name);
         pthread_mutex_lock(&t->mu);
         rec_slot *s = rec_find(t, h, full, &found);
-        if (s != NULL && found) {
-            present = s->present;
+        if (found) {
+            present = s->value != NULL;
             if (present)
                 snprintf(value, size, "%s", s->value);
         }
@@ -235,7 +239,7 @@ tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, ch
         /* A record is text: its meta names it, the payload is the value. */
         if (entry.meta.kernel != NULL && strcmp(entry.meta.kernel, name) == 0 &&
             entry.meta.source != NULL && strcmp(entry.meta.source, src) == 0 &&
-            entry.payload_size > 0 && entry.payload_size < REC_VALUE &&
+            entry.payload_size > 0 && entry.payload_size < TK__RECORD_MAX &&
             memchr(entry.payload, '\0', entry.payload_size) == NULL) {
             snprintf(value, size, "%.*s", (int)entry.payload_size, (const char *)entry.payload);
             present = 1;
@@ -248,7 +252,7 @@ tk_status tk__record_get(tk_context *ctx, const char *kind, const char *name, ch
         tk__log(ctx, TK_LOG_DEBUG, "tuning record %s/%s: cache lookup failed: %s", kind, name,
                 tk_status_str(st));
     }
-    rec_remember(ctx, kind, name, present, value);
+    rec_remember(ctx, kind, name, present ? value : NULL);
     return present ? TK_OK : TK_NOT_FOUND;
 }
 
@@ -257,10 +261,11 @@ tk_status tk__record_put(tk_context *ctx, const char *kind, const char *name, co
     char src[96];
     tk__key key;
     const size_t n = value != NULL ? strlen(value) : 0;
-    if (n == 0 || n >= REC_VALUE || strlen(kind) + strlen(name) + 2 > 112)
+    char full[REC_NAME];
+    if (n == 0 || n >= TK__RECORD_MAX || rec_full(kind, name, full) == 0)
         return tk__fail(ctx, TK_INVALID_ARGUMENT, "tuning record %s/%s: bad value", kind, name);
     /* This process uses it from now on, stored or not. */
-    rec_remember(ctx, kind, name, 1, value);
+    rec_remember(ctx, kind, name, value);
     rec_bump();
     if (ctx->cache == NULL || !ctx->cache_writable || !tk__cache_usable(ctx->cache))
         return tk__fail(ctx, TK_UNSUPPORTED,

@@ -355,8 +355,9 @@ static void plan_split(gemm_plan *p)
  * tk_op_tune) replaces that choice for a shape class: the op, its N and K
  * (fixed by the model) and a class of M (tokens): 16-row steps up to 128,
  * 128-row steps (one 128-row tile more or less) up to 8192, 1024-row steps
- * up to 32768, then octaves. Records are text ("tma bn=256 persist=1 epi=1
- * split=1", "mma tile=2 split=4"), checked against the call when used: one
+ * up to 32768, then octaves. A configuration is text ("tma bn=256 persist=1
+ * epi=1 split=1", "mma tile=2 split=4", a line per class in the record of the
+ * op's (N, K) family: record_name), checked against the call when used: one
  * that does not fit the call (unaligned operands, a TMA kernel on another
  * target) is ignored and the heuristics choose. Every configuration
  * computes the same products in fp32; only split-K changes the order of
@@ -495,16 +496,102 @@ static char *put_dec(char *out, int64_t v)
     return out;
 }
 
-/* "N=2816 K=1024 M<=4096": the record name of p's shape class (op terms). */
-static void record_name(const gemm_plan *p, char buf[80])
+/* Records: one per op and (N, K), the family of every token count M, named
+ * "N=2816 K=1024" (op terms), holding a line per class of M in increasing
+ * order, "M<=4096 tma bn=256 persist=0 epi=1 split=1". One record per
+ * family means one cache lookup per family and context, at its first call
+ * (when its kernel is fetched too), not one per new token count on the
+ * training path. */
+static void record_name(const gemm_plan *p, char buf[64])
 {
     char *o = buf;
     memcpy(o, "N=", 2), o += 2;
     o = put_dec(o, p->on);
     memcpy(o, " K=", 3), o += 3;
-    o = put_dec(o, p->ok);
-    memcpy(o, " M<=", 4), o += 4;
-    put_dec(o, m_class_max(p->om));
+    put_dec(o, p->ok);
+}
+
+/* The configuration text of class mc in a record's text (its length in
+ * *len), or NULL when the record has no line for it. */
+static const char *record_line(const char *text, int64_t mc, size_t *len)
+{
+    for (const char *l = text; *l != '\0';) {
+        const char *end = strchr(l, '\n');
+        long long m = -1;
+        int n = 0;
+        if (end == NULL)
+            end = l + strlen(l);
+        if (sscanf(l, "M<=%lld %n", &m, &n) == 1 && n > 0 && m == mc && l + n <= end) {
+            *len = (size_t)(end - l - n);
+            return l + n;
+        }
+        l = *end ? end + 1 : end;
+    }
+    return NULL;
+}
+
+/* Sets the line of p's class to cfg in p's family record (read, replace or
+ * insert in order, write back). Two processes tuning the same family at
+ * once may lose one's line (the last write wins); the class then keeps the
+ * heuristics until tuned again. */
+static tk_status record_store(tk_context *ctx, const gemm_plan *p, const char *cfg)
+{
+    char name[64];
+    const int64_t mc = m_class_max(p->om);
+    char *old = malloc(TK__RECORD_MAX), *out = malloc(TK__RECORD_MAX);
+    size_t o = 0;
+    int placed = 0;
+    tk_status st = TK_OK;
+    if (old == NULL || out == NULL) {
+        free(old);
+        free(out);
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning record: out of memory", p->op);
+    }
+    record_name(p, name);
+    if (tk__record_get(ctx, p->op + 3, name, old, TK__RECORD_MAX) != TK_OK)
+        old[0] = '\0';
+    for (const char *l = old;; l++) {
+        const char *end = strchr(l, '\n');
+        long long m = -1;
+        if (end == NULL)
+            end = l + strlen(l);
+        const int ok = sscanf(l, "M<=%lld ", &m) == 1; /* else a malformed line: dropped */
+        if ((!placed && (*l == '\0' || (ok && m > mc))) || (ok && m == mc)) {
+            if (!placed) {
+                const int w = snprintf(out + o, TK__RECORD_MAX - o, "M<=%lld %s\n", (long long)mc,
+                                       cfg);
+                if (w < 0 || (size_t)w >= TK__RECORD_MAX - o) {
+                    st = TK_OVERFLOW;
+                    break;
+                }
+                o += (size_t)w;
+                placed = 1;
+            }
+        }
+        if (ok && m != mc) {
+            const size_t n = (size_t)(end - l);
+            if (o + n + 2 > TK__RECORD_MAX) {
+                st = TK_OVERFLOW;
+                break;
+            }
+            memcpy(out + o, l, n);
+            out[o + n] = '\n';
+            o += n + 1;
+        }
+        if (*end == '\0')
+            break;
+        l = end;
+    }
+    if (st == TK_OK) {
+        out[o] = '\0';
+        st = tk__record_put(ctx, p->op + 3, name, out);
+    } else {
+        st = tk__fail(ctx, st, "%s: tuning record %s: more classes than a record holds", p->op,
+                      name);
+    }
+    free(old);
+    free(out);
+    return st;
 }
 
 /* Tuning mode: $TOKITAI_JIT_TUNE = "off" (heuristics only, records
@@ -545,9 +632,13 @@ static _Thread_local tuned_slot tuned_cache[TUNED_CACHE];
 
 /* After the heuristics: the configuration of p's class from a tuning
  * record, when one exists and fits. 1 when a record exists (used or not). */
+static _Thread_local char record_text[TK__RECORD_MAX];
+
 static int plan_tuned(tk_context *ctx, gemm_plan *p)
 {
-    char name[80], value[128];
+    char name[64], value[64];
+    const char *line;
+    size_t len = 0;
     gemm_cfg c;
     if (p->amd || p->simple || !p->aligned || tune_mode() == TUNE_OFF)
         return 0;
@@ -563,7 +654,16 @@ static int plan_tuned(tk_context *ctx, gemm_plan *p)
         return t->present;
     }
     record_name(p, name);
-    const int present = tk__record_get(ctx, p->op + 3, name, value, sizeof value) == TK_OK;
+    line = tk__record_get(ctx, p->op + 3, name, record_text, sizeof record_text) == TK_OK
+               ? record_line(record_text, mc, &len)
+               : NULL;
+    const int present = line != NULL;
+    if (present && len < sizeof value) {
+        memcpy(value, line, len);
+        value[len] = '\0';
+    } else {
+        value[0] = '\0';
+    }
     const int fits = present && cfg_parse(value, &c);
     if (fits && plan_apply(p, &c))
         p->tuned = 1;
@@ -1380,7 +1480,7 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *
                             void *out, void *stream, tk_tune_report *rep)
 {
     tune_cand *c = calloc(TUNE_MAX_CANDS, sizeof *c);
-    char name[80];
+    char name[64];
     int n, best = -1;
     tk_status st = TK_OK;
     tk_context_stats before, after;
@@ -1459,7 +1559,8 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *
     }
     if (st == TK_OK) {
         record_name(base, name);
-        snprintf(rep->record, sizeof rep->record, "%s %s", base->op + 3, name);
+        snprintf(rep->record, sizeof rep->record, "%s %s M<=%lld", base->op + 3, name,
+                 (long long)m_class_max(base->om));
         snprintf(rep->chosen, sizeof rep->chosen, "%s", c[best].text);
         snprintf(rep->heuristic, sizeof rep->heuristic, "%s", c[0].text);
         rep->chosen_us = c[best].us;
@@ -1467,7 +1568,7 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *
         rep->timed_m = base->om;
         /* The record; a failure to store it (read-only cache) still leaves it
          * in force for this context. */
-        rep->stored = tk__record_put(ctx, base->op + 3, name, c[best].text) == TK_OK;
+        rep->stored = record_store(ctx, base, c[best].text) == TK_OK;
     }
     free(c);
     return st;
@@ -1556,14 +1657,15 @@ static void gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const
         plan_tuned(ctx, p);
         return;
     }
-    char name[80], text[48];
+    char name[64], text[48];
     gemm_cfg c;
     record_name(p, name);
     cfg_of_plan(p, &c);
     cfg_text(&c, text, sizeof text);
-    tk__log(ctx, TK_LOG_WARN, "%s %s: tuning failed (%s); the heuristics' %s is kept for the class",
-            p->op + 3, name, tk_context_last_error(ctx), text);
-    (void)tk__record_put(ctx, p->op + 3, name, text);
+    tk__log(ctx, TK_LOG_WARN,
+            "%s %s M<=%lld: tuning failed (%s); the heuristics' %s is kept for the class",
+            p->op + 3, name, (long long)m_class_max(p->om), tk_context_last_error(ctx), text);
+    (void)record_store(ctx, p, text);
 }
 
 /* ------------------------------------------------------------ references

@@ -162,25 +162,35 @@ const char *tk_op_dims(tk_op op, int *n_dims)
     return dims;
 }
 
+/* The checks tk_op_precompile and tk_op_tune share (ctx not NULL): a known
+ * op, its number of dims, each > 0. */
+static tk_status check_op_dims(tk_context *ctx, const char *fn, tk_op op, const int64_t *dims,
+                               int n_dims)
+{
+    int want = 0;
+    if (tk_op_dims(op, &want) == NULL)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: unknown op %d", fn, (int)op);
+    if (dims == NULL || n_dims != want)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: %s takes %d dims (%s), got %d", fn,
+                        tk_op_name(op), want, tk_op_dims(op, NULL), dims == NULL ? 0 : n_dims);
+    for (int i = 0; i < n_dims; i++) {
+        tk_status st = tk__op_check_size(ctx, tk_op_name(op), "dims[i]", dims[i]);
+        if (st != TK_OK)
+            return st;
+    }
+    return TK_OK;
+}
+
 tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
                            unsigned *n_compiled, unsigned *n_cached)
 {
     unsigned compiled = 0, cached = 0;
-    int want = 0;
     tk_status st;
 
     if (ctx == NULL)
         return TK_INVALID_ARGUMENT;
-    if (tk_op_dims(op, &want) == NULL)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_precompile: unknown op %d", (int)op);
-    if (dims == NULL || n_dims != want)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_precompile: %s takes %d dims (%s), got %d",
-                        tk_op_name(op), want, tk_op_dims(op, NULL), dims == NULL ? 0 : n_dims);
-    for (int i = 0; i < n_dims; i++) {
-        st = tk__op_check_size(ctx, tk_op_name(op), "dims[i]", dims[i]);
-        if (st != TK_OK)
-            return st;
-    }
+    if ((st = check_op_dims(ctx, "tk_op_precompile", op, dims, n_dims)) != TK_OK)
+        return st;
     switch (op) {
     case TK_OP_GEMM_F16_FWD:
     case TK_OP_GEMM_F16_GRAD_A:
@@ -207,23 +217,14 @@ tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n
 tk_status tk_op_tune(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
                      tk_tune_report *out)
 {
-    int want = 0;
     tk_status st;
     if (ctx == NULL)
         return TK_INVALID_ARGUMENT;
     if (out == NULL)
         return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_tune: NULL report");
     memset(out, 0, sizeof *out);
-    if (tk_op_dims(op, &want) == NULL)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_tune: unknown op %d", (int)op);
-    if (dims == NULL || n_dims != want)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_tune: %s takes %d dims (%s), got %d",
-                        tk_op_name(op), want, tk_op_dims(op, NULL), dims == NULL ? 0 : n_dims);
-    for (int i = 0; i < n_dims; i++) {
-        st = tk__op_check_size(ctx, tk_op_name(op), "dims[i]", dims[i]);
-        if (st != TK_OK)
-            return st;
-    }
+    if ((st = check_op_dims(ctx, "tk_op_tune", op, dims, n_dims)) != TK_OK)
+        return st;
     if (op != TK_OP_GEMM_F16_FWD && op != TK_OP_GEMM_F16_GRAD_A && op != TK_OP_GEMM_F16_GRAD_B)
         return tk__fail(ctx, TK_UNSUPPORTED,
                         "tk_op_tune: %s has nothing to tune (its kernel follows from the shape)",

@@ -479,8 +479,8 @@ static int64_t m_class_max(int64_t m)
     return hi;
 }
 
-/* Decimal text of v at out; returns the end. No printf: operator calls
- * build record names. */
+/* Decimal text of v (negative: 0) at out; returns the end. No printf: every
+ * operator call formats its defines and record name. */
 static char *put_dec(char *out, int64_t v)
 {
     char tmp[24];
@@ -792,16 +792,7 @@ typedef struct gemm_desc {
 static void add_def(gemm_desc *d, const char *name, int64_t value)
 {
     const size_t i = d->desc.n_defines++;
-    char tmp[24], *out = d->text[i];
-    int n = 0;
-    uint64_t v = value < 0 ? 0 : (uint64_t)value;
-    do {
-        tmp[n++] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v != 0);
-    while (n > 0)
-        *out++ = tmp[--n];
-    *out = '\0';
+    put_dec(d->text[i], value);
     d->defs[i].name = name;
     d->defs[i].value = d->text[i];
 }

@@ -3,25 +3,18 @@
 # GPU suite (in parallel: correctness only), a first-use tuning run
 # (TOKITAI_JIT_TUNE=auto) checked against the CPU reference, bench/sweep with
 # the heuristics, bench/softmax and PyTorch's softmax figures. Logs to $OUT.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/tk-final-out}
-mkdir -p "$out"
-prefix=$PWD/.devdeps/root/usr
+. "$(dirname "$0")/gpu-lib.sh" /tmp/tk-final-out
 rc=0
-export CUDA_CACHE_PATH=/tmp/tk-nv-cache
-echo "== build"
-cmake -S . -B build-gpu -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-cmake --build build-gpu -j16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+gpu_build
 echo "== GPU suites"
 ctest --test-dir build-gpu -L gpu -j4 --output-on-failure >"$out/ctest-gpu.log" 2>&1 || rc=1
 grep -E "Test +#|tests passed|Failed" "$out/ctest-gpu.log" | tail -12
 [ $rc -eq 0 ] || grep -E "Assertion|failed|FAIL" "$out/ctest-gpu.log" | head -20
 echo "== first-use tuning (TOKITAI_JIT_TUNE=auto), checked run"
 c=$(mktemp -d)
-TOKITAI_JIT_TUNE=auto TOKITAI_JIT_LOG=info ./build-gpu/tokitai-jit --run gemm_f16_fwd --shape 1000x2816x1024 --cache-dir "$c" >"$out/auto.md" 2>&1 || rc=1
+TOKITAI_JIT_TUNE=auto TOKITAI_JIT_LOG=info $cli --run gemm_f16_fwd --shape 1000x2816x1024 --cache-dir "$c" >"$out/auto.md" 2>&1 || rc=1
 grep -iE "tuned|passed|max_abs|kernel_ms|ms" "$out/auto.md" | head -6
-./build-gpu/tokitai-jit --list --cache-dir "$c" | grep tuning
+$cli --list --cache-dir "$c" | grep tuning
 echo "== sweep (heuristics)"
 TOKITAI_JIT_TUNE=off ./build-gpu/bench/sweep --csv "$out/sweep-heur.csv" >"$out/sweep-heur.md" 2>&1 || rc=1
 sed -n '/^## summary/,$p' "$out/sweep-heur.md"

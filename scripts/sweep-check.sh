@@ -6,23 +6,12 @@
 # with the heuristics alone (TOKITAI_JIT_TUNE=off). Logs and CSVs to $OUT.
 # PARTS (default "build tune sweep heur") picks the steps; TUNE_DEFAULT=0
 # tunes the expert shapes only.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/tk-sweep-out}
-mkdir -p "$out"
-prefix=$PWD/.devdeps/root/usr
+. "$(dirname "$0")/gpu-lib.sh" /tmp/tk-sweep-out
 parts=${PARTS:-build tune sweep heur}
 cache=${TUNE_CACHE:-/tmp/tk-sweep-cache}
-cli=./build-gpu/tokitai-jit
 rc=0
-export CUDA_CACHE_PATH=/tmp/tk-nv-cache
-has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 
-if has build; then
-  echo "== build"
-  cmake -S . -B build-gpu -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-  cmake --build build-gpu -j16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-fi
+has build && gpu_build
 if has tune; then
   echo "== tune"
   rm -rf "$cache"

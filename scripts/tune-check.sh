@@ -4,23 +4,12 @@
 # into a fresh cache, then bench/dynamic's warm MoE step with the records and
 # without them (TOKITAI_JIT_TUNE=off), GEMMs timed against cuBLAS.
 # PARTS (default "build tests tune dynamic") picks the steps.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/tk-tune-out}
-mkdir -p "$out"
-prefix=$PWD/.devdeps/root/usr
+. "$(dirname "$0")/gpu-lib.sh" /tmp/tk-tune-out
 parts=${PARTS:-build tests tune dynamic}
 cache=${TUNE_CACHE:-/tmp/tk-tune-cache}
-cli=./build-gpu/tokitai-jit
 rc=0
-export CUDA_CACHE_PATH=/tmp/tk-nv-cache
-has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 
-if has build; then
-  echo "== build"
-  cmake -S . -B build-gpu -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-  cmake --build build-gpu -j16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-fi
+has build && gpu_build
 if has tests; then
   echo "== GPU suites: ${TESTS:-gpu_gemm|gpu_dynamic}"
   ctest --test-dir build-gpu -R "${TESTS:-gpu_gemm|gpu_dynamic}" --output-on-failure >"$out/ctest.log" 2>&1 || rc=1

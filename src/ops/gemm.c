@@ -156,7 +156,6 @@ typedef struct gemm_plan {
     int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
     gemm_tile tile;
     int64_t om, on, ok; /* the op's own M, N, K (tuning records are keyed on them) */
-    int tuned;          /* a tuning record chose the configuration */
     int64_t sms;        /* multiprocessors of the device (NV_SMS offline) */
 } gemm_plan;
 
@@ -649,8 +648,8 @@ static int plan_tuned(tk_context *ctx, gemm_plan *p)
                      TUNED_CACHE];
     if (t->gen == gen && t->ctx == ctx && t->op == p->op && t->n == p->on && t->k == p->ok &&
         t->mc == mc) {
-        if (t->present && t->fits && plan_apply(p, &t->cfg))
-            p->tuned = 1;
+        if (t->present && t->fits)
+            (void)plan_apply(p, &t->cfg);
         return t->present;
     }
     record_name(p, name);
@@ -665,8 +664,8 @@ static int plan_tuned(tk_context *ctx, gemm_plan *p)
         value[0] = '\0';
     }
     const int fits = present && cfg_parse(value, &c);
-    if (fits && plan_apply(p, &c))
-        p->tuned = 1;
+    if (fits)
+        (void)plan_apply(p, &c);
     *t = (tuned_slot){.ctx = ctx, .op = p->op, .n = p->on, .k = p->ok, .mc = mc, .gen = gen,
                       .present = present, .fits = fits};
     if (fits)
@@ -682,7 +681,7 @@ static int plan_tuned(tk_context *ctx, gemm_plan *p)
  * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
  * to tuning records: it lost to the persistent grid where the heuristics
  * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
-static void plan_persist(gemm_plan *p)
+static void plan_grid(gemm_plan *p)
 {
     p->persist = 0;
     p->epi_tma = 0;
@@ -979,7 +978,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     plan_alignment(&p, d_a, d_b, d_c);
     plan_wgmma(&p);
     plan_split(&p);
-    plan_persist(&p);
+    plan_grid(&p);
     if (!plan_tuned(ctx, &p) && tune_mode() == TUNE_AUTO && p.aligned && !p.amd && !p.simple) {
         /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the
          * caller's buffers and stream, then plan again with the record */
@@ -1159,7 +1158,7 @@ static void plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t 
     plan_alignment(p, NULL, NULL, NULL);
     plan_wgmma(p);
     plan_split(p);
-    plan_persist(p);
+    plan_grid(p);
 }
 
 /* ... and with the class's tuning record, as a call would plan it. */

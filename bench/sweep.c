@@ -42,13 +42,17 @@
  *
  *   sweep [--manifest FILE] [--seed S] [--count N] [--policy stable|exact|generic]
  *         [--only fwd|grad_a|grad_b] [--quick] [--csv FILE] [--jobs N] [--stub]
+ *         [--check-only]
  *
  * Prints a markdown table per op, then per op: n, geometric mean ratio, worst
  * ratio and its shape, shapes under 0.85; then the operator workspace the
  * calls used (tk_context_stats: bytes held, peak, device allocations) and
  * whether a compile or a workspace allocation fell inside a timed batch.
  * Exit 0 when every check passed, 1 when one failed, 2 for bad arguments, 77
- * without a GPU or without cuBLAS (as every bench program). --stub runs on
+ * without a GPU or without cuBLAS (as every bench program). --check-only
+ * runs each shape's check alone, one call of each side and nothing timed:
+ * for a profiler (ncu), which then sees one kernel launch per side and shape.
+ * --stub runs on
  * the stub backend (host memory, no kernels run, host times): it tests the
  * program, not the speed, and leaves out shapes over 256 MiB of buffers.
  */
@@ -343,6 +347,7 @@ static int cmp_double(const void *a, const void *b)
 
 typedef struct run_opts {
     int quick;
+    int check_only; /* no timing: one call of each side (for a profiler) */
     int samples;
     double batch_ms; /* device time per sample, at least */
 } run_opts;
@@ -513,7 +518,7 @@ static void bench_shape(shape *s, const run_opts *o)
     /* copies so that rotating among them exceeds a 50 MB L2 about 5 times,
      * within 4 GB */
     b.R = (int)ceil(256e6 / set_bytes);
-    if (b.R < 1 || g_stub)
+    if (b.R < 1 || g_stub || o->check_only)
         b.R = 1;
     if (b.R > 8)
         b.R = 8;
@@ -531,7 +536,8 @@ static void bench_shape(shape *s, const run_opts *o)
         fill_dev(b.y[r], (size_t)ye, 2 * (uint64_t)r + 2);
     }
     ref = dalloc(ob);
-    time_shape(&b, o, s);
+    if (!o->check_only)
+        time_shape(&b, o, s);
     check_shape(s, &b, ref);
     for (int r = 0; r < b.R; r++) {
         tk_mem_free(g_ctx, b.x[r]);
@@ -704,10 +710,22 @@ static void print_summary(const char *name, const summary *sm)
 
 /* ----------------------------------------------------------------- main */
 
+/* The stub run's own cache folder (mkdtemp), gone with the run. */
+static void remove_stub_cache(const char *dir)
+{
+    char cmd[64];
+    if (!g_stub)
+        return;
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
 static void usage(const char *argv0)
 {
     printf("usage: %s [--manifest FILE] [--seed S] [--count N] [--policy stable|exact|generic]\n"
            "       [--only fwd|grad_a|grad_b] [--quick] [--csv FILE] [--jobs N] [--stub]\n"
+           "       [--check-only]\n"
            "\n"
            "The GEMM sweep of the origin model against cuBLAS: every gemm shape of the\n"
            "manifest (default %s/manifests/default.tkm) and N (default 40) expert\n"
@@ -715,7 +733,8 @@ static void usage(const char *argv0)
            "(M x %d x %d) projections, through fwd, grad_a and grad_b, checked\n"
            "against cuBLAS's output. Per op: geometric mean and worst of cuBLAS time /\n"
            "tokitai time. Exit 0: every check passed; 1: a check failed; 77: no GPU or\n"
-           "no cuBLAS.\n",
+           "no cuBLAS. --check-only: one checked call per side and shape, nothing\n"
+           "timed (to run under a profiler).\n",
            argv0, TK_SOURCE_DIR, M_EXPERT_MAX, D_FF, D_MODEL, D_MODEL, D_FF);
 }
 
@@ -723,7 +742,7 @@ int main(int argc, char **argv)
 {
     const char *manifest = TK_SOURCE_DIR "/manifests/default.tkm", *csv_path = NULL;
     uint64_t seed = 20240611;
-    int count = 40, quick = 0, jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int count = 40, quick = 0, check_only = 0, jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     unsigned op_mask = 7;
     tk_policy policy = TK_POLICY_STABLE;
     tk_config *cfg = NULL;
@@ -738,6 +757,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--quick") == 0)
             quick = 1;
+        else if (strcmp(a, "--check-only") == 0)
+            check_only = 1;
         else if (strcmp(a, "--stub") == 0)
             g_stub = 1;
         else if (v == NULL)
@@ -851,7 +872,7 @@ int main(int argc, char **argv)
     }
     const uint64_t compiles_after_pc = compiles_now();
 
-    run_opts o = {quick, quick ? 5 : 11, quick ? 1.0 : 2.0};
+    run_opts o = {quick, check_only, quick ? 5 : 11, quick ? 1.0 : 2.0};
     summary sm[N_OPS + 1];
     int skipped = 0;
     const double t_start = now_s();
@@ -875,6 +896,12 @@ int main(int argc, char **argv)
                 continue;
             }
             bench_shape(s, &o);
+            if (check_only) {
+                printf("| %5lld x %4lld x %4lld | %-11s | checked: %s |\n", (long long)s->M,
+                       (long long)s->N, (long long)s->K, src_name[s->src], s->bad ? "FAILED" : "ok");
+                sm[N_OPS].fails += s->bad != 0;
+                continue;
+            }
             print_row(s);
             if (csv != NULL)
                 csv_row(csv, s);
@@ -885,6 +912,14 @@ int main(int argc, char **argv)
     if (csv != NULL)
         fclose(csv);
 
+    if (check_only) {
+        printf("\n%s (check only, nothing timed)\n",
+               sm[N_OPS].fails ? "SOME CHECKS FAILED" : "all checks passed");
+        tk_context_destroy(g_ctx);
+        free(l.v);
+        remove_stub_cache(stub_cache);
+        return sm[N_OPS].fails ? 1 : 0;
+    }
     tk_context_stats st;
     CHECK(tk_context_get_stats(g_ctx, &st));
     printf("\n## summary (%.0f s of measuring)\n\n", now_s() - t_start);
@@ -915,12 +950,7 @@ int main(int argc, char **argv)
     printf("%s\n", sm[N_OPS].fails ? "SOME CHECKS FAILED" : "all checks passed");
     tk_context_destroy(g_ctx);
     free(l.v);
-    if (g_stub) {
-        char cmd[64];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", stub_cache);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", stub_cache);
-    }
+    remove_stub_cache(stub_cache);
     return sm[N_OPS].fails ? 1 : 0;
 
 bad:

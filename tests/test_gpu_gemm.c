@@ -327,7 +327,8 @@ END_TEST
  * M, N and K and more than a wave of tiles in every layout (kernel shapes
  * 2100 x 2600, 2100 x 2200, 2200 x 2600 with K = 2200, 2600, 2100): the
  * persistent grid, stream-K (tiles shared across block boundaries), the
- * TMA-store and staged epilogues, split-K on both kernels. */
+ * TMA-store and staged epilogues, split-K on both kernels, each tile width
+ * of the TMA kernel (64, 128, 192, 256 columns). */
 START_TEST(test_every_configuration)
 {
     static const char *const configs[] = {
@@ -335,7 +336,10 @@ START_TEST(test_every_configuration)
         "tma bn=256 persist=2 epi=1 split=1", "tma bn=128 persist=1 epi=0 split=1",
         "tma bn=256 persist=1 epi=1 split=1", "tma bn=128 persist=0 epi=1 split=1",
         "tma bn=256 persist=0 epi=0 split=1", "tma bn=128 persist=0 epi=0 split=3",
-        "mma tile=1 split=2",
+        "tma bn=64 persist=0 epi=1 split=1",  "tma bn=64 persist=1 epi=0 split=1",
+        "tma bn=64 persist=2 epi=1 split=1",  "tma bn=192 persist=0 epi=1 split=1",
+        "tma bn=192 persist=1 epi=1 split=1", "tma bn=192 persist=1 epi=0 split=1",
+        "tma bn=192 persist=2 epi=0 split=1", "mma tile=1 split=2",
     };
     const shape s = {2100, 2600, 2200, 2, 0, 1};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {

@@ -206,23 +206,53 @@ static void plan_target(tk_context *ctx, gemm_plan *p)
         p->sms = NV_SMS;
 }
 
-/* Fraction of the SMs busy over the waves `tiles` blocks take (one block
- * per SM at a time, as the wgmma kernels run). */
-static double wave_eff(int64_t tiles)
+/* TMA kernel tile widths (columns of C per block; 128 rows) and their
+ * relative throughput per tile area, a guess from the wgmma widths: the
+ * narrower the instruction, the more shared-memory reads of A per MMA. */
+static const int tma_bns[] = {64, 128, 192, 256};
+static const double tma_bn_eff[] = {0.70, 0.90, 0.97, 1.0};
+#define N_TMA_BNS ((int)(sizeof tma_bns / sizeof tma_bns[0]))
+
+/* Ring stages for a TMA tile width: as many as fit (at most 8) beside the
+ * TMA-store staging (32 KiB) and the barriers in 227 KiB: 8 for 64 columns,
+ * 6 for 128, 4 for 192 and 256. */
+static int tma_stages(int bn)
 {
-    const int64_t waves = (tiles + NV_SMS - 1) / NV_SMS;
-    return waves > 0 ? (double)tiles / (double)(waves * NV_SMS) : 1.0;
+    const int stage = (128 + bn) * 64 * 2;
+    const int s = (232448 - 2048 - 32768) / stage;
+    return s > 8 ? 8 : s;
+}
+
+/* The TMA tile width for a kernel M x N on `sms` multiprocessors: least
+ * rounds x width / throughput, where rounds = the tiles each multiprocessor
+ * takes in turn (wave quantisation). On an H100 cuBLAS sizes its tiles the
+ * same way (the ncu profile of bench/sweep, bench/NOTES-gemm.md): grad_b of
+ * the MoE experts, a 1024 x 2816 output, takes 8 x 15 tiles of 128 x 192 (one
+ * round) where 128 x 256 makes 88 (67% of the chip) and 128 x 128 176
+ * (two rounds); a 1024 x 1024 output takes 128 tiles of 128 x 64. Ties go to
+ * the wider tile. */
+static int tma_pick_bn(int64_t M, int64_t N, int64_t sms)
+{
+    const int64_t tm = (M + 127) / 128;
+    int best = 256;
+    double best_cost = 0;
+    for (int i = N_TMA_BNS - 1; i >= 0; i--) {
+        const int64_t tiles = tm * ((N + tma_bns[i] - 1) / tma_bns[i]);
+        const int64_t rounds = (tiles + sms - 1) / sms;
+        const double cost = (double)rounds * tma_bns[i] / tma_bn_eff[i];
+        if (i == N_TMA_BNS - 1 || cost < best_cost * 0.999) {
+            best = tma_bns[i];
+            best_cost = cost;
+        }
+    }
+    return best;
 }
 
 /* After plan_target and plan_alignment: the wgmma kernel (sm_90a) takes the
  * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
- * allowed; 128x256 tiles where they (nearly) fill it, 128x128 otherwise.
+ * allowed. TMA form: every aligned shape, tile width by tma_pick_bn.
  * Everything else stays on the mma.sync kernel. Measured on an H100:
- * bench/NOTES-gemm.md. TMA form: 128x256 tiles unless their last wave leaves
- * the chip idle enough that 128x128 tiles (each ~15% less efficient, a guess
- * from 2048^3: 0.62 vs 0.56 of cuBLAS at equal waves) do better: the MoE up
- * projection, 2048 x 2816, makes 176 tiles of 128x256 (1.33 waves, 67% busy)
- * or 352 of 128x128 (2.67 waves, 89% busy). */
+ * bench/NOTES-gemm.md. */
 static void plan_wgmma(gemm_plan *p)
 {
     p->wgmma = 0;
@@ -240,13 +270,9 @@ static void plan_wgmma(gemm_plan *p)
      * attention's 64-wide shapes. */
     if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
         p->wgmma = 1;
-        /* 128x256 won on every large shape and layout; 4 stages (192 KiB) */
         p->tma = 1;
-        p->wg_bn = p->N > 128 && wave_eff(tm * ((p->N + 255) / 256)) >=
-                                     0.85 * wave_eff(tm * ((p->N + 127) / 128))
-                       ? 256
-                       : 128;
-        p->wg_stages = 4;
+        p->wg_bn = tma_pick_bn(p->M, p->N, p->sms > 0 ? p->sms : NV_SMS);
+        p->wg_stages = tma_stages(p->wg_bn);
         return;
     }
     if (p->tile.bm != nv_tiles[0].bm || p->tile.bn != nv_tiles[0].bn)
@@ -301,6 +327,7 @@ static void plan_split(gemm_plan *p)
         if (s >= 2) {
             p->splits = (int)s;
             p->wg_bn = 128;
+            p->wg_stages = tma_stages(128);
         }
         return;
     }
@@ -332,7 +359,7 @@ static void plan_split(gemm_plan *p)
             p->wgmma = 1;
             p->tma = 1;
             p->wg_bn = 128;
-            p->wg_stages = 4;
+            p->wg_stages = tma_stages(128);
         }
         return;
     }
@@ -341,7 +368,7 @@ static void plan_split(gemm_plan *p)
         p->wgmma = 1;
         p->tma = 1;
         p->wg_bn = 128;
-        p->wg_stages = 4;
+        p->wg_stages = tma_stages(128);
     }
 }
 
@@ -363,7 +390,7 @@ static void plan_split(gemm_plan *p)
  * the sums, within the op's tolerance. */
 typedef struct gemm_cfg {
     int tma;     /* 1: the sm_90a TMA wgmma kernel, 0: mma.sync */
-    int bn;      /* tma: 128 or 256 columns */
+    int bn;      /* tma: 64, 128, 192 or 256 columns */
     int tile;    /* mma.sync: index into nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
@@ -404,7 +431,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                &c->splits, &n) == 4 &&
         n > 0) {
         c->tma = 1;
-        return (c->bn == 128 || c->bn == 256) && c->persist >= 0 && c->persist <= 2 &&
+        return (c->bn == 64 || c->bn == 128 || c->bn == 192 || c->bn == 256) && c->persist >= 0 && c->persist <= 2 &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (sscanf(text, "mma tile=%d split=%d%n", &c->tile, &c->splits, &n) == 2 && n > 0)
@@ -423,7 +450,7 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
         return 0;
     if (c->tma) {
         if (!TK_GEMM_TMA || !p->sm90 || !p->aligned || p->M >= INT32_MAX || p->N >= INT32_MAX ||
-            p->K >= INT32_MAX || (c->bn != 128 && c->bn != 256))
+            p->K >= INT32_MAX || (c->bn != 64 && c->bn != 128 && c->bn != 192 && c->bn != 256))
             return 0;
         /* persistent blocks take whole tiles only; the TMA-store epilogue
          * writes C, not split partials, and needs C 16-byte aligned */
@@ -436,7 +463,8 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->persist == 2 &&
             ((p->M + 127) / 128) * ((p->N + c->bn - 1) / c->bn) <= p->sms)
             return 0;
-        q.wgmma = 1, q.tma = 1, q.wg_bn = c->bn, q.wg_stages = 4, q.persist = c->persist;
+        q.wgmma = 1, q.tma = 1, q.wg_bn = c->bn, q.wg_stages = tma_stages(c->bn);
+        q.persist = c->persist;
         q.epi_tma = c->epi;
         q.tile = nv_tiles[0];
         bk = 64;
@@ -1309,7 +1337,8 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     gemm_plan q;
     const int64_t t128 = ((base->M + 127) / 128) * ((base->N + 127) / 128);
     const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
-    for (int bn = 128; tma_ok && bn <= 256; bn *= 2) {
+    for (int b = 0; tma_ok && b < N_TMA_BNS; b++) {
+        const int bn = tma_bns[b];
         const int64_t tiles = ((base->M + 127) / 128) * ((base->N + bn - 1) / bn);
         for (int persist = 0; persist <= (tiles > base->sms ? 2 : 0); persist++)
             for (int epi = 0; epi <= 1; epi++) {

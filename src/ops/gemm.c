@@ -207,10 +207,13 @@ static void plan_target(tk_context *ctx, gemm_plan *p)
 }
 
 /* TMA kernel tile widths (columns of C per block; 128 rows) and their
- * relative throughput per tile area, a guess from the wgmma widths: the
- * narrower the instruction, the more shared-memory reads of A per MMA. */
+ * relative throughput per tile area: the narrower the instruction, the more
+ * shared-memory reads of A per MMA; 192 columns leave room for 4 stages
+ * only (128: 6). Fitted to tokitai-jit --tune on an H100 (bench/NOTES-gemm.md):
+ * the down projection at 4352-5504 tokens ran 3-9% faster on three rounds of
+ * 128-wide tiles than on two of 192-wide ones. */
 static const int tma_bns[] = {64, 128, 192, 256};
-static const double tma_bn_eff[] = {0.70, 0.90, 0.97, 1.0};
+static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 #define N_TMA_BNS ((int)(sizeof tma_bns / sizeof tma_bns[0]))
 
 /* Ring stages for a TMA tile width: as many as fit (at most 8) beside the
@@ -303,15 +306,17 @@ static void plan_split(gemm_plan *p)
     if (!TK_GEMM_SPLITK || p->amd || p->simple)
         return;
     if (p->tma) {
-        /* TMA kernel: split when a quarter of the chip or less has 128x128
-         * tiles and K has 32 tiles of 64 or more (half the chip when K has
-         * 128 or more): as many splits as fill the chip, at most 8, each at
-         * least 4 K tiles. Fitted to --tune on an H100: shorter reductions
-         * (K = 1024) and half-full chips ran best unsplit; grad_a
-         * 1024x32000x1024 (64 tiles, K = 32000) 1.6x faster split 2. */
+        /* TMA kernel: split when a sixteenth of the chip or less has
+         * 128x128 tiles and K has 32 tiles of 64 or more (half the chip when
+         * K has 128 or more): as many splits as fill the chip, at most 8,
+         * each at least 4 K tiles. Fitted to --tune on an H100: shorter
+         * reductions (K = 1024) and half-full chips ran best unsplit; grad_a
+         * 1024x32000x1024 (64 tiles, K = 32000) 1.6x faster split 2; with
+         * 16-32 tiles of 128x128 and K = 2048-2816 the unsplit 128x64 tiles
+         * (32-64 blocks, no reduce kernel) ran 4-26% faster than split 4-8. */
         tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
         kt = (p->K + 63) / 64;
-        if (kt < 32 || (tiles * 4 > NV_SMS && (tiles * 2 > NV_SMS || kt < 128)))
+        if (kt < 32 || (tiles * 16 > NV_SMS && (tiles * 2 > NV_SMS || kt < 128)))
             return;
         s = NV_SMS / tiles;
         if (s > 8)

@@ -14,7 +14,7 @@
  * kernel's M for forward and grad_a, the reduction length for grad_b);
  * generic passes all three at run time. Under stable and generic the set of
  * kernels for given N and K is fixed: the variant (tile, wgmma or mma.sync,
- * split-K or not, 128 or 256 columns) is a function of the shape, so the
+ * split-K or not, 64 to 256 columns) is a function of the shape, so the
  * token counts fall into a few classes, one kernel each (tk_op_precompile
  * compiles every class). The variant choice is the same under all policies.
  *

@@ -30,6 +30,14 @@
 //                                          tiles and writes fp32 partials to
 //                                          C + blockIdx.y * M * ldc (a
 //                                          workspace); TK_OUT_F16 is ignored
+//   TK_SWAP (optional, TMA kernel)         the host swapped the operands to
+//                                          compute C^T = B^T A^T (the token
+//                                          count on the kernel's N, where the
+//                                          tile width is free in steps of 16):
+//                                          kernel element (m, n) is stored at
+//                                          C[n*ldc + m]
+//   TK_BM (TMA kernel)                     128 or 256 rows (two 64-row wgmmas
+//                                          per consumer warpgroup)
 //   TK_PDL (optional, TMA kernel)          launched with programmatic dependent
 //                                          launch: waits for the previous kernel
 //                                          (griddepcontrol.wait) first
@@ -74,6 +82,9 @@ typedef long long tk_i64;
 #endif
 #ifndef TK_EPI_SMEM
 #define TK_EPI_SMEM 1
+#endif
+#ifndef TK_SWAP
+#define TK_SWAP 0
 #endif
 #if defined(TK_GEMM_REDUCE) && !defined(TK_GEMM_NO_ENTRY)
 #define TK_GEMM_NO_ENTRY 1
@@ -477,17 +488,61 @@ template <int R> __device__ __forceinline__ void fence_regs(float *d)
 }
 
 // wgmma.mma_async m64nNk16 (fp32 += fp16 x fp16, both operands from shared
-// memory): N/2 accumulators per thread, in 32-register groups (TK_WG_R*:
-// their operand numbers, TK_WG_F: their constraints), then the two
-// descriptors and the operands' transposition flags.
-#define TK_WG_R0 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-#define TK_WG_R1 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-#define TK_WG_R2 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
-#define TK_WG_R3 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+// memory), N any multiple of 16 up to 256: N/2 accumulators per thread, as
+// N/16 groups of 8 registers (TK_WG_Lg: the operand numbers of the first g
+// groups, TK_WG_Cg: their constraints), then the two descriptors and the
+// operands' transposition flags.
+#define TK_WG_G0 "%0,%1,%2,%3,%4,%5,%6,%7"
+#define TK_WG_G1 "%8,%9,%10,%11,%12,%13,%14,%15"
+#define TK_WG_G2 "%16,%17,%18,%19,%20,%21,%22,%23"
+#define TK_WG_G3 "%24,%25,%26,%27,%28,%29,%30,%31"
+#define TK_WG_G4 "%32,%33,%34,%35,%36,%37,%38,%39"
+#define TK_WG_G5 "%40,%41,%42,%43,%44,%45,%46,%47"
+#define TK_WG_G6 "%48,%49,%50,%51,%52,%53,%54,%55"
+#define TK_WG_G7 "%56,%57,%58,%59,%60,%61,%62,%63"
+#define TK_WG_G8 "%64,%65,%66,%67,%68,%69,%70,%71"
+#define TK_WG_G9 "%72,%73,%74,%75,%76,%77,%78,%79"
+#define TK_WG_G10 "%80,%81,%82,%83,%84,%85,%86,%87"
+#define TK_WG_G11 "%88,%89,%90,%91,%92,%93,%94,%95"
+#define TK_WG_G12 "%96,%97,%98,%99,%100,%101,%102,%103"
+#define TK_WG_G13 "%104,%105,%106,%107,%108,%109,%110,%111"
+#define TK_WG_G14 "%112,%113,%114,%115,%116,%117,%118,%119"
+#define TK_WG_G15 "%120,%121,%122,%123,%124,%125,%126,%127"
 #define TK_WG_F8(b)                                                                                \
     "+f"(d[(b) + 0]), "+f"(d[(b) + 1]), "+f"(d[(b) + 2]), "+f"(d[(b) + 3]), "+f"(d[(b) + 4]),      \
         "+f"(d[(b) + 5]), "+f"(d[(b) + 6]), "+f"(d[(b) + 7])
-#define TK_WG_F(b) TK_WG_F8(b), TK_WG_F8((b) + 8), TK_WG_F8((b) + 16), TK_WG_F8((b) + 24)
+#define TK_WG_L1 TK_WG_G0
+#define TK_WG_C1 TK_WG_F8(0)
+#define TK_WG_L2 TK_WG_L1 "," TK_WG_G1
+#define TK_WG_C2 TK_WG_C1, TK_WG_F8(8)
+#define TK_WG_L3 TK_WG_L2 "," TK_WG_G2
+#define TK_WG_C3 TK_WG_C2, TK_WG_F8(16)
+#define TK_WG_L4 TK_WG_L3 "," TK_WG_G3
+#define TK_WG_C4 TK_WG_C3, TK_WG_F8(24)
+#define TK_WG_L5 TK_WG_L4 "," TK_WG_G4
+#define TK_WG_C5 TK_WG_C4, TK_WG_F8(32)
+#define TK_WG_L6 TK_WG_L5 "," TK_WG_G5
+#define TK_WG_C6 TK_WG_C5, TK_WG_F8(40)
+#define TK_WG_L7 TK_WG_L6 "," TK_WG_G6
+#define TK_WG_C7 TK_WG_C6, TK_WG_F8(48)
+#define TK_WG_L8 TK_WG_L7 "," TK_WG_G7
+#define TK_WG_C8 TK_WG_C7, TK_WG_F8(56)
+#define TK_WG_L9 TK_WG_L8 "," TK_WG_G8
+#define TK_WG_C9 TK_WG_C8, TK_WG_F8(64)
+#define TK_WG_L10 TK_WG_L9 "," TK_WG_G9
+#define TK_WG_C10 TK_WG_C9, TK_WG_F8(72)
+#define TK_WG_L11 TK_WG_L10 "," TK_WG_G10
+#define TK_WG_C11 TK_WG_C10, TK_WG_F8(80)
+#define TK_WG_L12 TK_WG_L11 "," TK_WG_G11
+#define TK_WG_C12 TK_WG_C11, TK_WG_F8(88)
+#define TK_WG_L13 TK_WG_L12 "," TK_WG_G12
+#define TK_WG_C13 TK_WG_C12, TK_WG_F8(96)
+#define TK_WG_L14 TK_WG_L13 "," TK_WG_G13
+#define TK_WG_C14 TK_WG_C13, TK_WG_F8(104)
+#define TK_WG_L15 TK_WG_L14 "," TK_WG_G14
+#define TK_WG_C15 TK_WG_C14, TK_WG_F8(112)
+#define TK_WG_L16 TK_WG_L15 "," TK_WG_G15
+#define TK_WG_C16 TK_WG_C15, TK_WG_F8(120)
 #define TK_WG_MMA(n, regs, da_op, db_op, ta_op, tb_op, ...)                                        \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
                  "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.f16.f16 {" regs "}, %" #da_op    \
@@ -498,17 +553,39 @@ template <int R> __device__ __forceinline__ void fence_regs(float *d)
 template <int BN, int TA, int TB>
 __device__ __forceinline__ void mma(float *d, unsigned long long da, unsigned long long db)
 {
-    static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma tile width");
+    static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "wgmma tile width");
     if constexpr (BN == 256)
-        TK_WG_MMA(256, TK_WG_R0 "," TK_WG_R1 "," TK_WG_R2 "," TK_WG_R3, 128, 129, 130, 131,
-                  TK_WG_F(0), TK_WG_F(32), TK_WG_F(64), TK_WG_F(96));
+        TK_WG_MMA(256, TK_WG_L16, 128, 129, 130, 131, TK_WG_C16);
+    else if constexpr (BN == 240)
+        TK_WG_MMA(240, TK_WG_L15, 120, 121, 122, 123, TK_WG_C15);
+    else if constexpr (BN == 224)
+        TK_WG_MMA(224, TK_WG_L14, 112, 113, 114, 115, TK_WG_C14);
+    else if constexpr (BN == 208)
+        TK_WG_MMA(208, TK_WG_L13, 104, 105, 106, 107, TK_WG_C13);
     else if constexpr (BN == 192)
-        TK_WG_MMA(192, TK_WG_R0 "," TK_WG_R1 "," TK_WG_R2, 96, 97, 98, 99, TK_WG_F(0), TK_WG_F(32),
-                  TK_WG_F(64));
+        TK_WG_MMA(192, TK_WG_L12, 96, 97, 98, 99, TK_WG_C12);
+    else if constexpr (BN == 176)
+        TK_WG_MMA(176, TK_WG_L11, 88, 89, 90, 91, TK_WG_C11);
+    else if constexpr (BN == 160)
+        TK_WG_MMA(160, TK_WG_L10, 80, 81, 82, 83, TK_WG_C10);
+    else if constexpr (BN == 144)
+        TK_WG_MMA(144, TK_WG_L9, 72, 73, 74, 75, TK_WG_C9);
     else if constexpr (BN == 128)
-        TK_WG_MMA(128, TK_WG_R0 "," TK_WG_R1, 64, 65, 66, 67, TK_WG_F(0), TK_WG_F(32));
-    else
-        TK_WG_MMA(64, TK_WG_R0, 32, 33, 34, 35, TK_WG_F(0));
+        TK_WG_MMA(128, TK_WG_L8, 64, 65, 66, 67, TK_WG_C8);
+    else if constexpr (BN == 112)
+        TK_WG_MMA(112, TK_WG_L7, 56, 57, 58, 59, TK_WG_C7);
+    else if constexpr (BN == 96)
+        TK_WG_MMA(96, TK_WG_L6, 48, 49, 50, 51, TK_WG_C6);
+    else if constexpr (BN == 80)
+        TK_WG_MMA(80, TK_WG_L5, 40, 41, 42, 43, TK_WG_C5);
+    else if constexpr (BN == 64)
+        TK_WG_MMA(64, TK_WG_L4, 32, 33, 34, 35, TK_WG_C4);
+    else if constexpr (BN == 48)
+        TK_WG_MMA(48, TK_WG_L3, 24, 25, 26, 27, TK_WG_C3);
+    else if constexpr (BN == 32)
+        TK_WG_MMA(32, TK_WG_L2, 16, 17, 18, 19, TK_WG_C2);
+    else if constexpr (BN == 16)
+        TK_WG_MMA(16, TK_WG_L1, 8, 9, 10, 11, TK_WG_C1);
 }
 
 // Copies a ROWS x COLS tile (COLS contiguous elements per row in global
@@ -540,11 +617,11 @@ __device__ __forceinline__ void load_tile(unsigned sdst, const unsigned short *s
 
 // Register epilogue shared by the wgmma kernels. Accumulator layout (per warp
 // of a warpgroup, 16 rows): register 4j+2h+e holds row rbase + 8h, column
-// n0 + 8j + 2*(lane%4) + e.
-template <int BN, bool OUT16, bool VEC, int NACC>
-__device__ __forceinline__ void store_acc_regs(const float (&acc)[NACC], void *C, tk_i64 ldc,
-                                               tk_i64 M, tk_i64 N, tk_i64 rbase, tk_i64 n0,
-                                               int lane)
+// n0 + 8j + 2*(lane%4) + e. SWAP: the kernel computes C^T (its rows are C's
+// columns): element (r, c) goes to C[c * ldc + r].
+template <int BN, bool OUT16, bool VEC, bool SWAP = false>
+__device__ __forceinline__ void store_acc_regs(const float *acc, void *C, tk_i64 ldc, tk_i64 M,
+                                               tk_i64 N, tk_i64 rbase, tk_i64 n0, int lane)
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -555,7 +632,17 @@ __device__ __forceinline__ void store_acc_regs(const float (&acc)[NACC], void *C
         for (int j = 0; j < BN / 8; ++j) {
             const tk_i64 c = n0 + j * 8 + (lane & 3) * 2;
             const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-            if (OUT16) {
+            if (SWAP) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (c + e >= N)
+                        break;
+                    if (OUT16)
+                        ((unsigned short *)C)[(c + e) * ldc + r] = tkg::to_h(e ? v1 : v0);
+                    else
+                        ((float *)C)[(c + e) * ldc + r] = e ? v1 : v0;
+                }
+            } else if (OUT16) {
                 unsigned short *out = (unsigned short *)C + r * ldc + c;
                 if (VEC && c + 1 < N) {
                     *(unsigned *)out = tkg::pack_h2(v0, v1);
@@ -717,8 +804,8 @@ __device__ __forceinline__ void tma_load2d(unsigned dst, const tk_tmap *map, int
 // their quad so that each lane stores 4 consecutive halves (8 bytes), 4 lanes
 // a whole 32-byte sector of a row, half as many stores as pair stores.
 // Needs C 8-byte aligned and ldc % 4 == 0 (checked by the caller).
-template <int BN, int NACC>
-__device__ __forceinline__ void store_acc_h4(const float (&acc)[NACC], unsigned short *C, tk_i64 ldc,
+template <int BN>
+__device__ __forceinline__ void store_acc_h4(const float *acc, unsigned short *C, tk_i64 ldc,
                                              tk_i64 M, tk_i64 N, tk_i64 rbase, tk_i64 n0,
                                              int lane)
 {
@@ -896,16 +983,21 @@ __device__ __forceinline__ void sk_wait(const unsigned long long *flag, unsigned
 // of its own so that the producer / consumer split is one if / else
 // (setmaxnreg applies per branch). Stage s of the ring holds K step `it`
 // (counted across the block's segments) when it % STAGES == s, in phase
-// (it / STAGES) & 1.
-template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
+// (it / STAGES) & 1. Each consumer warpgroup owns BM / 2 rows of the tile:
+// MI = BM / 128 blocks of 64 rows, an m64nBNk16 wgmma each per K step of 16
+// (the B operand shared), MI x BN / 2 accumulators per thread.
+template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
                                             tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
                                             void *C, const tk_tmap *mC, void *skw,
                                             unsigned long long tag)
 {
-    constexpr int BM = 128, BK = 64;
+    constexpr int BK = 64, MI = BM / 128;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-    constexpr int NACC = BN / 2;
+    constexpr int NACC1 = BN / 2, NACC = MI * NACC1;
+    static_assert(BM == 128 || BM == 256, "TMA tile height");
+    static_assert(BM == 128 || (!TK_EPI_TMA && !TK_STREAMK), "256-row tiles: register or staged epilogue");
+    static_assert(!SWAP || (!TK_EPI_TMA && !TK_STREAMK && !TK_SPLITK), "swapped tiles: plain grid");
     const int tid = threadIdx.x;
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = (tid >> 7) - 1;
@@ -932,16 +1024,21 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) {
-                unsigned long long da, db;
-                if (AK)
-                    da = desc(sa + cw * 64 * 128 + kk * 32, 16, 1024);
-                else
-                    da = desc(sa + cw * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+                unsigned long long db;
                 if (BKM)
                     db = desc(sb + kk * 32, 16, 1024);
                 else
                     db = desc(sb + kk * 16 * 128, BK * 128, 1024);
-                mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc, da, db);
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    const int mb = cw * MI + mi; // 64-row block of the tile
+                    unsigned long long da;
+                    if (AK)
+                        da = desc(sa + mb * 64 * 128 + kk * 32, 16, 1024);
+                    else
+                        da = desc(sa + mb * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+                    mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
+                }
             }
             commit();
             wait<1>(); // the wgmma of step it - 1 is done: its stage is free
@@ -990,101 +1087,137 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
                 }
             }
         }
-        const tk_i64 rbase = m0 + cw * 64 + warp_in_wg * 16 + (lane >> 2);
-        if (TK_EPI_TMA) {
+        // Row of this thread's first accumulator in 64-row block mi: rbase + 64 mi.
+        const tk_i64 rbase = m0 + cw * (BM / 2) + warp_in_wg * 16 + (lane >> 2);
+        if constexpr (TK_EPI_TMA && BM == 128) {
             store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
                                      warp_in_wg, lane, tid);
             continue;
         }
-        if (more) {
-            // The ring is the producer's: store from registers.
-            if (OUT16 && VEC && ((unsigned long long)C % 8 == 0) && (ldc % 4 == 0))
-                store_acc_h4<BN>(acc, (unsigned short *)C, ldc, M, N, rbase, n0, lane);
-            else
-                store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, rbase, n0, lane);
+        constexpr int ES = OUT16 ? 2 : 4;
+        // Staging rows (see below): padded so that the stores of a warp hit
+        // distinct banks.
+        constexpr int STRIDE = SWAP ? (BM / 2) * ES + 16 : BN * ES + (OUT16 ? 16 : 32);
+        constexpr int ROWS = SWAP ? BN : BM / 2;
+        constexpr bool STAGE = TK_EPI_SMEM && 2 * ROWS * STRIDE <= STAGES * STAGE_BYTES;
+        if (more || !STAGE) {
+            // The ring is the producer's (or too small): store from registers.
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                if (!SWAP && OUT16 && VEC && ((unsigned long long)C % 8 == 0) && (ldc % 4 == 0))
+                    store_acc_h4<BN>(acc + mi * NACC1, (unsigned short *)C, ldc, M, N,
+                                     rbase + 64 * mi, n0, lane);
+                else
+                    store_acc_regs<BN, OUT16, VEC, SWAP>(acc + mi * NACC1, C, ldc, M, N,
+                                                         rbase + 64 * mi, n0, lane);
+            }
             continue;
         }
-        if (TK_EPI_SMEM) {
-            // Short-K shapes (grad_b with K = the op's M) are bound by this write:
-            // the register layout gives each warp 8 rows x 16-32 bytes per store,
-            // staged rows go out as whole 16-byte vectors, a warp per 512 bytes.
-            constexpr int ES = OUT16 ? 2 : 4;
-            // Row padding: the pair stores of 8 rows hit distinct banks (16 bytes
-            // shift 4 banks a row for 4-byte pairs, 32 bytes 8 banks for 8-byte).
-            constexpr int STRIDE = BN * ES + (OUT16 ? 16 : 32);
-            constexpr int CH = BN * ES / 16, PER = 16 / ES;
-            static_assert(2 * 64 * STRIDE <= STAGES * STAGE_BYTES, "staging exceeds the ring");
-            // The block's last segment: both consumer warpgroups are past their
-            // last wgmma (and the producer past its last copy) before either
-            // overwrites the ring.
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            const unsigned st = sbase + cw * 64 * STRIDE;
-            const int rl = warp_in_wg * 16 + (lane >> 2);
+        // The block's last segment: both consumer warpgroups are past their
+        // last wgmma (and the producer past its last copy) before either
+        // overwrites the ring with its share of the tile, which then leaves
+        // as whole 16-byte vectors of C's rows, a warp per 512 bytes.
+        // Short-K shapes (grad_b with K = the op's M) are bound by this write:
+        // the register layout gives each warp 8 rows x 16-32 bytes per store.
+        // Unswapped: the warpgroup's BM / 2 rows of BN columns, row padding
+        // so that the pair stores of 8 rows hit distinct banks (16 bytes
+        // shift 4 banks a row for 4-byte pairs, 32 bytes 8 banks for 8-byte).
+        // SWAP: transposed, BN rows (C's rows) of BM / 2 columns; a warp's
+        // store is 8 consecutive columns of 4 rows 2 apart, which the 16-byte
+        // padding puts on distinct banks.
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        const unsigned st = sbase + cw * ROWS * STRIDE;
+        const int rl = warp_in_wg * 16 + (lane >> 2);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j) {
-                    const unsigned off =
-                        st + (unsigned)((rl + 8 * h) * STRIDE + (j * 8 + (lane & 3) * 2) * ES);
-                    const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-                    if (OUT16)
-                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off),
-                                     "r"(tkg::pack_h2(v0, v1))
-                                     : "memory");
-                    else
-                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off), "f"(v0),
-                                     "f"(v1)
-                                     : "memory");
-                }
-            }
-            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
-            const bool v16 = VEC && ((unsigned long long)C % 16 == 0) && ((ldc * ES) % 16 == 0);
-            for (int i = tid & 127; i < 64 * CH; i += 128) {
-                const int row = i / CH, ch = i % CH;
-                const tk_i64 r = m0 + cw * 64 + row, c = n0 + ch * PER;
-                if (r >= M)
-                    break; // rows grow with i
-                unsigned x0, x1, x2, x3;
-                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                             : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
-                             : "r"(st + (unsigned)(row * STRIDE + ch * 16))
-                             : "memory");
-                char *out = (char *)C + (r * ldc + c) * ES;
-                if (v16 && c + PER <= N) {
-                    *(uint4 *)out = make_uint4(x0, x1, x2, x3);
-                } else {
-                    const unsigned xs[4] = {x0, x1, x2, x3};
-#pragma unroll
-                    for (int e = 0; e < PER; ++e) {
-                        if (c + e >= N)
-                            break;
+                    const int r = rl + 64 * mi + 8 * h, c = j * 8 + (lane & 3) * 2;
+                    const float v0 = acc[mi * NACC1 + 4 * j + 2 * h];
+                    const float v1 = acc[mi * NACC1 + 4 * j + 2 * h + 1];
+                    if (SWAP) {
+                        const unsigned off = st + (unsigned)(c * STRIDE + r * ES);
+                        if (OUT16) {
+                            asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(off),
+                                         "h"(tkg::to_h(v0))
+                                         : "memory");
+                            asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(off + STRIDE),
+                                         "h"(tkg::to_h(v1))
+                                         : "memory");
+                        } else {
+                            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(off), "f"(v0)
+                                         : "memory");
+                            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(off + STRIDE), "f"(v1)
+                                         : "memory");
+                        }
+                    } else {
+                        const unsigned off = st + (unsigned)(r * STRIDE + c * ES);
                         if (OUT16)
-                            ((unsigned short *)out)[e] =
-                                (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
+                            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off),
+                                         "r"(tkg::pack_h2(v0, v1))
+                                         : "memory");
                         else
-                            ((unsigned *)out)[e] = xs[e];
+                            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off),
+                                         "f"(v0), "f"(v1)
+                                         : "memory");
                     }
                 }
             }
-        } else {
-            store_acc_regs<BN, OUT16, VEC>(acc, C, ldc, M, N, rbase, n0, lane);
+        }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+        // Row ROW of the staging holds C row cr0 + ROW from column cc0 on.
+        constexpr int COLS = SWAP ? BM / 2 : BN; // elements per staging row
+        constexpr int CH = COLS * ES / 16, PER = 16 / ES;
+        const tk_i64 cr0 = SWAP ? n0 : m0 + cw * (BM / 2);
+        const tk_i64 cc0 = SWAP ? m0 + cw * (BM / 2) : n0;
+        const tk_i64 rlim = SWAP ? N : M, clim = SWAP ? M : N;
+        const bool v16 = (SWAP || VEC) && ((unsigned long long)C % 16 == 0) && ((ldc * ES) % 16 == 0);
+        for (int i = tid & 127; i < ROWS * CH; i += 128) {
+            const int row = i / CH, ch = i % CH;
+            const tk_i64 r = cr0 + row, c = cc0 + ch * PER;
+            if (r >= rlim)
+                break; // rows grow with i
+            unsigned x0, x1, x2, x3;
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                         : "r"(st + (unsigned)(row * STRIDE + ch * 16))
+                         : "memory");
+            char *out = (char *)C + (r * ldc + c) * ES;
+            if (v16 && c + PER <= clim) {
+                *(uint4 *)out = make_uint4(x0, x1, x2, x3);
+            } else {
+                const unsigned xs[4] = {x0, x1, x2, x3};
+#pragma unroll
+                for (int e = 0; e < PER; ++e) {
+                    if (c + e >= clim)
+                        break;
+                    if (OUT16)
+                        ((unsigned short *)out)[e] = (unsigned short)(xs[e / 2] >> (16 * (e % 2)));
+                    else
+                        ((unsigned *)out)[e] = xs[e];
+                }
+            }
         }
     }
     if (TK_EPI_TMA && tid == 128)
         bulk_wait_all(); // the staging buffers live until the stores have read them
 }
 
-// Dynamic shared memory: STAGES * (128 + BN) * 64 * 2 + 2048 bytes (1 KiB of
+// Dynamic shared memory: STAGES * (BM + BN) * 64 * 2 + 2048 bytes (1 KiB of
 // alignment slack, then the barriers), + 32 KiB of staging with TK_EPI_TMA.
-// 384 threads.
-template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC>
+// 384 threads. BN a multiple of 64 when B is N-major (its boxes are 64
+// columns wide), of 16 when K-major.
+template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB,
                                               const tk_tmap *mC, void *C, tk_i64 M, tk_i64 N,
                                               tk_i64 K, tk_i64 ldc, void *skw,
                                               unsigned long long tag, unsigned char *smem)
 {
-    constexpr int BM = 128, BK = 64;
+    constexpr int BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+    static_assert(BKM ? BN % 16 == 0 : BN % 64 == 0, "TMA tile width");
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
     const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
@@ -1126,7 +1259,8 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
                     const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
                     const int kc = (kt0 + kt) * BK;
                     if (AK)
-                        tma_load2d(sa, mA, kc, m0, full);
+                        for (int b = 0; b < BM / 128; ++b)
+                            tma_load2d(sa + b * 128 * 128, mA, kc, m0 + 128 * b, full);
                     else
                         for (int b = 0; b < BM / 64; ++b)
                             tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, kc, full);
@@ -1139,8 +1273,8 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
             }
         }
     } else {
-        consume_tma<BN, STAGES, AK, BKM, OUT16, VEC>(sbase, bars, KT, M, N, tiles_m, tiles_n, ldc,
-                                                     C, mC, skw, tag);
+        consume_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(sbase, bars, KT, M, N, tiles_m,
+                                                               tiles_n, ldc, C, mC, skw, tag);
     }
 }
 
@@ -1152,7 +1286,7 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-architecture=sm_90a)");
 #endif
-// Dynamic shared memory: TK_STAGES * (128 + TK_BN) * 64 * 2 + 2048 bytes,
+// Dynamic shared memory: TK_STAGES * (TK_BM + TK_BN) * 64 * 2 + 2048 bytes,
 // + 32768 with TK_EPI_TMA (the staging buffers). mC: tensor map of C (boxes
 // of 128 bytes x 128 rows) with TK_EPI_TMA, unused otherwise.
 // TK_STREAMK: skw is the fix-up area (a flag and a partial tile per block)
@@ -1184,10 +1318,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #endif
     if (TK_SPLITK)
         C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
-    tkw::gemm_body_tma<TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
-                       TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0>(&mA, &mB, &mC, C, M, N, K,
-                                                                       ldc, skw, tag,
-                                                                       tk_gemm_smem);
+    tkw::gemm_body_tma<TK_BM, TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
+                       TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0, TK_SWAP != 0>(
+        &mA, &mB, &mC, C, M, N, K, ldc, skw, tag, tk_gemm_smem);
 }
 #elif defined(TK_WGMMA)
 // A compile error, not a kernel that silently does nothing, on a wrong target.

@@ -254,7 +254,7 @@ class tk_check_report(ctypes.Structure):
 
 # Every mirrored struct, by its C name: the layout test walks this table.
 class tk_tune_timing(ctypes.Structure):
-    _fields_ = [("config", c_char * 48), ("us", c_double)]
+    _fields_ = [("config", c_char * 64), ("us", c_double)]
 
 
 class tk_tune_report(ctypes.Structure):
@@ -268,7 +268,7 @@ class tk_tune_report(ctypes.Structure):
         ("candidates", c_uint),
         ("compiled", c_uint),
         ("rejected", c_uint),
-        ("timed", tk_tune_timing * 48),
+        ("timed", tk_tune_timing * 64),
         ("stored", c_int),
     ]
 

@@ -106,6 +106,12 @@ static int pdl_enabled(void)
 #ifndef TK_GEMM_EPI_TMA
 #define TK_GEMM_EPI_TMA 1
 #endif
+/* 1: the TMA kernel may compute C^T = B^T A^T on 256-row tiles where that
+ * fits the token count to the chip better (swap_pick_bn); build with
+ * -DTK_GEMM_SWAP=0 to keep every call unswapped. */
+#ifndef TK_GEMM_SWAP
+#define TK_GEMM_SWAP 1
+#endif
 /* TMA kernel epilogue staged through shared memory (TK_EPI_SMEM in the
  * kernel); build with -DTK_GEMM_EPI_SMEM=0 for the register-pair stores. */
 #ifndef TK_GEMM_EPI_SMEM
@@ -135,10 +141,15 @@ static int pdl_enabled(void)
  * the tile choice, never correctness. */
 #define NV_SMS 132
 
+/* Token counts above this all take the same variant (128-row tiles fill the
+ * chip, split-K and swapped tiles are never chosen); below it every value is
+ * planned (tk__gemm_precompile). */
+#define M_CLASS_LIMIT (NV_SMS * 128 + 1024)
+
 /* One op expressed in the kernel's terms. */
 typedef struct gemm_plan {
     const char *op;
-    int moving;            /* which kernel dim is the op's M (tokens): 0 = M, 2 = K */
+    int moving;            /* which kernel dim is the op's M (tokens): 0 = M, 1 = N, 2 = K */
     int64_t M, N, K;       /* kernel's M, N, K */
     int64_t lda, ldb, ldc; /* resolved */
     int a_kmajor, b_kmajor, out_f16;
@@ -148,7 +159,8 @@ typedef struct gemm_plan {
     int sm90;   /* NVIDIA sm_90 (Hopper): the wgmma kernel may serve */
     int wgmma;  /* the sm_90a warpgroup-MMA kernel serves this call */
     int tma;    /* ... in its TMA form (tensor maps as arguments) */
-    int wg_bn, wg_stages;
+    int wg_bm, wg_bn, wg_stages; /* wg_bm: 128, or 256 on the TMA kernel */
+    int swap;    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
     int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
                   * 2 the same grid sharing the K steps of all tiles (stream-K) */
     int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
@@ -216,13 +228,14 @@ static const int tma_bns[] = {64, 128, 192, 256};
 static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 #define N_TMA_BNS ((int)(sizeof tma_bns / sizeof tma_bns[0]))
 
-/* Ring stages for a TMA tile width: as many as fit (at most 8) beside the
- * TMA-store staging (32 KiB) and the barriers in 227 KiB: 8 for 64 columns,
- * 6 for 128, 4 for 192 and 256. */
-static int tma_stages(int bn)
+/* Ring stages for a TMA tile: as many as fit (at most 8) beside the
+ * barriers in 227 KiB, and beside the TMA-store staging (32 KiB) for
+ * 128-row tiles: 8 for 64 columns, 6 for 128, 4 for 192 and 256; 256-row
+ * tiles (no TMA store): 4 up to 192 columns. */
+static int tma_stages(int bm, int bn)
 {
-    const int stage = (128 + bn) * 64 * 2;
-    const int s = (232448 - 2048 - 32768) / stage;
+    const int stage = (bm + bn) * 64 * 2;
+    const int s = (232448 - 2048 - (bm == 128 ? 32768 : 0)) / stage;
     return s > 8 ? 8 : s;
 }
 
@@ -234,7 +247,7 @@ static int tma_stages(int bn)
  * round) where 128 x 256 makes 88 (67% of the chip) and 128 x 128 176
  * (two rounds); a 1024 x 1024 output takes 128 tiles of 128 x 64. Ties go to
  * the wider tile. */
-static int tma_pick_bn(int64_t M, int64_t N, int64_t sms)
+static int tma_pick_bn(int64_t M, int64_t N, int64_t sms, double *cost_out)
 {
     const int64_t tm = (M + 127) / 128;
     int best = 256;
@@ -242,14 +255,72 @@ static int tma_pick_bn(int64_t M, int64_t N, int64_t sms)
     for (int i = N_TMA_BNS - 1; i >= 0; i--) {
         const int64_t tiles = tm * ((N + tma_bns[i] - 1) / tma_bns[i]);
         const int64_t rounds = (tiles + sms - 1) / sms;
-        const double cost = (double)rounds * tma_bns[i] / tma_bn_eff[i];
+        const double cost = (double)rounds * 128 * tma_bns[i] / tma_bn_eff[i];
         if (i == N_TMA_BNS - 1 || cost < best_cost * 0.999) {
             best = tma_bns[i];
             best_cost = cost;
         }
     }
+    *cost_out = best_cost;
     return best;
 }
+
+/* Swapped tiles (plan_swap): the op's C^T = B^T A^T, its tokens on the
+ * kernel's N, where the tile width is free in steps of 16 (B K-major), so
+ * that the token count can be cut into as many tiles as fill one round;
+ * 256 rows (two 64-row wgmmas per consumer warpgroup) on the other side.
+ * cuBLAS fits its tiles the same way on an H100 (bench/NOTES-gemm.md): the
+ * down projection at 4284 tokens, a 4284 x 1024 output, ran on 128 tiles of
+ * 256 x 136, the 136 on the tokens, where 128-row tiles make two rounds.
+ * Throughput per tile area by the wgmma width, from tokitai-jit --tune on an
+ * H100 (the down projection at 2944 tokens: 96-wide swapped tiles 28.3 us
+ * against 33.0 for 92 tiles of 128 x 256; at 4284, 144-wide ones one round
+ * at 0.97 of cuBLAS): 0.76 at 64 columns to 0.94 from 128 on. */
+#define SWAP_BN_MIN 64
+#define SWAP_BN_MAX 192
+static double swap_eff(int bn)
+{
+    return bn >= 128 ? 0.94 : bn >= 112 ? 0.91 : bn >= 96 ? 0.87 : bn >= 80 ? 0.82 : 0.76;
+}
+
+/* Kernel M x N of the swapped plan (M: the op's N, N: its tokens): the
+ * width of least rounds x area / throughput, and that cost. */
+static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, double *cost_out)
+{
+    const int64_t tm = (M + 255) / 256;
+    int best = 0;
+    double best_cost = 0;
+    for (int bn = SWAP_BN_MAX; bn >= SWAP_BN_MIN; bn -= 16) {
+        const int64_t tiles = tm * ((N + bn - 1) / bn);
+        const int64_t rounds = (tiles + sms - 1) / sms;
+        const double cost = (double)rounds * 256 * bn / swap_eff(bn);
+        if (best == 0 || cost < best_cost * 0.999) {
+            best = bn;
+            best_cost = cost;
+        }
+    }
+    *cost_out = best_cost;
+    return best;
+}
+
+/* Swaps the kernel's operands: C^T[N,M] = B^T A^T. The kernel's A is then
+ * the op's B side (A'(n,k) = B(k,n): K-major when B was), its B the op's A
+ * side, its M and N exchanged, and its epilogue stores element (m, n) at
+ * C[n * ldc + m] (TK_SWAP). Applying it twice restores the plan. */
+static void plan_swap(gemm_plan *p)
+{
+    int64_t t;
+    int k;
+    t = p->M, p->M = p->N, p->N = t;
+    t = p->lda, p->lda = p->ldb, p->ldb = t;
+    k = p->a_kmajor, p->a_kmajor = p->b_kmajor, p->b_kmajor = k;
+    if (p->moving != 2)
+        p->moving = 1 - p->moving;
+    p->swap = !p->swap;
+}
+
+/* Swapped plans win when they save at least this share of the cost. */
+#define SWAP_GAIN 0.92
 
 /* After plan_target and plan_alignment: the wgmma kernel (sm_90a) takes the
  * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
@@ -272,15 +343,29 @@ static void plan_wgmma(gemm_plan *p)
      * and split 8 ways 1.4-2.3x faster on the router's N = 8 and the
      * attention's 64-wide shapes. */
     if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
+        const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+        double cost, swap_cost;
         p->wgmma = 1;
         p->tma = 1;
-        p->wg_bn = tma_pick_bn(p->M, p->N, p->sms > 0 ? p->sms : NV_SMS);
-        p->wg_stages = tma_stages(p->wg_bn);
+        p->wg_bm = 128;
+        p->wg_bn = tma_pick_bn(p->M, p->N, sms, &cost);
+        /* tokens on the kernel's M, A K-major (the swapped B then is); the
+         * token counts a precompile enumerates */
+        if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT) {
+            const int bn = swap_pick_bn(p->N, p->M, sms, &swap_cost);
+            if (swap_cost < cost * SWAP_GAIN) {
+                plan_swap(p);
+                p->wg_bm = 256;
+                p->wg_bn = bn;
+            }
+        }
+        p->wg_stages = tma_stages(p->wg_bm, p->wg_bn);
         return;
     }
     if (p->tile.bm != nv_tiles[0].bm || p->tile.bn != nv_tiles[0].bn)
         return;
     p->wgmma = 1;
+    p->wg_bm = 128;
     /* 128x256 tiles also when they make ~0.9 of one wave (2048^3: 128 tiles on
      * 132 SMs ran 0.62 of cuBLAS against 0.56 for 256 128x128 tiles) */
     if (p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
@@ -304,6 +389,8 @@ static void plan_split(gemm_plan *p)
     int tma;
     p->splits = 1;
     if (!TK_GEMM_SPLITK || p->amd || p->simple)
+        return;
+    if (p->swap)
         return;
     if (p->tma) {
         /* TMA kernel: split when a sixteenth of the chip or less has
@@ -332,7 +419,7 @@ static void plan_split(gemm_plan *p)
         if (s >= 2) {
             p->splits = (int)s;
             p->wg_bn = 128;
-            p->wg_stages = tma_stages(128);
+            p->wg_bm = 128, p->wg_stages = tma_stages(128, 128);
         }
         return;
     }
@@ -364,7 +451,7 @@ static void plan_split(gemm_plan *p)
             p->wgmma = 1;
             p->tma = 1;
             p->wg_bn = 128;
-            p->wg_stages = tma_stages(128);
+            p->wg_bm = 128, p->wg_stages = tma_stages(128, 128);
         }
         return;
     }
@@ -373,7 +460,7 @@ static void plan_split(gemm_plan *p)
         p->wgmma = 1;
         p->tma = 1;
         p->wg_bn = 128;
-        p->wg_stages = tma_stages(128);
+        p->wg_bm = 128, p->wg_stages = tma_stages(128, 128);
     }
 }
 
@@ -395,7 +482,9 @@ static void plan_split(gemm_plan *p)
  * the sums, within the op's tolerance. */
 typedef struct gemm_cfg {
     int tma;     /* 1: the sm_90a TMA wgmma kernel, 0: mma.sync */
-    int bn;      /* tma: 64, 128, 192 or 256 columns */
+    int bn;      /* tma: columns, a multiple of 16 (of 64 with B N-major) */
+    int bm;      /* tma: 128 or 256 rows */
+    int swap;    /* tma: 1 the swapped plan (plan_swap) */
     int tile;    /* mma.sync: index into nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
@@ -409,6 +498,8 @@ static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
     memset(c, 0, sizeof *c);
     c->tma = p->tma;
     c->bn = p->tma ? p->wg_bn : 0;
+    c->bm = p->tma ? p->wg_bm : 0;
+    c->swap = p->tma ? p->swap : 0;
     c->tile = 0;
     for (int i = 0; i < N_TILES; i++)
         if (memcmp(&nv_tiles[i], &p->tile, sizeof p->tile) == 0)
@@ -421,13 +512,16 @@ static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
 static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
 {
     if (c->tma)
-        snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d", c->bn, c->persist, c->epi,
-                 c->splits);
+        snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s", c->bn, c->persist,
+                 c->epi, c->splits, c->bm == 256 ? " bm=256" : "", c->swap ? " swap=1" : "");
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
 
-/* 1 when text is a well-formed configuration. */
+/* 1 when text is a well-formed configuration (whether it fits a call is
+ * plan_apply's question). Options may follow a TMA configuration, each at
+ * most once: bm=128|256, swap=0|1; without them 128 rows, unswapped (as
+ * records written before they existed). */
 static int cfg_parse(const char *text, gemm_cfg *c)
 {
     int n = 0;
@@ -435,8 +529,28 @@ static int cfg_parse(const char *text, gemm_cfg *c)
     if (sscanf(text, "tma bn=%d persist=%d epi=%d split=%d%n", &c->bn, &c->persist, &c->epi,
                &c->splits, &n) == 4 &&
         n > 0) {
+        unsigned seen = 0;
         c->tma = 1;
-        return (c->bn == 64 || c->bn == 128 || c->bn == 192 || c->bn == 256) && c->persist >= 0 && c->persist <= 2 &&
+        c->bm = 128;
+        while (text[n] != '\0') {
+            char key[8];
+            int v, k = 0, bit;
+            if (sscanf(text + n, " %7[a-z]=%d%n", key, &v, &k) != 2 || k <= 0)
+                return 0;
+            n += k;
+            if (strcmp(key, "bm") == 0)
+                bit = 1, c->bm = v;
+            else if (strcmp(key, "swap") == 0)
+                bit = 2, c->swap = v;
+            else
+                return 0;
+            if (seen & (unsigned)bit)
+                return 0;
+            seen |= (unsigned)bit;
+        }
+        return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 && (c->bm == 128 || c->bm == 256) &&
+               (c->bm == 128 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
+               c->persist >= 0 && c->persist <= 2 &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (sscanf(text, "mma tile=%d split=%d%n", &c->tile, &c->splits, &n) == 2 && n > 0)
@@ -453,22 +567,38 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
     int64_t bk, kt, s, per;
     if (p->amd || p->simple || c->splits < 1 || c->splits > SPLIT_MAX)
         return 0;
+    if (q.swap) /* back to the op's own terms */
+        plan_swap(&q);
     if (c->tma) {
         if (!TK_GEMM_TMA || !p->sm90 || !p->aligned || p->M >= INT32_MAX || p->N >= INT32_MAX ||
-            p->K >= INT32_MAX || (c->bn != 64 && c->bn != 128 && c->bn != 192 && c->bn != 256))
+            p->K >= INT32_MAX || c->bn % 16 != 0 || c->bn < 16 || c->bn > 256 ||
+            (c->bm != 128 && c->bm != 256) || (c->bm == 256 && c->bn > SWAP_BN_MAX))
+            return 0;
+        /* swapped: tokens on the kernel's M before, B K-major after */
+        if (c->swap) {
+            if (!TK_GEMM_SWAP || q.moving != 0 || !q.a_kmajor)
+                return 0;
+            plan_swap(&q);
+        }
+        /* N-major B comes in boxes of 64 columns */
+        if (!q.b_kmajor && c->bn % 64 != 0)
             return 0;
         /* persistent blocks take whole tiles only; the TMA-store epilogue
-         * writes C, not split partials, and needs C 16-byte aligned */
-        if (c->splits > 1 && (c->persist || c->epi))
+         * writes C, not split partials, and needs C 16-byte aligned; the
+         * swapped and 256-row tiles store from registers or the ring */
+        if (c->splits > 1 && (c->persist || c->epi || c->swap))
             return 0;
-        if (c->epi && !p->c16)
+        if (c->epi && (!p->c16 || c->swap || c->bm != 128))
+            return 0;
+        if (c->persist == 2 && (c->swap || c->bm != 128))
             return 0;
         /* stream-K needs more tiles than blocks (each block's share at least
          * one tile's K steps) */
         if (c->persist == 2 &&
-            ((p->M + 127) / 128) * ((p->N + c->bn - 1) / c->bn) <= p->sms)
+            ((q.M + 127) / 128) * ((q.N + c->bn - 1) / c->bn) <= p->sms)
             return 0;
-        q.wgmma = 1, q.tma = 1, q.wg_bn = c->bn, q.wg_stages = tma_stages(c->bn);
+        q.wgmma = 1, q.tma = 1, q.wg_bm = c->bm, q.wg_bn = c->bn;
+        q.wg_stages = tma_stages(c->bm, c->bn);
         q.persist = c->persist;
         q.epi_tma = c->epi;
         q.tile = nv_tiles[0];
@@ -720,6 +850,8 @@ static void plan_grid(gemm_plan *p)
     p->epi_tma = 0;
     if (!p->tma || p->splits != 1)
         return;
+    if (p->swap || p->wg_bm != 128) /* a block per tile, stored from the ring */
+        return;
     p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
     p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS;
 }
@@ -815,8 +947,8 @@ static tk_status tmap_get(tk_context *ctx, gemm_tmap *out, const void *base, uin
 /* Kernel description of a plan; defines point into `text`. */
 typedef struct gemm_desc {
     tk_kernel_desc desc;
-    tk_define defs[16];
-    char text[16][24];
+    tk_define defs[20];
+    char text[20][24];
 } gemm_desc;
 
 /* Decimal text of a non-negative value without printf: this runs on every
@@ -846,8 +978,12 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         /* wgmma needs the sm_90a target; the engine then adds no other. */
         static const char *const wg_opts[] = {"--gpu-architecture=sm_90a"};
         add_def(d, "TK_WGMMA", p->tma ? 2 : 1);
+        if (p->wg_bm != 128)
+            add_def(d, "TK_BM", p->wg_bm);
         add_def(d, "TK_BN", p->wg_bn);
         add_def(d, "TK_STAGES", p->wg_stages);
+        if (p->swap)
+            add_def(d, "TK_SWAP", 1);
         add_def(d, "TK_ALIGNED", 1);
         add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
         if (p->splits > 1)
@@ -876,7 +1012,7 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
     }
     if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 0))
         add_def(d, "TK_M", p->M);
-    if (policy != TK_POLICY_GENERIC)
+    if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 1))
         add_def(d, "TK_N", p->N);
     if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 2))
         add_def(d, "TK_K", p->K);
@@ -886,6 +1022,9 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
 static void plan_universal(const gemm_plan *p, gemm_plan *u)
 {
     *u = *p;
+    if (u->swap)
+        plan_swap(u);
+    u->wg_bm = 128;
     u->wgmma = 0;
     u->tma = 0;
     u->persist = 0;
@@ -936,13 +1075,13 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
         return;
     }
     if (p->wgmma) {
-        *blocks = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+        *blocks = ((p->M + p->wg_bm - 1) / p->wg_bm) * ((p->N + p->wg_bn - 1) / p->wg_bn);
         if (p->persist && *blocks > p->sms)
             *blocks = p->sms;
         /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
         *threads = p->tma ? 384 : 256;
         /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
-        *smem = (unsigned)(p->wg_stages * (128 + p->wg_bn) * 64 * 2 + (p->tma ? 2048 : 1024) +
+        *smem = (unsigned)(p->wg_stages * (p->wg_bm + p->wg_bn) * 64 * 2 + (p->tma ? 2048 : 1024) +
                            (p->epi_tma ? 32768 : 0));
         return;
     }
@@ -1089,7 +1228,7 @@ static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kerne
         /* stream-K: a flag and a partial tile (128 x BN fp32) per block */
         void *ws = NULL;
         st = tk__op_workspace_acquire(ctx, stream,
-                                      (size_t)blocks * (8u + (size_t)128 * (size_t)p->wg_bn * 4u),
+                                      (size_t)blocks * (8u + (size_t)p->wg_bm * (size_t)p->wg_bn * 4u),
                                       &ws);
         if (st != TK_OK)
             return st;
@@ -1107,6 +1246,11 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
                              void *d_c, int64_t ldc, void *skw, void *stream)
 {
     tk_status st;
+    if (p->swap) { /* the kernel's A is the op's B side (plan_swap) */
+        const void *t = d_a;
+        d_a = d_b;
+        d_b = t;
+    }
     {
         const unsigned grid[3] = {(unsigned)blocks, (unsigned)p->splits, 1};
         const unsigned block[3] = {threads, 1, 1};
@@ -1201,9 +1345,6 @@ static void plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t
     plan_tuned(ctx, p);
 }
 
-/* Token counts above this all take the same variant (128-row tiles fill the
- * chip, split-K is never chosen); below it every value is planned. */
-#define M_CLASS_LIMIT (NV_SMS * 128 + 1024)
 
 /* Distinct kernels of a precompile (descriptions compared in full). */
 typedef struct desc_set {
@@ -1302,7 +1443,7 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
  * timed with device events in batches of back-to-back launches (about half
  * a millisecond each, best of three, after warm-up runs); the fastest is the
  * record when it beats the heuristics' configuration by TUNE_MARGIN. */
-#define TUNE_MAX_CANDS 48
+#define TUNE_MAX_CANDS 64
 #define TUNE_JOBS 8
 #define TUNE_MARGIN 1.03
 
@@ -1310,7 +1451,7 @@ typedef struct tune_cand {
     gemm_plan p;
     gemm_desc d, rd;
     tk_kernel *k, *rk;
-    char text[48];
+    char text[64];
     double us;
     tk_status st;
 } tune_cand;
@@ -1318,7 +1459,7 @@ typedef struct tune_cand {
 static int tune_add(tune_cand *c, int n, const gemm_plan *q)
 {
     gemm_cfg cfg;
-    char text[48];
+    char text[64];
     if (n >= TUNE_MAX_CANDS)
         return n;
     cfg_of_plan(q, &cfg);
@@ -1339,15 +1480,30 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     static const int mma_splits[] = {1, 2, 4};
     int n = tune_add(c, 0, base);
     gemm_cfg cfg;
-    gemm_plan q;
-    const int64_t t128 = ((base->M + 127) / 128) * ((base->N + 127) / 128);
+    gemm_plan q, o = *base;
+    if (o.swap) /* the op's own terms */
+        plan_swap(&o);
+    const int64_t t128 = ((o.M + 127) / 128) * ((o.N + 127) / 128);
     const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
+    /* swapped 256-row tiles: for each round count, its narrowest width */
+    for (int bn = SWAP_BN_MIN, last = 0; tma_ok && bn <= SWAP_BN_MAX; bn += 16) {
+        const int64_t rounds =
+            ((o.N + 255) / 256 * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
+        if (rounds == last)
+            continue;
+        last = (int)rounds;
+        cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 256, .swap = 1, .splits = 1};
+        q = *base;
+        if (plan_apply(&q, &cfg))
+            n = tune_add(c, n, &q);
+    }
     for (int b = 0; tma_ok && b < N_TMA_BNS; b++) {
         const int bn = tma_bns[b];
-        const int64_t tiles = ((base->M + 127) / 128) * ((base->N + bn - 1) / bn);
+        const int64_t tiles = ((o.M + 127) / 128) * ((o.N + bn - 1) / bn);
         for (int persist = 0; persist <= (tiles > base->sms ? 2 : 0); persist++)
             for (int epi = 0; epi <= 1; epi++) {
-                cfg = (gemm_cfg){.tma = 1, .bn = bn, .persist = persist, .epi = epi, .splits = 1};
+                cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .persist = persist,
+                                 .epi = epi, .splits = 1};
                 q = *base;
                 if (plan_apply(&q, &cfg))
                     n = tune_add(c, n, &q);
@@ -1355,7 +1511,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     }
     for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
          i++) {
-        cfg = (gemm_cfg){.tma = 1, .bn = 128, .splits = tma_splits[i]};
+        cfg = (gemm_cfg){.tma = 1, .bn = 128, .bm = 128, .splits = tma_splits[i]};
         q = *base;
         if (plan_apply(&q, &cfg) && q.splits > 1)
             n = tune_add(c, n, &q);
@@ -1629,8 +1785,9 @@ tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_
                         "%s: tuning needs an NVIDIA target of sm_80 or later (target %s has one "
                         "kernel configuration)",
                         base.op, tk_context_target(ctx));
-    na = (size_t)base.M * (size_t)base.K;
-    nb = (size_t)base.K * (size_t)base.N;
+    /* the op's operands: kernel A [M,K], B [K,N] before any swap */
+    na = (size_t)base.om * (size_t)(op == TK_OP_GEMM_F16_GRAD_A ? base.on : base.ok);
+    nb = (size_t)base.ok * (size_t)base.on;
     nc = (size_t)base.M * (size_t)base.N * (base.out_f16 ? 1 : 2); /* in halves */
     nmax = na > nb ? na : nb;
     if ((st = tk_mem_alloc(ctx, na * 2, &a)) != TK_OK || (st = tk_mem_alloc(ctx, nb * 2, &b)) != TK_OK ||
@@ -1681,7 +1838,7 @@ static void gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const
         plan_tuned(ctx, p);
         return;
     }
-    char name[64], text[48];
+    char name[64], text[64];
     gemm_cfg c;
     record_name(p, name);
     cfg_of_plan(p, &c);

@@ -264,12 +264,16 @@ static void run_case(tk_context *ctx, tk_op op, const shape *s)
     free(out);
 }
 
-static tk_context *gpu_ctx(tk_policy policy)
+/* A context of the policy; build mode async (the default: a call may run on
+ * the universal fallback while its kernel builds) or sync (every call on the
+ * kernel its plan names). */
+static tk_context *gpu_ctx_mode(tk_policy policy, tk_build_mode mode)
 {
     tk_config *cfg = NULL;
     tk_context *ctx;
     tk_assert_status(tk_config_create(&cfg), TK_OK);
     tk_assert_status(tk_config_set_policy(cfg, policy), TK_OK);
+    tk_assert_status(tk_config_set_build_mode(cfg, mode), TK_OK);
     ctx = tk_test_gpu_context_or_skip(cfg);
     tk_config_destroy(cfg);
     if (strcmp(tk_context_backend_name(ctx), "stub") == 0) {
@@ -277,6 +281,19 @@ static tk_context *gpu_ctx(tk_policy policy)
         exit(77);
     }
     return ctx;
+}
+
+static tk_context *gpu_ctx(tk_policy policy)
+{
+    return gpu_ctx_mode(policy, TK_BUILD_ASYNC);
+}
+
+/* Every call ran the kernel its plan named. */
+static void assert_no_fallback(const tk_context *ctx)
+{
+    tk_context_stats st;
+    tk_assert_status(tk_context_get_stats(ctx, &st), TK_OK);
+    ck_assert_uint_eq(st.fallback_calls, 0);
 }
 
 /* Shapes [from, to) of the table. */
@@ -326,8 +343,8 @@ END_TEST
  * of the shape's class (stable policy), against fp64 on a shape with edges in
  * M, N and K and more than a wave of tiles in every layout (kernel shapes
  * 2100 x 2600, 2100 x 2200, 2200 x 2600 with K = 2200, 2600, 2100), sampled,
- * and on a smaller one checked in full, with an odd output stride (scalar
- * stores at the ends of rows): the persistent grid, stream-K (tiles shared
+ * and with 136 tokens checked in full, with an odd output stride (scalar
+ * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid, stream-K (tiles shared
  * across block boundaries), the TMA-store and staged epilogues, split-K on
  * both kernels, tile widths of the TMA kernel from 64 to 256 columns, 256-row
  * tiles, and the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
@@ -360,24 +377,40 @@ START_TEST(test_every_configuration)
         "mma tile=1 split=2",
     };
     const shape big = {2100, 2600, 2200, 2, 0, 1};
-    const shape small = {1000, 600, 700, 2, 1, 0};
+    const shape small = {136, 2600, 2200, 2, 1, 0};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         /* a fresh context: records are remembered per context */
-        tk_context *ctx = gpu_ctx(TK_POLICY_STABLE);
-        char line[96];
+        tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
+        char line[160];
         fprintf(stderr, "configuration %s\n", configs[i]);
-        for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++) {
-            snprintf(line, sizeof line, "M<=2176 %s\n", configs[i]);
+        /* both shapes' classes; the same kernels (M is not baked) */
+        snprintf(line, sizeof line, "M<=256 %s\nM<=2176 %s\n", configs[i], configs[i]);
+        for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++)
             tk__record_put(ctx, tk_op_name((tk_op)op), "N=2600 K=2200", line);
-            snprintf(line, sizeof line, "M<=1024 %s\n", configs[i]);
-            tk__record_put(ctx, tk_op_name((tk_op)op), "N=600 K=700", line);
-        }
         for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++) {
             run_case(ctx, (tk_op)op, &big);
             run_case(ctx, (tk_op)op, &small);
         }
+        assert_no_fallback(ctx);
         tk_context_destroy(ctx);
     }
+}
+END_TEST
+
+/* The forward with N <= 8 from 4096 rows on (the skinny kernel), checked in
+ * full against fp64: row counts off the kernel's 32-row step, K off its
+ * 256-wide sweep of the 8 warps, padded and packed operands, N from 1 to 8. */
+START_TEST(test_skinny)
+{
+    static const shape shapes_sk[] = {
+        {4097, 8, 1024, 2, 1, 0}, {5000, 5, 1000, 2, 0, 0}, {4096, 1, 2056, 0, 0, 0},
+        {6001, 7, 24, 2, 1, 0},  {4099, 8, 8, 0, 1, 0},
+    };
+    tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
+    for (size_t i = 0; i < sizeof shapes_sk / sizeof shapes_sk[0]; i++)
+        run_case(ctx, TK_OP_GEMM_F16_FWD, &shapes_sk[i]);
+    assert_no_fallback(ctx);
+    tk_context_destroy(ctx);
 }
 END_TEST
 
@@ -412,6 +445,7 @@ static Suite *suite(void)
         {"offsets", test_large_offsets},
         {"checked", test_checked_run},
         {"configurations", test_every_configuration},
+        {"skinny", test_skinny},
     };
     Suite *s = suite_create("gpu_gemm");
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {

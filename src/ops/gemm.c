@@ -106,6 +106,11 @@ static int pdl_enabled(void)
 #ifndef TK_GEMM_EPI_TMA
 #define TK_GEMM_EPI_TMA 1
 #endif
+/* 1: the forward with N <= 8 runs on the skinny kernel (plan_skinny); build
+ * with -DTK_GEMM_SKINNY=0 to keep it on the tiled kernels. */
+#ifndef TK_GEMM_SKINNY
+#define TK_GEMM_SKINNY 1
+#endif
 /* 1: the TMA kernel may compute C^T = B^T A^T on 256-row tiles where that
  * fits the token count to the chip better (swap_pick_bn); build with
  * -DTK_GEMM_SWAP=0 to keep every call unswapped. */
@@ -161,6 +166,7 @@ typedef struct gemm_plan {
     int tma;    /* ... in its TMA form (tensor maps as arguments) */
     int wg_bm, wg_bn, wg_stages; /* wg_bm: 128, or 256 on the TMA kernel */
     int swap;    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
+    int skinny;  /* the forward with N <= 8 on its own kernel (plan_skinny) */
     int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
                   * 2 the same grid sharing the K steps of all tiles (stream-K) */
     int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
@@ -464,6 +470,34 @@ static void plan_split(gemm_plan *p)
     }
 }
 
+/* The router's forward (N <= 8 columns; the MoE gate's 8 experts) reads A
+ * once and computes little: 128-row tiles waste 15/16 of their width, and
+ * on an H100 the TMA kernel ran 16384 x 8 x 1024 in 25.7 us (1.25 TB/s)
+ * against 16.3 for cuBLAS. The skinny kernel (TK_GEMM_SKINNY) streams A
+ * with 16-byte loads into mma.sync. It needs an NVIDIA sm_80+ target, A
+ * 16-byte aligned with lda % 8 == 0, K % 8 == 0 and K <= SKINNY_K_MAX (B
+ * sits in shared memory, 16 bytes per k). */
+#define SKINNY_N_MAX 8
+#define SKINNY_K_MAX 8192
+#define SKINNY_M_MIN 4096
+static int skinny_fits(const gemm_plan *p)
+{
+    return TK_GEMM_SKINNY && !p->amd && !p->simple && p->a_kmajor && !p->b_kmajor && !p->swap &&
+           !p->out_f16 && p->N <= SKINNY_N_MAX && p->K % 8 == 0 && p->K <= SKINNY_K_MAX &&
+           p->aligned;
+}
+
+/* After plan_grid: the skinny kernel for router-sized forwards with rows
+ * enough to fill the chip (fewer ran as fast on the tiled kernels). */
+static void plan_skinny(gemm_plan *p)
+{
+    p->skinny = 0;
+    if (!skinny_fits(p) || p->M < SKINNY_M_MIN)
+        return;
+    p->skinny = 1;
+    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->splits = 1;
+}
+
 /* ------------------------------------------------------------- tuning
  *
  * A configuration is what the planner decides beyond layout and alignment:
@@ -485,6 +519,7 @@ typedef struct gemm_cfg {
     int bn;      /* tma: columns, a multiple of 16 (of 64 with B N-major) */
     int bm;      /* tma: 128 or 256 rows */
     int swap;    /* tma: 1 the swapped plan (plan_swap) */
+    int skinny;  /* 1: the skinny kernel (plan_skinny); nothing else applies */
     int tile;    /* mma.sync: index into nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
@@ -496,6 +531,10 @@ typedef struct gemm_cfg {
 static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
 {
     memset(c, 0, sizeof *c);
+    c->skinny = p->skinny;
+    c->splits = 1;
+    if (p->skinny)
+        return;
     c->tma = p->tma;
     c->bn = p->tma ? p->wg_bn : 0;
     c->bm = p->tma ? p->wg_bm : 0;
@@ -511,7 +550,9 @@ static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
 
 static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
 {
-    if (c->tma)
+    if (c->skinny)
+        snprintf(buf, size, "skinny");
+    else if (c->tma)
         snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s", c->bn, c->persist,
                  c->epi, c->splits, c->bm == 256 ? " bm=256" : "", c->swap ? " swap=1" : "");
     else
@@ -553,6 +594,11 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                c->persist >= 0 && c->persist <= 2 &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
+    if (strcmp(text, "skinny") == 0) {
+        c->skinny = 1;
+        c->splits = 1;
+        return 1;
+    }
     if (sscanf(text, "mma tile=%d split=%d%n", &c->tile, &c->splits, &n) == 2 && n > 0)
         return c->tile >= 0 && c->tile < N_TILES && c->splits >= 1 && c->splits <= SPLIT_MAX;
     return 0;
@@ -569,6 +615,15 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
         return 0;
     if (q.swap) /* back to the op's own terms */
         plan_swap(&q);
+    q.skinny = 0;
+    if (c->skinny) {
+        if (!skinny_fits(&q))
+            return 0;
+        q.skinny = 1;
+        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0, q.splits = 1;
+        *p = q;
+        return 1;
+    }
     if (c->tma) {
         if (!TK_GEMM_TMA || !p->sm90 || !p->aligned || p->M >= INT32_MAX || p->N >= INT32_MAX ||
             p->K >= INT32_MAX || c->bn % 16 != 0 || c->bn < 16 || c->bn > 256 ||
@@ -974,6 +1029,8 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         /* One kernel shape on AMD; only layout and shape specialise it. */
     } else if (p->simple) {
         add_def(d, "TK_GEMM_SIMPLE", 1);
+    } else if (p->skinny) {
+        add_def(d, "TK_GEMM_SKINNY", 1);
     } else if (p->wgmma) {
         /* wgmma needs the sm_90a target; the engine then adds no other. */
         static const char *const wg_opts[] = {"--gpu-architecture=sm_90a"};
@@ -1024,6 +1081,7 @@ static void plan_universal(const gemm_plan *p, gemm_plan *u)
     *u = *p;
     if (u->swap)
         plan_swap(u);
+    u->skinny = 0;
     u->wg_bm = 128;
     u->wgmma = 0;
     u->tma = 0;
@@ -1072,6 +1130,14 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
         *blocks = ((p->M + AMD_TILE - 1) / AMD_TILE) * ((p->N + AMD_TILE - 1) / AMD_TILE);
         *threads = AMD_THREADS;
         *smem = 0;
+        return;
+    }
+    if (p->skinny) { /* 32 rows per block at a time, up to 4 blocks per SM */
+        *blocks = (p->M + 31) / 32;
+        if (*blocks > 4 * p->sms)
+            *blocks = 4 * p->sms;
+        *threads = 256;
+        *smem = (unsigned)(16 * p->K + 8192);
         return;
     }
     if (p->wgmma) {
@@ -1151,6 +1217,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     plan_wgmma(&p);
     plan_split(&p);
     plan_grid(&p);
+    plan_skinny(&p);
     if (!plan_tuned(ctx, &p) && tune_mode() == TUNE_AUTO && p.aligned && !p.amd && !p.simple) {
         /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the
          * caller's buffers and stream, then plan again with the record */
@@ -1336,6 +1403,7 @@ static void plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t 
     plan_wgmma(p);
     plan_split(p);
     plan_grid(p);
+    plan_skinny(p);
 }
 
 /* ... and with the class's tuning record, as a call would plan it. */
@@ -1485,6 +1553,10 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
         plan_swap(&o);
     const int64_t t128 = ((o.M + 127) / 128) * ((o.N + 127) / 128);
     const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
+    cfg = (gemm_cfg){.skinny = 1, .splits = 1};
+    q = *base;
+    if (plan_apply(&q, &cfg))
+        n = tune_add(c, n, &q);
     /* swapped 256-row tiles: for each round count, its narrowest width */
     for (int bn = SWAP_BN_MIN, last = 0; tma_ok && bn <= SWAP_BN_MAX; bn += 16) {
         const int64_t rounds =

@@ -104,6 +104,22 @@ __device__ __forceinline__ void tk_gemm_k_range(int kt_all, int *kt0, int *kt)
     *kt = n < per ? (n < 0 ? 0 : n) : per;
 }
 
+// The dimensions the specialiser baked in (TK_M, TK_N, TK_K) replace the
+// run-time arguments: every entry point starts with this.
+__device__ __forceinline__ void tk_gemm_baked(tk_i64 &M, tk_i64 &N, tk_i64 &K)
+{
+#ifdef TK_M
+    M = TK_M;
+#endif
+#ifdef TK_N
+    N = TK_N;
+#endif
+#ifdef TK_K
+    K = TK_K;
+#endif
+    (void)M, (void)N, (void)K;
+}
+
 #if defined(__HIP__) || defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__)
 #define TK_GEMM_AMD 1
 #else
@@ -450,12 +466,7 @@ extern "C" __global__ void __launch_bounds__(256)
                 tk_i64 ldc)
 {
     extern __shared__ __align__(16) unsigned char tk_gemm_smem[];
-#ifdef TK_N
-    N = TK_N;
-#endif
-#ifdef TK_K
-    K = TK_K;
-#endif
+    tk_gemm_baked(M, N, K);
     unsigned short *bt = (unsigned short *)tk_gemm_smem; // [8][K]
     float *red = (float *)(tk_gemm_smem + 16 * K);      // [8 warps][32 lanes][8]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1418,15 +1429,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-#ifdef TK_M
-    M = TK_M;
-#endif
-#ifdef TK_N
-    N = TK_N;
-#endif
-#ifdef TK_K
-    K = TK_K;
-#endif
+    tk_gemm_baked(M, N, K);
     if (TK_SPLITK)
         C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
     tkw::gemm_body_tma<TK_BM, TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
@@ -1446,15 +1449,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                 tk_i64 ldb, tk_i64 ldc)
 {
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
-#ifdef TK_M
-    M = TK_M;
-#endif
-#ifdef TK_N
-    N = TK_N;
-#endif
-#ifdef TK_K
-    K = TK_K;
-#endif
+    tk_gemm_baked(M, N, K);
     tkw::gemm_body<128, TK_BN, 64, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0, TK_OUT_F16 != 0,
                    TK_VEC_OUT != 0>((const unsigned short *)A, (const unsigned short *)B, C, M, N,
                                     K, lda, ldb, ldc, tk_gemm_smem);
@@ -1465,15 +1460,7 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
                 tk_i64 ldb, tk_i64 ldc)
 {
     extern __shared__ __align__(128) unsigned char tk_gemm_smem[];
-#ifdef TK_M
-    M = TK_M;
-#endif
-#ifdef TK_N
-    N = TK_N;
-#endif
-#ifdef TK_K
-    K = TK_K;
-#endif
+    tk_gemm_baked(M, N, K);
     if (TK_SPLITK)
         C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
     tkg::gemm_body<TK_BM, TK_BN, TK_BK, TK_WM, TK_WN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
@@ -1556,15 +1543,7 @@ extern "C" __global__ void __launch_bounds__(256)
     tk_gemm_f16(const void *Av, const void *Bv, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
                 tk_i64 ldb, tk_i64 ldc)
 {
-#ifdef TK_M
-    M = TK_M;
-#endif
-#ifdef TK_N
-    N = TK_N;
-#endif
-#ifdef TK_K
-    K = TK_K;
-#endif
+    tk_gemm_baked(M, N, K);
     const unsigned short *A = (const unsigned short *)Av;
     const unsigned short *B = (const unsigned short *)Bv;
     // +4 halves of padding per row breaks the power-of-two LDS strides.

@@ -1857,10 +1857,14 @@ tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_
                         "%s: tuning needs an NVIDIA target of sm_80 or later (target %s has one "
                         "kernel configuration)",
                         base.op, tk_context_target(ctx));
-    /* the op's operands: kernel A [M,K], B [K,N] before any swap */
-    na = (size_t)base.om * (size_t)(op == TK_OP_GEMM_F16_GRAD_A ? base.on : base.ok);
-    nb = (size_t)base.ok * (size_t)base.on;
-    nc = (size_t)base.M * (size_t)base.N * (base.out_f16 ? 1 : 2); /* in halves */
+    /* the operands as the op stores them: the kernel's A and B before any
+     * swap (plan_swap exchanges them with M and N) */
+    gemm_plan o = base;
+    if (o.swap)
+        plan_swap(&o);
+    na = (size_t)o.M * (size_t)o.K;
+    nb = (size_t)o.K * (size_t)o.N;
+    nc = (size_t)o.M * (size_t)o.N * (o.out_f16 ? 1 : 2); /* in halves */
     nmax = na > nb ? na : nb;
     if ((st = tk_mem_alloc(ctx, na * 2, &a)) != TK_OK || (st = tk_mem_alloc(ctx, nb * 2, &b)) != TK_OK ||
         (st = tk_mem_alloc(ctx, nc * 2, &c)) != TK_OK)

@@ -38,6 +38,12 @@
 //                                          C[n*ldc + m]
 //   TK_BM (TMA kernel)                     128 or 256 rows (two 64-row wgmmas
 //                                          per consumer warpgroup)
+//   TK_CLUSTER (optional, TMA kernel)      2: blocks run in clusters of two
+//                                          (__cluster_dims__) on the two tiles
+//                                          of one tile row side by side; each
+//                                          loads half of the A tile it shares
+//                                          with its partner and multicasts it
+//                                          to both (one grid block per tile)
 //   TK_PDL (optional, TMA kernel)          launched with programmatic dependent
 //                                          launch: waits for the previous kernel
 //                                          (griddepcontrol.wait) first
@@ -88,6 +94,9 @@ typedef long long tk_i64;
 #endif
 #ifndef TK_SWAP
 #define TK_SWAP 0
+#endif
+#ifndef TK_CLUSTER
+#define TK_CLUSTER 1
 #endif
 #if (defined(TK_GEMM_REDUCE) || defined(TK_GEMM_SKINNY)) && !defined(TK_GEMM_NO_ENTRY)
 #define TK_GEMM_NO_ENTRY 1
@@ -912,6 +921,86 @@ __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity)
                  "r"(parity)
                  : "memory");
 }
+// Arrival on the barrier at the same shared offset in cluster block `cta`
+// (this block's own included): the address mapped with mapa, then a remote
+// arrive, CTA-scope release as for a local one (what a consumer orders
+// before it is its wgmma reads of the stage, already complete).
+__device__ __forceinline__ void bar_arrive_cta(unsigned bar, unsigned cta)
+{
+    asm volatile("{\n.reg .b32 ra;\n"
+                 "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+                 "r"(cta)
+                 : "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// Every thread of both blocks of the cluster: the barriers' initialisation
+// (fence.mbarrier_init) is visible to the partner after it, and no block
+// leaves while its partner may still signal its barriers.
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// The copy written at the same shared offset of every block in `mask`, each
+// block's barrier at offset `bar` counting its bytes.
+__device__ __forceinline__ void tma_load2d_mc(unsigned dst, const tk_tmap *map, int c0, int c1,
+                                              unsigned bar, unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+                 : "memory");
+}
+// Tile (tm, tn) of block-work index t. TK_CLUSTER 2: t's pair (t / 2) walks
+// the tile rows and pairs of columns like tk_gemm_tile_of, the two blocks of
+// a cluster (ranks t % 2) on columns 2 p and 2 p + 1 of one tile row. With
+// an odd column count the last pair's second tile does not exist: that
+// block still loads its half of A for its partner and runs the main loop on
+// a copy of the partner's tile, and stores nothing (*phantom).
+__device__ __forceinline__ void tma_tile_of(tk_i64 t, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 *tm,
+                                            tk_i64 *tn, bool *phantom)
+{
+    *phantom = false;
+    if (TK_CLUSTER == 1) {
+        tk_gemm_tile_of(t, tiles_m, tiles_n, tm, tn);
+        return;
+    }
+    tk_i64 pn;
+    tk_gemm_tile_of(t >> 1, tiles_m, (tiles_n + 1) >> 1, tm, &pn);
+    *tn = 2 * pn + (t & 1);
+    if (*tn >= tiles_n) {
+        *phantom = true;
+        *tn = tiles_n - 1;
+    }
+}
+// First row (column) of tile t of size B along a dimension of `dim`: a last
+// tile that would reach past the edge is moved back to end at it instead
+// (its start rounded up to a multiple of 8, which keeps the epilogue's
+// 16-byte stores aligned and leaves at most 7 rows outside), overlapping the
+// tile before it, when the dimension holds a whole tile. The overlap is computed by both tiles from the same operands in the
+// same order and stored by both with the same bits. Why: the bulk tensor
+// copies of a box mostly outside the tensor are slow. On an H100, fwd M x
+// 1024 x 2816 on 128 x 64 tiles took 12.4 us at M = 640 and 768, but 21.5
+// us at 641 and 19.8 at 656, where the last tile row's boxes held 1 and 16
+// rows of A (bench/NOTES-gemm.md).
+__device__ __forceinline__ int tile_origin(tk_i64 t, int B, tk_i64 dim)
+{
+    tk_i64 o = t * B;
+    if (o + B > dim && dim >= B)
+        o = (dim - B + 7) & ~(tk_i64)7; // <= t * B: that is a multiple of 8 above dim - B
+    return (int)o;
+}
+// Blocks (work items) of the TMA kernel's grid: a tile each, pairs of
+// column tiles with TK_CLUSTER 2.
+__device__ __forceinline__ tk_i64 tma_grid_tiles(tk_i64 tiles_m, tk_i64 tiles_n)
+{
+    return TK_CLUSTER == 1 ? tiles_m * tiles_n : tiles_m * ((tiles_n + 1) >> 1) * 2;
+}
 __device__ __forceinline__ void tma_load2d(unsigned dst, const tk_tmap *map, int c0, int c1,
                                            unsigned bar)
 {
@@ -1120,20 +1209,23 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     static_assert(BM == 128 || BM == 256, "TMA tile height");
     static_assert(BM == 128 || (!TK_EPI_TMA && !TK_STREAMK), "256-row tiles: register or staged epilogue");
     static_assert(!SWAP || (!TK_EPI_TMA && !TK_STREAMK && !TK_SPLITK), "swapped tiles: plain grid");
+    static_assert(TK_CLUSTER == 1 || (TK_CLUSTER == 2 && !TK_STREAMK && !TK_SPLITK),
+                  "clusters of two, a block per tile");
     const int tid = threadIdx.x;
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = (tid >> 7) - 1;
     const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
     tk_work work;
-    work.init(tiles_m * tiles_n, KT);
+    work.init(tma_grid_tiles(tiles_m, tiles_n), KT);
     int it = 0, chunk = 0;
     tk_i64 t;
     int k0, k1;
     bool more;
     while (work.take(t, k0, k1, more)) {
         tk_i64 tm, tn;
-        tk_gemm_tile_of(t, tiles_m, tiles_n, &tm, &tn);
-        const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
+        bool phantom;
+        tma_tile_of(t, tiles_m, tiles_n, &tm, &tn, &phantom);
+        const int m0 = tile_origin(tm, BM, M), n0 = tile_origin(tn, BN, N);
         float acc[NACC];
 #pragma unroll
         for (int i = 0; i < NACC; ++i)
@@ -1165,8 +1257,15 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             commit();
             wait<1>(); // the wgmma of step it - 1 is done: its stage is free
             fence_regs<NACC>(acc);
-            if (kt > k0 && (tid & 127) == 0)
-                bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+            if (kt > k0 && (tid & 127) == 0) {
+                // Cluster: both blocks' copies write this stage, both wait.
+                const unsigned empty = bars + 8 * (STAGES + (it - 1) % STAGES);
+                if (TK_CLUSTER == 1)
+                    bar_arrive(empty);
+                else
+                    for (unsigned r = 0; r < (unsigned)TK_CLUSTER; ++r)
+                        bar_arrive_cta(empty, r);
+            }
         }
         wait<0>();
         fence_regs<NACC>(acc);
@@ -1209,6 +1308,8 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
                 }
             }
         }
+        if (phantom)
+            continue; // a cluster's missing tile (tma_tile_of): nothing to store
         // Row of this thread's first accumulator in 64-row block mi: rbase + 64 mi.
         const tk_i64 rbase = m0 + cw * (BM / 2) + warp_in_wg * 16 + (lane >> 2);
         if constexpr (TK_EPI_TMA && BM == 128) {
@@ -1327,51 +1428,33 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         bulk_wait_all(); // the staging buffers live until the stores have read them
 }
 
-// Dynamic shared memory: STAGES * (BM + BN) * 64 * 2 + 2048 bytes (1 KiB of
-// alignment slack, then the barriers), + 32 KiB of staging with TK_EPI_TMA.
-// 384 threads. BN a multiple of 64 when B is N-major (its boxes are 64
-// columns wide), of 16 when K-major.
+// Producer and consumers of gemm_body_tma once the barriers are set up.
 template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
-__device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB,
+__device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *mB,
                                               const tk_tmap *mC, void *C, tk_i64 M, tk_i64 N,
-                                              tk_i64 K, tk_i64 ldc, void *skw,
-                                              unsigned long long tag, unsigned char *smem)
+                                              tk_i64 ldc, void *skw, unsigned long long tag,
+                                              unsigned sbase, unsigned bars, int kt0, int KT)
 {
     constexpr int BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-    static_assert(BKM ? BN % 16 == 0 : BN % 64 == 0, "TMA tile width");
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
     const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
-    // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
-    // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup).
-    const unsigned bars = sbase + STAGES * STAGE_BYTES + (TK_EPI_TMA ? 32768u : 0u);
-    int kt0, KT;
-    tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            bar_init(bars + 8 * s, 1);
-            bar_init(bars + 8 * (STAGES + s), 2);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (!TK_STREAMK && (tk_i64)blockIdx.x >= tiles_m * tiles_n)
-        return;
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             tk_work work;
-            work.init(tiles_m * tiles_n, KT);
+            work.init(tma_grid_tiles(tiles_m, tiles_n), KT);
+            const unsigned rank = TK_CLUSTER > 1 ? cluster_rank() : 0u;
             int it = 0;
             tk_i64 t;
             int k0, k1;
             bool more;
             while (work.take(t, k0, k1, more)) {
                 tk_i64 tm, tn;
-                tk_gemm_tile_of(t, tiles_m, tiles_n, &tm, &tn);
-                const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
+                bool phantom;
+                tma_tile_of(t, tiles_m, tiles_n, &tm, &tn, &phantom);
+                const int m0 = tile_origin(tm, BM, M), n0 = tile_origin(tn, BN, N);
                 for (int kt = k0; kt < k1; ++kt, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) // the consumers released step it - STAGES
@@ -1380,7 +1463,20 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
                     bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
                     const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
                     const int kc = (kt0 + kt) * BK;
-                    if (AK)
+                    if (TK_CLUSTER > 1) {
+                        // A in 64-row boxes of 8 KiB (K-major: 64 x 64 boxes,
+                        // the host's map), this block's half of them sent
+                        // to both blocks; the barrier counts all of them.
+                        constexpr int NB = BM / 64, PER = NB / TK_CLUSTER;
+                        for (int b = (int)rank * PER; b < ((int)rank + 1) * PER; ++b) {
+                            if (AK)
+                                tma_load2d_mc(sa + b * 8192, mA, kc, m0 + 64 * b, full,
+                                              (unsigned short)((1u << TK_CLUSTER) - 1));
+                            else
+                                tma_load2d_mc(sa + b * 8192, mA, m0 + 64 * b, kc, full,
+                                              (unsigned short)((1u << TK_CLUSTER) - 1));
+                        }
+                    } else if (AK)
                         for (int b = 0; b < BM / 128; ++b)
                             tma_load2d(sa + b * 128 * 128, mA, kc, m0 + 128 * b, full);
                     else
@@ -1400,6 +1496,50 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     }
 }
 
+// Dynamic shared memory: STAGES * (BM + BN) * 64 * 2 + 2048 bytes (1 KiB of
+// alignment slack, then the barriers), + 32 KiB of staging with TK_EPI_TMA.
+// 384 threads. BN a multiple of 64 when B is N-major (its boxes are 64
+// columns wide), of 16 when K-major.
+template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
+__device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB,
+                                              const tk_tmap *mC, void *C, tk_i64 M, tk_i64 N,
+                                              tk_i64 K, tk_i64 ldc, void *skw,
+                                              unsigned long long tag, unsigned char *smem)
+{
+    constexpr int BK = 64;
+    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+    static_assert(BKM ? BN % 16 == 0 : BN % 64 == 0, "TMA tile width");
+    const int tid = threadIdx.x;
+    const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
+    // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
+    // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup of every
+    // block of the cluster: all of them read what the stage's copies wrote).
+    const unsigned bars = sbase + STAGES * STAGE_BYTES + (TK_EPI_TMA ? 32768u : 0u);
+    int kt0, KT;
+    tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            bar_init(bars + 8 * s, 1);
+            bar_init(bars + 8 * (STAGES + s), 2 * TK_CLUSTER);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    if constexpr (TK_CLUSTER > 1) {
+        // The host sizes the grid to the pairs (tma_grid_tiles): no block
+        // leaves early, and each leaves only with its partner (below).
+        cluster_sync();
+    } else {
+        __syncthreads();
+        if (!TK_STREAMK && (tk_i64)blockIdx.x >= tiles_m * tiles_n)
+            return;
+    }
+    gemm_loop_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(mA, mB, mC, C, M, N, ldc, skw, tag,
+                                                             sbase, bars, kt0, KT);
+    if constexpr (TK_CLUSTER > 1)
+        cluster_sync();
+}
+
 } // namespace tkw
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
@@ -1415,7 +1555,12 @@ static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-archit
 // and tag this launch's flag value; unused otherwise.
 static_assert(!(TK_EPI_TMA && TK_SPLITK), "the TMA-store epilogue writes C, not split partials");
 static_assert(!(TK_STREAMK && TK_SPLITK), "stream-K and split-K do not combine");
-extern "C" __global__ void __launch_bounds__(384, 1)
+#if TK_CLUSTER > 1
+#define TK_GEMM_CLUSTER_DIMS __cluster_dims__(TK_CLUSTER, 1, 1)
+#else
+#define TK_GEMM_CLUSTER_DIMS
+#endif
+extern "C" __global__ void TK_GEMM_CLUSTER_DIMS __launch_bounds__(384, 1)
     tk_gemm_f16(const __grid_constant__ tk_tmap mA, const __grid_constant__ tk_tmap mB,
                 const __grid_constant__ tk_tmap mC, void *C, tk_i64 M, tk_i64 N, tk_i64 K,
                 tk_i64 ldc, void *skw, unsigned long long tag)

@@ -347,8 +347,10 @@ END_TEST
  * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid, stream-K (tiles shared
  * across block boundaries), the TMA-store and staged epilogues, split-K on
  * both kernels, tile widths of the TMA kernel from 64 to 256 columns, 256-row
- * tiles, and the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
- * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it). */
+ * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
+ * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it),
+ * and clusters of two blocks sharing A by multicast (K-major and M-major A,
+ * odd column-tile counts whose last cluster has a block with no tile). */
 START_TEST(test_every_configuration)
 {
     static const char *const configs[] = {
@@ -360,6 +362,7 @@ START_TEST(test_every_configuration)
         "tma bn=128 persist=0 epi=1 split=1",
         "tma bn=256 persist=0 epi=0 split=1",
         "tma bn=128 persist=0 epi=0 split=3",
+        "tma bn=64 persist=0 epi=0 split=4",
         "tma bn=64 persist=0 epi=1 split=1",
         "tma bn=64 persist=1 epi=0 split=1",
         "tma bn=64 persist=2 epi=1 split=1",
@@ -374,11 +377,23 @@ START_TEST(test_every_configuration)
         "tma bn=176 persist=0 epi=0 split=1 bm=256 swap=1",
         "tma bn=64 persist=1 epi=0 split=1 bm=256 swap=1",
         "tma bn=112 persist=0 epi=0 split=1 bm=256 swap=1",
+        "tma bn=80 persist=0 epi=0 split=1 swap=1",
+        "tma bn=32 persist=0 epi=0 split=1 swap=1",
+        "tma bn=64 persist=0 epi=1 split=1 cl=2",
+        "tma bn=128 persist=0 epi=0 split=1 cl=2",
+        "tma bn=192 persist=0 epi=1 split=1 cl=2",
+        "tma bn=128 persist=0 epi=0 split=1 bm=256 cl=2",
+        "tma bn=48 persist=0 epi=0 split=1 swap=1 cl=2",
+        "tma bn=96 persist=0 epi=0 split=1 bm=256 swap=1 cl=2",
         "mma tile=1 split=2",
     };
     const shape big = {2100, 2600, 2200, 2, 0, 1};
     const shape small = {136, 2600, 2200, 2, 1, 0};
+    /* $TK_TEST_CONFIGS (a substring, e.g. "cl=2"): only those configurations */
+    const char *only = getenv("TK_TEST_CONFIGS");
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        if (only != NULL && strstr(configs[i], only) == NULL)
+            continue;
         /* a fresh context: records are remembered per context */
         tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
         char line[160];

@@ -170,6 +170,9 @@ typedef struct gemm_plan {
     int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
                   * 2 the same grid sharing the K steps of all tiles (stream-K) */
     int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
+    int cluster; /* tma: 2 clusters of two blocks on adjacent column tiles, each
+                  * loading half of their shared A tile for both (TK_CLUSTER);
+                  * 0 none */
     int c16;     /* C 16-byte aligned, rows a multiple of 16 bytes apart */
     int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
     gemm_tile tile;
@@ -284,27 +287,44 @@ static int tma_pick_bn(int64_t M, int64_t N, int64_t sms, double *cost_out)
  * at 0.97 of cuBLAS): 0.76 at 64 columns to 0.94 from 128 on. */
 #define SWAP_BN_MIN 64
 #define SWAP_BN_MAX 192
-static double swap_eff(int bn)
+/* 128-row swapped tiles: narrower widths, for token counts whose 256-row
+ * tiles would leave most of the chip idle. Their throughput weights, from
+ * tokitai-jit --tune on an H100 with cold operands (bench/NOTES-gemm.md,
+ * fourth session): fwd N=1024 K=2816 at 1152 tokens 120 tiles of 128 x 80
+ * in 16.3 us against 18.4 for 72 of 128 x 128; 48 wide at 768 tokens and
+ * 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
+#define SWAP128_BN_MIN 32
+#define SWAP128_BN_MAX 96
+static double swap_eff(int bm, int bn)
 {
+    if (bm == 128)
+        return bn >= 96 ? 0.72 : bn >= 80 ? 0.66 : bn >= 64 ? 0.58 : bn >= 48 ? 0.50 : 0.375;
     return bn >= 128 ? 0.94 : bn >= 112 ? 0.91 : bn >= 96 ? 0.87 : bn >= 80 ? 0.82 : 0.76;
 }
 
 /* Kernel M x N of the swapped plan (M: the op's N, N: its tokens): the
- * width of least rounds x area / throughput, and that cost. */
-static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, double *cost_out)
+ * tile (256 or 128 rows, width in steps of 16) of least rounds x area /
+ * throughput, and that cost. */
+static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int *bm_out, double *cost_out)
 {
-    const int64_t tm = (M + 255) / 256;
-    int best = 0;
+    int best = 0, best_bm = 256;
     double best_cost = 0;
-    for (int bn = SWAP_BN_MAX; bn >= SWAP_BN_MIN; bn -= 16) {
-        const int64_t tiles = tm * ((N + bn - 1) / bn);
-        const int64_t rounds = (tiles + sms - 1) / sms;
-        const double cost = (double)rounds * 256 * bn / swap_eff(bn);
-        if (best == 0 || cost < best_cost * 0.999) {
-            best = bn;
-            best_cost = cost;
+    for (int bm = 256; bm >= 128; bm -= 128) {
+        const int64_t tm = (M + bm - 1) / bm;
+        const int hi = bm == 256 ? SWAP_BN_MAX : SWAP128_BN_MAX;
+        const int lo = bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
+        for (int bn = hi; bn >= lo; bn -= 16) {
+            const int64_t tiles = tm * ((N + bn - 1) / bn);
+            const int64_t rounds = (tiles + sms - 1) / sms;
+            const double cost = (double)rounds * bm * bn / swap_eff(bm, bn);
+            if (best == 0 || cost < best_cost * 0.999) {
+                best = bn;
+                best_bm = bm;
+                best_cost = cost;
+            }
         }
     }
+    *bm_out = best_bm;
     *cost_out = best_cost;
     return best;
 }
@@ -338,6 +358,7 @@ static void plan_wgmma(gemm_plan *p)
     p->wgmma = 0;
     p->tma = 0;
     p->persist = 0;
+    p->cluster = 0;
     if (!p->sm90 || !p->aligned)
         return;
     const int64_t tm = (p->M + 127) / 128;
@@ -358,10 +379,11 @@ static void plan_wgmma(gemm_plan *p)
         /* tokens on the kernel's M, A K-major (the swapped B then is); the
          * token counts a precompile enumerates */
         if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT) {
-            const int bn = swap_pick_bn(p->N, p->M, sms, &swap_cost);
+            int bm;
+            const int bn = swap_pick_bn(p->N, p->M, sms, &bm, &swap_cost);
             if (swap_cost < cost * SWAP_GAIN) {
                 plan_swap(p);
-                p->wg_bm = 256;
+                p->wg_bm = bm;
                 p->wg_bn = bn;
             }
         }
@@ -423,9 +445,14 @@ static void plan_split(gemm_plan *p)
         per = (kt + s - 1) / s;
         s = (kt + per - 1) / per;
         if (s >= 2) {
+            /* 64 columns where they hold all of N: the router's grad_b (N =
+             * 8, K = 2048-16384 tokens) ran 1.20-1.26x faster split 8 on
+             * 128 x 64 tiles than on 128 x 128 (--tune, cold operands; the
+             * copies of a box mostly outside the tensor are slow) */
+            const int w = p->N <= 64 ? 64 : 128;
             p->splits = (int)s;
-            p->wg_bn = 128;
-            p->wg_bm = 128, p->wg_stages = tma_stages(128, 128);
+            p->wg_bn = w;
+            p->wg_bm = 128, p->wg_stages = tma_stages(128, w);
         }
         return;
     }
@@ -495,7 +522,7 @@ static void plan_skinny(gemm_plan *p)
     if (!skinny_fits(p) || p->M < SKINNY_M_MIN)
         return;
     p->skinny = 1;
-    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->splits = 1;
+    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
 }
 
 /* ------------------------------------------------------------- tuning
@@ -523,6 +550,7 @@ typedef struct gemm_cfg {
     int tile;    /* mma.sync: index into nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
+    int cluster; /* tma, a block per tile: 2 clusters of two sharing A; 0 none */
     int splits;  /* split-K factor; 1: none */
 } gemm_cfg;
 
@@ -545,6 +573,7 @@ static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
             c->tile = i;
     c->persist = p->persist;
     c->epi = p->epi_tma;
+    c->cluster = p->tma && p->cluster > 1 ? p->cluster : 0;
     c->splits = p->splits;
 }
 
@@ -553,16 +582,17 @@ static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
     if (c->skinny)
         snprintf(buf, size, "skinny");
     else if (c->tma)
-        snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s", c->bn, c->persist,
-                 c->epi, c->splits, c->bm == 256 ? " bm=256" : "", c->swap ? " swap=1" : "");
+        snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s%s", c->bn, c->persist,
+                 c->epi, c->splits, c->bm == 256 ? " bm=256" : "", c->swap ? " swap=1" : "",
+                 c->cluster > 1 ? " cl=2" : "");
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
 
 /* 1 when text is a well-formed configuration (whether it fits a call is
  * plan_apply's question). Options may follow a TMA configuration, each at
- * most once: bm=128|256, swap=0|1; without them 128 rows, unswapped (as
- * records written before they existed). */
+ * most once: bm=128|256, swap=0|1, cl=1|2; without them 128 rows,
+ * unswapped, no cluster (as records written before they existed). */
 static int cfg_parse(const char *text, gemm_cfg *c)
 {
     int n = 0;
@@ -583,6 +613,8 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                 bit = 1, c->bm = v;
             else if (strcmp(key, "swap") == 0)
                 bit = 2, c->swap = v;
+            else if (strcmp(key, "cl") == 0)
+                bit = 4, c->cluster = v == 1 ? 0 : v;
             else
                 return 0;
             if (seen & (unsigned)bit)
@@ -591,7 +623,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
         }
         return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 && (c->bm == 128 || c->bm == 256) &&
                (c->bm == 128 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
-               c->persist >= 0 && c->persist <= 2 &&
+               c->persist >= 0 && c->persist <= 2 && (c->cluster == 0 || c->cluster == 2) &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (strcmp(text, "skinny") == 0) {
@@ -620,7 +652,7 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (!skinny_fits(&q))
             return 0;
         q.skinny = 1;
-        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0, q.splits = 1;
+        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0, q.cluster = 0, q.splits = 1;
         *p = q;
         return 1;
     }
@@ -647,6 +679,9 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
             return 0;
         if (c->persist == 2 && (c->swap || c->bm != 128))
             return 0;
+        /* clusters: a block per tile, unsplit */
+        if (c->cluster > 1 && (c->persist || c->splits > 1))
+            return 0;
         /* stream-K needs more tiles than blocks (each block's share at least
          * one tile's K steps) */
         if (c->persist == 2 &&
@@ -656,12 +691,13 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
         q.wg_stages = tma_stages(c->bm, c->bn);
         q.persist = c->persist;
         q.epi_tma = c->epi;
+        q.cluster = c->cluster;
         q.tile = nv_tiles[0];
         bk = 64;
     } else {
         if (c->tile < 0 || c->tile >= N_TILES || c->persist)
             return 0;
-        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0;
+        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0, q.cluster = 0;
         q.tile = nv_tiles[c->tile];
         bk = q.tile.bk;
     }
@@ -908,7 +944,10 @@ static void plan_grid(gemm_plan *p)
     if (p->swap || p->wg_bm != 128) /* a block per tile, stored from the ring */
         return;
     p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
-    p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS;
+    /* not for a single K step: the tiles are all epilogue, and a block per
+     * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
+     * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
+    p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS && p->K > 64;
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -960,7 +999,7 @@ typedef struct gemm_tmap {
  * the same GEMMs on the same buffers again and again, and encoding costs
  * host time on every call (three maps per call). A map holds only the
  * address, shape, strides and box, so a hit is exact. */
-#define TMAP_CACHE 16
+#define TMAP_CACHE 64
 typedef struct tmap_slot {
     const void *base;
     uint64_t rows, cols, row_bytes;
@@ -1041,6 +1080,8 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_STAGES", p->wg_stages);
         if (p->swap)
             add_def(d, "TK_SWAP", 1);
+        if (p->tma && p->cluster > 1)
+            add_def(d, "TK_CLUSTER", p->cluster);
         add_def(d, "TK_ALIGNED", 1);
         add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
         if (p->splits > 1)
@@ -1087,6 +1128,7 @@ static void plan_universal(const gemm_plan *p, gemm_plan *u)
     u->tma = 0;
     u->persist = 0;
     u->epi_tma = 0;
+    u->cluster = 0;
     u->splits = 1;
     u->tile = nv_tiles[1];
 }
@@ -1141,7 +1183,11 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
         return;
     }
     if (p->wgmma) {
-        *blocks = ((p->M + p->wg_bm - 1) / p->wg_bm) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+        const int64_t tn = (p->N + p->wg_bn - 1) / p->wg_bn;
+        /* clusters: the column tiles in pairs (an odd count's last pair has
+         * a block with nothing to store) */
+        *blocks = ((p->M + p->wg_bm - 1) / p->wg_bm) *
+                  (p->tma && p->cluster > 1 ? (tn + 1) / 2 * 2 : tn);
         if (p->persist && *blocks > p->sms)
             *blocks = p->sms;
         /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
@@ -1326,9 +1372,10 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             /* Stored operands as row-major matrices; boxes of 64 columns (128
              * bytes, the swizzle width) by the kernel's rows per copy. */
             gemm_tmap ma, mb;
+            /* clusters load A in 64-row boxes, half of them per block */
             if (p->a_kmajor)
                 st = tmap_get(ctx, &ma, d_a, (uint64_t)p->M, (uint64_t)p->K,
-                                        (uint64_t)p->lda * 2, 64, 128, 2);
+                                        (uint64_t)p->lda * 2, 64, p->cluster > 1 ? 64 : 128, 2);
             else
                 st = tmap_get(ctx, &ma, d_a, (uint64_t)p->K, (uint64_t)p->M,
                                         (uint64_t)p->lda * 2, 64, 64, 2);
@@ -1557,18 +1604,23 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     q = *base;
     if (plan_apply(&q, &cfg))
         n = tune_add(c, n, &q);
-    /* swapped 256-row tiles: for each round count, its narrowest width */
-    for (int bn = SWAP_BN_MIN, last = 0; tma_ok && bn <= SWAP_BN_MAX; bn += 16) {
-        const int64_t rounds =
-            ((o.N + 255) / 256 * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
-        if (rounds == last)
-            continue;
-        last = (int)rounds;
-        cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 256, .swap = 1, .splits = 1};
-        q = *base;
-        if (plan_apply(&q, &cfg))
-            n = tune_add(c, n, &q);
-    }
+    /* swapped 256- and 128-row tiles: for each round count, its narrowest
+     * width, alone and in clusters of two */
+    for (int bm = 256; tma_ok && bm >= 128; bm -= 128)
+        for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0; bn <= SWAP_BN_MAX; bn += 16) {
+            const int64_t rounds =
+                ((o.N + bm - 1) / bm * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
+            if (rounds == last)
+                continue;
+            last = (int)rounds;
+            for (int cl = 0; cl <= 2; cl += 2) {
+                cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .cluster = cl,
+                                 .splits = 1};
+                q = *base;
+                if (plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
+        }
     for (int b = 0; tma_ok && b < N_TMA_BNS; b++) {
         const int bn = tma_bns[b];
         const int64_t tiles = ((o.M + 127) / 128) * ((o.N + bn - 1) / bn);
@@ -1580,13 +1632,23 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
                 if (plan_apply(&q, &cfg))
                     n = tune_add(c, n, &q);
             }
+        /* clusters of two sharing A (a block per tile) */
+        if (tiles >= 2 && tiles <= 2 * base->sms) {
+            cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .epi = base->c16, .cluster = 2,
+                             .splits = 1};
+            q = *base;
+            if (plan_apply(&q, &cfg))
+                n = tune_add(c, n, &q);
+        }
     }
     for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
          i++) {
-        cfg = (gemm_cfg){.tma = 1, .bn = 128, .bm = 128, .splits = tma_splits[i]};
-        q = *base;
-        if (plan_apply(&q, &cfg) && q.splits > 1)
-            n = tune_add(c, n, &q);
+        for (int bn = 64; bn <= 128; bn += 64) {
+            cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .splits = tma_splits[i]};
+            q = *base;
+            if (plan_apply(&q, &cfg) && q.splits > 1)
+                n = tune_add(c, n, &q);
+        }
     }
     for (int t = tma_ok ? 1 : 0; t < N_TILES; t++) {
         if (tma_ok && t128 >= 2 * base->sms)
@@ -1647,31 +1709,51 @@ static void tune_compile(tk_context *ctx, tune_cand *c, int n)
     pthread_mutex_destroy(&j.mu);
 }
 
+/* Operand sets the timed launches take in turn: one (the caller's buffers,
+ * TOKITAI_JIT_TUNE=auto) or, for tokitai-jit --tune, as many copies as
+ * make the operands of consecutive launches exceed L2 (TUNE_COLD_BYTES), so
+ * that each launch reads its operands from device memory, as the calls of a
+ * training step mostly do (their weights and activations do not stay in L2
+ * between uses); bench/sweep times the same way. */
+#define TUNE_SETS_MAX 8
+#define TUNE_COLD_BYTES (200.0 * 1024 * 1024)
+#define TUNE_SETS_BYTES_MAX (2048.0 * 1024 * 1024)
+typedef struct tune_ops {
+    const void *a[TUNE_SETS_MAX], *b[TUNE_SETS_MAX];
+    void *out[TUNE_SETS_MAX];
+    int n;
+} tune_ops;
+
 typedef struct tune_run {
     tk_context *ctx;
     const tune_cand *c;
-    const void *a, *b;
-    void *out, *stream;
+    const tune_ops *ops;
+    void *stream;
     int reps;
 } tune_run;
 
 static tk_status tune_run_fn(void *user)
 {
     const tune_run *r = user;
+    const tune_ops *o = r->ops;
     tk_status st = TK_OK;
-    for (int i = 0; st == TK_OK && i < r->reps; i++)
-        st = gemm_exec(r->ctx, &r->c->p, r->c->k, r->c->rk, r->a, r->b, r->out, r->stream);
+    for (int i = 0; st == TK_OK && i < r->reps; i++) {
+        const int j = i % o->n;
+        st = gemm_exec(r->ctx, &r->c->p, r->c->k, r->c->rk, o->a[j], o->b[j], o->out[j],
+                       r->stream);
+    }
     return st;
 }
 
 /* Microseconds per launch of candidate c: three untimed runs (the first
  * launch of a kernel pays lazy module loading and attribute setup, which
  * must not size the batches), an estimate from a batch of 10, then the
- * best of three batches of about half a millisecond (10 to 1000 launches). */
-static tk_status tune_time(tk_context *ctx, const tune_cand *c, const void *a, const void *b,
-                           void *out, void *stream, double *us)
+ * best of three batches of about half a millisecond (10 to 1000 launches),
+ * each launch on the next operand set of ops. */
+static tk_status tune_time(tk_context *ctx, const tune_cand *c, const tune_ops *ops, void *stream,
+                           double *us)
 {
-    tune_run r = {ctx, c, a, b, out, stream, 3};
+    tune_run r = {ctx, c, ops, stream, 3};
     float ms = 0.0f;
     double best = 1e30;
     tk_status st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms);
@@ -1728,9 +1810,12 @@ static int tune_check(tk_context *ctx, const tune_cand *c, const void *a, const 
     return tune_same(&c->p, host, want, bytes / (c->p.out_f16 ? 2 : 4));
 }
 
-static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *a, const void *b,
-                            void *out, void *stream, tk_tune_report *rep)
+static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_ops *ops,
+                            void *stream, tk_tune_report *rep)
 {
+    /* the winner's check and the output left behind: the first set */
+    const void *a = ops->a[0], *b = ops->b[0];
+    void *out = ops->out[0];
     tune_cand *c = calloc(TUNE_MAX_CANDS, sizeof *c);
     char name[64];
     int n, best = -1;
@@ -1756,7 +1841,7 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const void *
                     c[i].text, tk_status_str(c[i].st));
             continue;
         }
-        c[i].st = tune_time(ctx, &c[i], a, b, out, stream, &c[i].us);
+        c[i].st = tune_time(ctx, &c[i], ops, stream, &c[i].us);
         if (c[i].st != TK_OK) {
             if (i == 0) {
                 st = c[i].st;
@@ -1839,11 +1924,12 @@ static void tune_fill(uint16_t *h, size_t n, uint64_t seed)
 tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_report *rep)
 {
     gemm_plan base;
-    void *a = NULL, *b = NULL, *c = NULL;
+    tune_ops ops;
     uint16_t *h = NULL;
     size_t na, nb, nc, nmax;
     tk_status st;
     memset(rep, 0, sizeof *rep);
+    memset(&ops, 0, sizeof ops);
     plan_op(op, m_class_max(dims[0]), dims[1], dims[2], &base);
     if ((st = tk__op_need_device(ctx, base.op)) != TK_OK)
         return st;
@@ -1866,31 +1952,52 @@ tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_
     nb = (size_t)o.K * (size_t)o.N;
     nc = (size_t)o.M * (size_t)o.N * (o.out_f16 ? 1 : 2); /* in halves */
     nmax = na > nb ? na : nb;
-    if ((st = tk_mem_alloc(ctx, na * 2, &a)) != TK_OK || (st = tk_mem_alloc(ctx, nb * 2, &b)) != TK_OK ||
-        (st = tk_mem_alloc(ctx, nc * 2, &c)) != TK_OK)
-        goto done;
+    /* sets enough that consecutive launches do not find theirs in L2 */
+    {
+        const double set = 2.0 * (double)(na + nb + nc);
+        ops.n = (int)(TUNE_COLD_BYTES / set) + 1;
+        if (ops.n > TUNE_SETS_MAX)
+            ops.n = TUNE_SETS_MAX;
+        while (ops.n > 1 && (double)ops.n * set > TUNE_SETS_BYTES_MAX)
+            ops.n--;
+    }
     h = malloc(nmax * 2);
     if (h == NULL) {
         st = tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of host memory", base.op);
         goto done;
     }
-    tune_fill(h, na, 1);
-    if ((st = tk_mem_upload(ctx, a, h, na * 2)) != TK_OK)
-        goto done;
-    tune_fill(h, nb, 2);
-    if ((st = tk_mem_upload(ctx, b, h, nb * 2)) != TK_OK)
-        goto done;
-    st = tune_class(ctx, &base, a, b, c, NULL, rep);
+    for (int i = 0; i < ops.n; i++) {
+        void *a = NULL, *b = NULL, *c = NULL;
+        st = tk_mem_alloc(ctx, na * 2, &a);
+        ops.a[i] = a;
+        if (st == TK_OK)
+            st = tk_mem_alloc(ctx, nb * 2, &b);
+        ops.b[i] = b;
+        if (st == TK_OK)
+            st = tk_mem_alloc(ctx, nc * 2, &c);
+        ops.out[i] = c;
+        if (st != TK_OK)
+            goto done;
+        tune_fill(h, na, 2 * (uint64_t)i + 1);
+        if ((st = tk_mem_upload(ctx, a, h, na * 2)) != TK_OK)
+            goto done;
+        tune_fill(h, nb, 2 * (uint64_t)i + 2);
+        if ((st = tk_mem_upload(ctx, b, h, nb * 2)) != TK_OK)
+            goto done;
+    }
+    st = tune_class(ctx, &base, &ops, NULL, rep);
     if (st == TK_OK)
         st = tk_stream_sync(ctx, NULL);
 done:
     free(h);
-    if (a)
-        tk_mem_free(ctx, a);
-    if (b)
-        tk_mem_free(ctx, b);
-    if (c)
-        tk_mem_free(ctx, c);
+    for (int i = 0; i < TUNE_SETS_MAX; i++) {
+        if (ops.a[i])
+            tk_mem_free(ctx, (void *)ops.a[i]);
+        if (ops.b[i])
+            tk_mem_free(ctx, (void *)ops.b[i]);
+        if (ops.out[i])
+            tk_mem_free(ctx, ops.out[i]);
+    }
     return st;
 }
 
@@ -1907,8 +2014,11 @@ static void gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const
 {
     tk_tune_report rep;
     gemm_plan base = *p;
+    tune_ops ops;
     memset(&rep, 0, sizeof rep);
-    if (tune_class(ctx, &base, d_a, d_b, d_c, stream, &rep) == TK_OK) {
+    memset(&ops, 0, sizeof ops);
+    ops.a[0] = d_a, ops.b[0] = d_b, ops.out[0] = d_c, ops.n = 1;
+    if (tune_class(ctx, &base, &ops, stream, &rep) == TK_OK) {
         tk__log(ctx, TK_LOG_INFO, "tuned %s: %s (%.1f us; heuristics %s, %.1f us)", rep.record,
                 rep.chosen, rep.chosen_us, rep.heuristic, rep.heuristic_us);
         plan_tuned(ctx, p);

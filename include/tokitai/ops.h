@@ -211,6 +211,9 @@ typedef struct tk_tune_report {
 
 /* Tunes the shape class of dims for op on the context's device: compiles
  * every candidate configuration (in parallel), times each on random operands
+ * (each launch on the next of up to 8 copies, as many as make consecutive
+ * launches' operands exceed L2, so that they come from device memory; at
+ * most 2 GiB of them; "auto" below times on the call's own operands)
  * with device events (warm-up runs, then the best of three batches of ~0.5
  * ms), and stores the fastest as a tuning record (the heuristics' own
  * configuration unless another is at least 3% faster) as a line for the

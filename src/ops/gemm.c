@@ -1549,10 +1549,13 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
 
 /* ------------------------------------------------------------- the tuner
  *
- * Candidates of a class: the heuristics' plan, the TMA kernel with 128- and
+ * Candidates of a class: the heuristics' plan, the skinny kernel where it
+ * fits, swapped 256- and 128-row tiles (for each round count its narrowest
+ * width, alone and in clusters of two), the TMA kernel with 64- to
  * 256-column tiles (persistent grid or not, when there is more than a wave
- * of tiles), the TMA kernel split 2..8 ways when its tiles fill less than
- * the chip, the three smaller mma.sync tiles unsplit and split 2 or 4 ways
+ * of tiles; in clusters of two sharing A), the TMA kernel split 2..8 ways
+ * on 128 x 64 and 128 x 128 tiles when its tiles fill less than the chip,
+ * the three smaller mma.sync tiles unsplit and split 2 or 4 ways
  * (on sm_90 only when the output has few tiles; elsewhere always, with the
  * large mma.sync tile too). Each is compiled (in parallel), run once, then
  * timed with device events in batches of back-to-back launches (about half

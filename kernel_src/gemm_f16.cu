@@ -946,16 +946,6 @@ __device__ __forceinline__ void cluster_sync()
 {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
-// The copy written at the same shared offset of every block in `mask`, each
-// block's barrier at offset `bar` counting its bytes.
-__device__ __forceinline__ void tma_load2d_mc(unsigned dst, const tk_tmap *map, int c0, int c1,
-                                              unsigned bar, unsigned short mask)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-                 : "memory");
-}
 // Tile (tm, tn) of block-work index t. TK_CLUSTER 2: t's pair (t / 2) walks
 // the tile rows and pairs of columns like tk_gemm_tile_of, the two blocks of
 // a cluster (ranks t % 2) on columns 2 p and 2 p + 1 of one tile row. With
@@ -1001,13 +991,22 @@ __device__ __forceinline__ tk_i64 tma_grid_tiles(tk_i64 tiles_m, tk_i64 tiles_n)
 {
     return TK_CLUSTER == 1 ? tiles_m * tiles_n : tiles_m * ((tiles_n + 1) >> 1) * 2;
 }
+// mask 0: into this block's shared memory; else multicast: written at the
+// same shared offset of every cluster block in mask, each block's barrier at
+// offset `bar` counting its bytes.
 __device__ __forceinline__ void tma_load2d(unsigned dst, const tk_tmap *map, int c0, int c1,
-                                           unsigned bar)
+                                           unsigned bar, unsigned short mask = 0)
 {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
+    if (mask == 0)
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                     "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                     "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+                     : "memory");
 }
 
 // fp16 register epilogue with full 32-byte sectors: the accumulator layout
@@ -1467,14 +1466,11 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                         // A in 64-row boxes of 8 KiB (K-major: 64 x 64 boxes,
                         // the host's map), this block's half of them sent
                         // to both blocks; the barrier counts all of them.
-                        constexpr int NB = BM / 64, PER = NB / TK_CLUSTER;
+                        constexpr int PER = BM / 64 / TK_CLUSTER;
+                        constexpr unsigned short ALL = (1u << TK_CLUSTER) - 1;
                         for (int b = (int)rank * PER; b < ((int)rank + 1) * PER; ++b) {
-                            if (AK)
-                                tma_load2d_mc(sa + b * 8192, mA, kc, m0 + 64 * b, full,
-                                              (unsigned short)((1u << TK_CLUSTER) - 1));
-                            else
-                                tma_load2d_mc(sa + b * 8192, mA, m0 + 64 * b, kc, full,
-                                              (unsigned short)((1u << TK_CLUSTER) - 1));
+                            const int r = m0 + 64 * b;
+                            tma_load2d(sa + b * 8192, mA, AK ? kc : r, AK ? r : kc, full, ALL);
                         }
                     } else if (AK)
                         for (int b = 0; b < BM / 128; ++b)

@@ -346,7 +346,9 @@ END_TEST
  * and with 136 tokens checked in full, with an odd output stride (scalar
  * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid, stream-K (tiles shared
  * across block boundaries), the TMA-store and staged epilogues, split-K on
- * both kernels, tile widths of the TMA kernel from 64 to 256 columns, 256-row
+ * both kernels (the reduce kernel after a one-wave split grid launched as its
+ * programmatic dependent), tile widths of the TMA kernel from 64 to 256
+ * columns (K-major B: 176 and 208 too), 256-row
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
  * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it),
  * and clusters of two blocks sharing A by multicast (K-major and M-major A,
@@ -371,6 +373,9 @@ START_TEST(test_every_configuration)
         "tma bn=192 persist=1 epi=0 split=1",
         "tma bn=192 persist=2 epi=0 split=1",
         "tma bn=80 persist=0 epi=0 split=1",
+        "tma bn=208 persist=0 epi=0 split=1",
+        "tma bn=176 persist=1 epi=0 split=1",
+        "tma bn=128 persist=0 epi=0 split=2",
         "tma bn=128 persist=0 epi=0 split=1 bm=256 swap=0",
         "tma bn=192 persist=1 epi=0 split=1 bm=256 swap=0",
         "tma bn=144 persist=0 epi=0 split=1 bm=256 swap=1",
@@ -429,6 +434,36 @@ START_TEST(test_skinny)
 }
 END_TEST
 
+/* Reductions of 16 or fewer (the small-K kernel: the router's grad_a with
+ * its 8 experts, grad_b of a few tokens, a forward with K <= 16), checked in
+ * full against fp64 (one sampled), in sync build mode: every layout,
+ * packed, aligned-padded and unaligned (ld + 5) operands, odd output
+ * strides (scalar stores at the ends of rows), edges of the 32 x 256 tile
+ * in M and N, K = 1 to 16. */
+START_TEST(test_smallk)
+{
+    static const shape fwd[] = {
+        {3000, 1000, 8, 0, 0, 0}, {37, 300, 1, 1, 1, 0}, {1000, 257, 16, 2, 0, 0},
+        {9000, 1024, 13, 0, 1, 1},
+    };
+    static const shape grad_a[] = {
+        {8192, 8, 1024, 0, 0, 0}, {1000, 5, 333, 1, 1, 0}, {65, 16, 2050, 2, 1, 0},
+    };
+    static const shape grad_b[] = {
+        {16, 2816, 1024, 0, 0, 0}, {3, 100, 77, 1, 1, 0}, {11, 1030, 129, 2, 0, 0},
+    };
+    tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
+    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+        run_case(ctx, TK_OP_GEMM_F16_FWD, &fwd[i]);
+    for (size_t i = 0; i < sizeof grad_a / sizeof grad_a[0]; i++)
+        run_case(ctx, TK_OP_GEMM_F16_GRAD_A, &grad_a[i]);
+    for (size_t i = 0; i < sizeof grad_b / sizeof grad_b[0]; i++)
+        run_case(ctx, TK_OP_GEMM_F16_GRAD_B, &grad_b[i]);
+    assert_no_fallback(ctx);
+    tk_context_destroy(ctx);
+}
+END_TEST
+
 /* Reuse of a compiled kernel and the checked run through the public API. */
 START_TEST(test_checked_run)
 {
@@ -461,6 +496,7 @@ static Suite *suite(void)
         {"checked", test_checked_run},
         {"configurations", test_every_configuration},
         {"skinny", test_skinny},
+        {"smallk", test_smallk},
     };
     Suite *s = suite_create("gpu_gemm");
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {

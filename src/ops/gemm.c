@@ -167,6 +167,7 @@ typedef struct gemm_plan {
     int wg_bm, wg_bn, wg_stages; /* wg_bm: 128, or 256 on the TMA kernel */
     int swap;    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
     int skinny;  /* the forward with N <= 8 on its own kernel (plan_skinny) */
+    int smallk;  /* K <= SMALLK_K_MAX on its own kernel (plan_smallk) */
     int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
                   * 2 the same grid sharing the K steps of all tiles (stream-K) */
     int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
@@ -256,7 +257,12 @@ static int tma_stages(int bm, int bn)
  * round) where 128 x 256 makes 88 (67% of the chip) and 128 x 128 176
  * (two rounds); a 1024 x 1024 output takes 128 tiles of 128 x 64. Ties go to
  * the wider tile. */
-static int tma_pick_bn(int64_t M, int64_t N, int64_t sms, double *cost_out)
+/* K-major B (grad_a; B then comes in one box of BN rows) allows any width
+ * in steps of 16: the widths between 128 and 256 that the chip's wave needs
+ * (a 1024-wide output cut into 5 to 7 columns of tiles), with this weight
+ * (provisional: between 128's and 256's). */
+#define TMA_KB_EFF 0.93
+static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, double *cost_out)
 {
     const int64_t tm = (M + 127) / 128;
     int best = 256;
@@ -267,6 +273,17 @@ static int tma_pick_bn(int64_t M, int64_t N, int64_t sms, double *cost_out)
         const double cost = (double)rounds * 128 * tma_bns[i] / tma_bn_eff[i];
         if (i == N_TMA_BNS - 1 || cost < best_cost * 0.999) {
             best = tma_bns[i];
+            best_cost = cost;
+        }
+    }
+    for (int bn = 240; b_kmajor && bn > 128; bn -= 16) {
+        if (bn == 192)
+            continue;
+        const int64_t tiles = tm * ((N + bn - 1) / bn);
+        const int64_t rounds = (tiles + sms - 1) / sms;
+        const double cost = (double)rounds * 128 * bn / TMA_KB_EFF;
+        if (cost < best_cost * 0.999) {
+            best = bn;
             best_cost = cost;
         }
     }
@@ -375,7 +392,7 @@ static void plan_wgmma(gemm_plan *p)
         p->wgmma = 1;
         p->tma = 1;
         p->wg_bm = 128;
-        p->wg_bn = tma_pick_bn(p->M, p->N, sms, &cost);
+        p->wg_bn = tma_pick_bn(p->M, p->N, p->b_kmajor, sms, &cost);
         /* tokens on the kernel's M, A K-major (the swapped B then is); the
          * token counts a precompile enumerates */
         if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT) {
@@ -429,8 +446,35 @@ static void plan_split(gemm_plan *p)
          * 1024x32000x1024 (64 tiles, K = 32000) 1.6x faster split 2; with
          * 16-32 tiles of 128x128 and K = 2048-2816 the unsplit 128x64 tiles
          * (32-64 blocks, no reduce kernel) ran 4-26% faster than split 4-8. */
-        tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
         kt = (p->K + 63) / 64;
+        /* N-major B and a quarter of the chip or less in 128 x 64 tiles:
+         * those tiles split to fill one wave, at least 8 K tiles each, at
+         * most 8 ways (--tune, cold operands, H100: fwd N=1024 K=2816 at 256
+         * tokens split 4 9.8 us against 12.1 unsplit, at 128 tokens 8.5
+         * against 9.5 for split 8 on 128 x 128; grad_b 2048x64x2048 and
+         * 2048x2048x64 split 4 8.9-9.6 against 9.9; at 512 tokens, 64
+         * tiles, unsplit stayed best). With K-major B (grad_a) the same
+         * splits ran slower than unsplit (256 tokens: split 2 18.7 us, 4
+         * 14.3, unsplit 11.9), cause not known. */
+        tiles = ((p->M + 127) / 128) * ((p->N + 63) / 64);
+        if (!p->b_kmajor && kt >= 16 && tiles * 4 <= p->sms) {
+            s = p->sms / tiles;
+            if (s > 8)
+                s = 8;
+            if (s > kt / 8)
+                s = kt / 8;
+            while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
+                s--;
+            if (s >= 2) {
+                per = (kt + s - 1) / s;
+                s = (kt + per - 1) / per;
+                p->splits = (int)s;
+                p->wg_bn = 64;
+                p->wg_bm = 128, p->wg_stages = tma_stages(128, 64);
+            }
+            return;
+        }
+        tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
         if (kt < 32 || (tiles * 16 > NV_SMS && (tiles * 2 > NV_SMS || kt < 128)))
             return;
         s = NV_SMS / tiles;
@@ -525,6 +569,34 @@ static void plan_skinny(gemm_plan *p)
     p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
 }
 
+/* Reductions of at most SMALLK_K_MAX (kernel K: the router's grad_a with
+ * its 8 experts, grad_b of a handful of tokens) write C and compute little:
+ * on an H100 the TMA kernel (one K step of 64, zero-filled past K, then its
+ * epilogue) wrote grad_a 8192 x 8 x 1024, a 16 MB output, in 12.9 us (1.3
+ * TB/s). The small-K kernel (TK_GEMM_SMALLK) loads both operands' tiles
+ * into shared memory and writes C with 8- or 16-byte row stores; any
+ * layout, alignment and NVIDIA target from sm_80 (plain CUDA cores). */
+#ifndef TK_GEMM_SMALLK
+#define TK_GEMM_SMALLK 1
+#endif
+#define SMALLK_K_MAX 16
+static int smallk_fits(const gemm_plan *p)
+{
+    return TK_GEMM_SMALLK && !p->amd && !p->simple && p->K <= SMALLK_K_MAX;
+}
+
+/* After plan_skinny: the small-K kernel, in the op's own (unswapped) terms. */
+static void plan_smallk(gemm_plan *p)
+{
+    p->smallk = 0;
+    if (p->skinny || !smallk_fits(p))
+        return;
+    if (p->swap)
+        plan_swap(p);
+    p->smallk = 1;
+    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
+}
+
 /* ------------------------------------------------------------- tuning
  *
  * A configuration is what the planner decides beyond layout and alignment:
@@ -547,6 +619,7 @@ typedef struct gemm_cfg {
     int bm;      /* tma: 128 or 256 rows */
     int swap;    /* tma: 1 the swapped plan (plan_swap) */
     int skinny;  /* 1: the skinny kernel (plan_skinny); nothing else applies */
+    int smallk;  /* 1: the small-K kernel (plan_smallk); nothing else applies */
     int tile;    /* mma.sync: index into nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
@@ -560,8 +633,9 @@ static void cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
 {
     memset(c, 0, sizeof *c);
     c->skinny = p->skinny;
+    c->smallk = p->smallk;
     c->splits = 1;
-    if (p->skinny)
+    if (p->skinny || p->smallk)
         return;
     c->tma = p->tma;
     c->bn = p->tma ? p->wg_bn : 0;
@@ -581,6 +655,8 @@ static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
 {
     if (c->skinny)
         snprintf(buf, size, "skinny");
+    else if (c->smallk)
+        snprintf(buf, size, "smallk");
     else if (c->tma)
         snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s%s", c->bn, c->persist,
                  c->epi, c->splits, c->bm == 256 ? " bm=256" : "", c->swap ? " swap=1" : "",
@@ -631,6 +707,11 @@ static int cfg_parse(const char *text, gemm_cfg *c)
         c->splits = 1;
         return 1;
     }
+    if (strcmp(text, "smallk") == 0) {
+        c->smallk = 1;
+        c->splits = 1;
+        return 1;
+    }
     if (sscanf(text, "mma tile=%d split=%d%n", &c->tile, &c->splits, &n) == 2 && n > 0)
         return c->tile >= 0 && c->tile < N_TILES && c->splits >= 1 && c->splits <= SPLIT_MAX;
     return 0;
@@ -648,10 +729,12 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
     if (q.swap) /* back to the op's own terms */
         plan_swap(&q);
     q.skinny = 0;
-    if (c->skinny) {
-        if (!skinny_fits(&q))
+    q.smallk = 0;
+    if (c->skinny || c->smallk) {
+        if (c->skinny ? !skinny_fits(&q) : !smallk_fits(&q))
             return 0;
-        q.skinny = 1;
+        q.skinny = c->skinny;
+        q.smallk = c->smallk;
         q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0, q.cluster = 0, q.splits = 1;
         *p = q;
         return 1;
@@ -675,7 +758,8 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
          * swapped and 256-row tiles store from registers or the ring */
         if (c->splits > 1 && (c->persist || c->epi || c->swap))
             return 0;
-        if (c->epi && (!p->c16 || c->swap || c->bm != 128))
+        /* (its chunks are 128 bytes of a row) */
+        if (c->epi && (!p->c16 || c->swap || c->bm != 128 || c->bn % (p->out_f16 ? 64 : 32) != 0))
             return 0;
         if (c->persist == 2 && (c->swap || c->bm != 128))
             return 0;
@@ -943,7 +1027,7 @@ static void plan_grid(gemm_plan *p)
         return;
     if (p->swap || p->wg_bm != 128) /* a block per tile, stored from the ring */
         return;
-    p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
+    p->epi_tma = TK_GEMM_EPI_TMA && p->c16 && p->wg_bn % (p->out_f16 ? 64 : 32) == 0;
     /* not for a single K step: the tiles are all epilogue, and a block per
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
@@ -1070,6 +1154,8 @@ static void build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_GEMM_SIMPLE", 1);
     } else if (p->skinny) {
         add_def(d, "TK_GEMM_SKINNY", 1);
+    } else if (p->smallk) {
+        add_def(d, "TK_GEMM_SMALLK", 1);
     } else if (p->wgmma) {
         /* wgmma needs the sm_90a target; the engine then adds no other. */
         static const char *const wg_opts[] = {"--gpu-architecture=sm_90a"};
@@ -1123,6 +1209,7 @@ static void plan_universal(const gemm_plan *p, gemm_plan *u)
     if (u->swap)
         plan_swap(u);
     u->skinny = 0;
+    u->smallk = 0;
     u->wg_bm = 128;
     u->wgmma = 0;
     u->tma = 0;
@@ -1171,6 +1258,20 @@ static void launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, 
     if (p->amd || p->simple) {
         *blocks = ((p->M + AMD_TILE - 1) / AMD_TILE) * ((p->N + AMD_TILE - 1) / AMD_TILE);
         *threads = AMD_THREADS;
+        *smem = 0;
+        return;
+    }
+    if (p->smallk) {
+        /* a column tile of 256 per block, its 32-row chunks shared among
+         * the column's blocks: about 2 blocks per SM in all (80-100
+         * registers a thread; a multiple of the column tiles, see the
+         * kernel) */
+        const int64_t tn = (p->N + 255) / 256, chunks = (p->M + 31) / 32;
+        int64_t g = (2 * p->sms + tn - 1) / tn;
+        if (g > chunks)
+            g = chunks;
+        *blocks = tn * (g > 0 ? g : 1);
+        *threads = 256;
         *smem = 0;
         return;
     }
@@ -1264,6 +1365,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     plan_split(&p);
     plan_grid(&p);
     plan_skinny(&p);
+    plan_smallk(&p);
     if (!plan_tuned(ctx, &p) && tune_mode() == TUNE_AUTO && p.aligned && !p.amd && !p.simple) {
         /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the
          * caller's buffers and stream, then plan again with the record */
@@ -1332,7 +1434,16 @@ static tk_status gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kerne
             long long m = p->M, n = p->N, lc = p->ldc;
             int splits = p->splits;
             void *rargs[] = {&ws, &d_c, &m, &n, &lc, &splits};
-            st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);
+            /* After a split grid of one wave, the reduce is launched as its
+             * programmatic dependent: it is launched while the split kernel
+             * runs and starts summing as it completes (the kernel waits in
+             * griddepcontrol.wait). H100, bench/sweep: fwd 128x1024x2816
+             * (split 5) 61 -> 65 TF/s, 2048x64x2048 53 -> 59. Not after
+             * longer grids (earlier measurements, bench/NOTES-gemm.md). */
+            if (p->tma && pdl_enabled() && blocks * p->splits <= p->sms)
+                st = tk__kernel_launch_pdl(ctx, reduce, rgrid, rblock, 0, stream, rargs);
+            else
+                st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);
         }
         tk__op_workspace_release(ctx);
         return st;
@@ -1451,6 +1562,7 @@ static void plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t 
     plan_split(p);
     plan_grid(p);
     plan_skinny(p);
+    plan_smallk(p);
 }
 
 /* ... and with the class's tuning record, as a call would plan it. */
@@ -1607,6 +1719,10 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     q = *base;
     if (plan_apply(&q, &cfg))
         n = tune_add(c, n, &q);
+    cfg = (gemm_cfg){.smallk = 1, .splits = 1};
+    q = *base;
+    if (plan_apply(&q, &cfg))
+        n = tune_add(c, n, &q);
     /* swapped 256- and 128-row tiles: for each round count, its narrowest
      * width, alone and in clusters of two */
     for (int bm = 256; tma_ok && bm >= 128; bm -= 128)
@@ -1643,6 +1759,19 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
             if (plan_apply(&q, &cfg))
                 n = tune_add(c, n, &q);
         }
+    }
+    /* K-major B: widths between 128 and 256 in steps of 16, the narrowest
+     * of each round count */
+    for (int bn = 144, last = 0; tma_ok && o.b_kmajor && bn < 256; bn += 16) {
+        const int64_t rounds =
+            (((o.M + 127) / 128) * ((o.N + bn - 1) / bn) + base->sms - 1) / base->sms;
+        if (rounds == last || bn == 192)
+            continue;
+        last = (int)rounds;
+        cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .splits = 1};
+        q = *base;
+        if (plan_apply(&q, &cfg))
+            n = tune_add(c, n, &q);
     }
     for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
          i++) {

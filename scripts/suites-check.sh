@@ -8,13 +8,13 @@ rc=0
 gpu_build
 echo "== GPU suites"
 pids=()
-for c in exact_small exact_large generic offsets checked configurations skinny; do
+for c in exact_small exact_large generic offsets checked configurations skinny smallk; do
   CK_RUN_CASE=$c ./build-gpu/tests/test_gpu_gemm >"$out/gemm-$c.log" 2>&1 &
   pids+=($!)
 done
 ctest --test-dir build-gpu -L gpu -E test_gpu_gemm -j3 --output-on-failure >"$out/ctest-gpu.log" 2>&1 || rc=1
 i=0
-for c in exact_small exact_large generic offsets checked configurations skinny; do
+for c in exact_small exact_large generic offsets checked configurations skinny smallk; do
   wait "${pids[$i]}"; r=$?; i=$((i + 1))
   echo "test_gpu_gemm $c: exit $r, $(grep -E '^[0-9]+%: Checks' "$out/gemm-$c.log" | tail -1)"
   [ $r -eq 0 ] || { rc=1; grep -E "Assertion|failed|FAIL|skipped" "$out/gemm-$c.log" | head -5; }

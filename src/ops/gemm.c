@@ -447,17 +447,20 @@ static void plan_split(gemm_plan *p)
          * 16-32 tiles of 128x128 and K = 2048-2816 the unsplit 128x64 tiles
          * (32-64 blocks, no reduce kernel) ran 4-26% faster than split 4-8. */
         kt = (p->K + 63) / 64;
-        /* N-major B and a quarter of the chip or less in 128 x 64 tiles:
-         * those tiles split to fill one wave, at least 8 K tiles each, at
-         * most 8 ways (--tune, cold operands, H100: fwd N=1024 K=2816 at 256
-         * tokens split 4 9.8 us against 12.1 unsplit, at 128 tokens 8.5
-         * against 9.5 for split 8 on 128 x 128; grad_b 2048x64x2048 and
-         * 2048x2048x64 split 4 8.9-9.6 against 9.9; at 512 tokens, 64
-         * tiles, unsplit stayed best). With K-major B (grad_a) the same
-         * splits ran slower than unsplit (256 tokens: split 2 18.7 us, 4
-         * 14.3, unsplit 11.9), cause not known. */
+        /* Half the chip or less in 128 x 64 tiles and K from 2048 to 8191
+         * (longer reductions take 128 x 128 tiles, below: grad_a
+         * 512x50304x1024 split 2 on 128 x 64 ran 0.78 of cuBLAS):
+         * those tiles split to fill one wave (two rounds of them lost
+         * everywhere), at least 8 K tiles each, at most 8 ways (--tune,
+         * cold operands, H100, bench/NOTES-gemm.md: fwd N=1024 K=2816 at
+         * 256 tokens split 4 9.8 us against 12.1 unsplit, at 384 split 2
+         * 11.2 against 12.3, at 128 split 4 8.5 against 9.5 for split 8 on
+         * 128 x 128; grad_a N=2816 K=1024 at 256 split 4 9.4 against 12.0,
+         * at 512 split 2 11.4 against 12.0; grad_b 2048x64x2048 and
+         * 2048x2048x64 split 4 8.9-9.6 against 9.9; with K = 1024, fwd
+         * N=2816 at 128 tokens, split 2 8.8 against 7.2 unsplit). */
         tiles = ((p->M + 127) / 128) * ((p->N + 63) / 64);
-        if (!p->b_kmajor && kt >= 16 && tiles * 4 <= p->sms) {
+        if (kt >= 32 && kt < 128 && tiles * 2 <= p->sms) {
             s = p->sms / tiles;
             if (s > 8)
                 s = 8;

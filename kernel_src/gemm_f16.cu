@@ -36,8 +36,10 @@
 //                                          tile width is free in steps of 16):
 //                                          kernel element (m, n) is stored at
 //                                          C[n*ldc + m]
-//   TK_BM (TMA kernel)                     128 or 256 rows (two 64-row wgmmas
-//                                          per consumer warpgroup)
+//   TK_BM (TMA kernel)                     64, 128 or 256 rows (256: two
+//                                          64-row wgmmas per consumer
+//                                          warpgroup; 64: each warpgroup half
+//                                          of the columns)
 //   TK_CLUSTER (optional, TMA kernel)      2: blocks run in clusters of two
 //                                          (__cluster_dims__) on the two tiles
 //                                          of one tile row side by side; each
@@ -1363,17 +1365,25 @@ __device__ __forceinline__ void sk_wait(const unsigned long long *flag, unsigned
 // (counted across the block's segments) when it % STAGES == s, in phase
 // (it / STAGES) & 1. Each consumer warpgroup owns BM / 2 rows of the tile:
 // MI = BM / 128 blocks of 64 rows, an m64nBNk16 wgmma each per K step of 16
-// (the B operand shared), MI x BN / 2 accumulators per thread.
+// (the B operand shared), MI x BN / 2 accumulators per thread. 64-row tiles
+// (BM = 64) split the columns instead: warpgroup c owns the 64 rows by
+// columns [c BN / 2, (c + 1) BN / 2), both reading the same A.
 template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
                                             tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
                                             void *C, const tk_tmap *mC, void *skw,
                                             unsigned long long tag)
 {
-    constexpr int BK = 64, MI = BM / 128;
+    // 64-row tiles (CS): both consumer warpgroups take the tile's 64 rows,
+    // each half of its columns (WN), an m64nWNk16 wgmma per K step of 16.
+    constexpr bool CS = BM == 64;
+    constexpr int BK = 64, MI = CS ? 1 : BM / 128, WN = CS ? BN / 2 : BN;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-    constexpr int NACC1 = BN / 2, NACC = MI * NACC1;
-    static_assert(BM == 128 || BM == 256, "TMA tile height");
+    constexpr int NACC1 = WN / 2, NACC = MI * NACC1;
+    static_assert(BM == 64 || BM == 128 || BM == 256, "TMA tile height");
+    static_assert(!CS || (!TK_EPI_TMA && !TK_STREAMK && !SWAP && TK_CLUSTER == 1),
+                  "64-row tiles: register epilogue, plain or persistent grid");
+    static_assert(!CS || (BKM ? WN % 16 == 0 : WN % 64 == 0), "64-row tiles: half-width");
     static_assert(BM == 128 || (!TK_EPI_TMA && !TK_STREAMK), "256-row tiles: register or staged epilogue");
     static_assert(!SWAP || (!TK_EPI_TMA && !TK_STREAMK && !TK_SPLITK), "swapped tiles: plain grid");
     static_assert(TK_CLUSTER == 1 || (TK_CLUSTER == 2 && !TK_STREAMK && !TK_SPLITK),
@@ -1406,19 +1416,23 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) {
                 unsigned long long db;
+                // CS: this warpgroup's columns, WN rows of a K-major B (a
+                // whole number of 8-row swizzle atoms), WN / 64 boxes of an
+                // N-major one
                 if (BKM)
-                    db = desc(sb + kk * 32, 16, 1024);
+                    db = desc(sb + (CS ? cw * WN * 128 : 0) + kk * 32, 16, 1024);
                 else
-                    db = desc(sb + kk * 16 * 128, BK * 128, 1024);
+                    db = desc(sb + (CS ? cw * (WN / 64) * BK * 128 : 0) + kk * 16 * 128, BK * 128,
+                              1024);
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi) {
-                    const int mb = cw * MI + mi; // 64-row block of the tile
+                    const int mb = CS ? 0 : cw * MI + mi; // 64-row block of the tile
                     unsigned long long da;
                     if (AK)
                         da = desc(sa + mb * 64 * 128 + kk * 32, 16, 1024);
                     else
                         da = desc(sa + mb * BK * 128 + kk * 16 * 128, BK * 128, 1024);
-                    mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
+                    mma<WN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
                 }
             }
             commit();
@@ -1478,7 +1492,8 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         if (phantom)
             continue; // a cluster's missing tile (tma_tile_of): nothing to store
         // Row of this thread's first accumulator in 64-row block mi: rbase + 64 mi.
-        const tk_i64 rbase = m0 + cw * (BM / 2) + warp_in_wg * 16 + (lane >> 2);
+        const tk_i64 rbase = m0 + (CS ? 0 : cw * (BM / 2)) + warp_in_wg * 16 + (lane >> 2);
+        const tk_i64 nb = n0 + (CS ? cw * WN : 0); // this warpgroup's first column
         if constexpr (TK_EPI_TMA && BM == 128) {
             store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
                                      warp_in_wg, lane, tid);
@@ -1489,17 +1504,17 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         // distinct banks.
         constexpr int STRIDE = SWAP ? (BM / 2) * ES + 16 : BN * ES + (OUT16 ? 16 : 32);
         constexpr int ROWS = SWAP ? BN : BM / 2;
-        constexpr bool STAGE = TK_EPI_SMEM && 2 * ROWS * STRIDE <= STAGES * STAGE_BYTES;
+        constexpr bool STAGE = !CS && TK_EPI_SMEM && 2 * ROWS * STRIDE <= STAGES * STAGE_BYTES;
         if (more || !STAGE) {
             // The ring is the producer's (or too small): store from registers.
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
                 if (!SWAP && OUT16 && VEC && ((unsigned long long)C % 8 == 0) && (ldc % 4 == 0))
-                    store_acc_h4<BN>(acc + mi * NACC1, (unsigned short *)C, ldc, M, N,
-                                     rbase + 64 * mi, n0, lane);
+                    store_acc_h4<WN>(acc + mi * NACC1, (unsigned short *)C, ldc, M, N,
+                                     rbase + 64 * mi, nb, lane);
                 else
-                    store_acc_regs<BN, OUT16, VEC, SWAP>(acc + mi * NACC1, C, ldc, M, N,
-                                                         rbase + 64 * mi, n0, lane);
+                    store_acc_regs<WN, OUT16, VEC, SWAP>(acc + mi * NACC1, C, ldc, M, N,
+                                                         rbase + 64 * mi, nb, lane);
             }
             continue;
         }
@@ -1641,7 +1656,8 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                             tma_load2d(sa + b * 8192, mA, AK ? kc : r, AK ? r : kc, full, ALL);
                         }
                     } else if (AK)
-                        for (int b = 0; b < BM / 128; ++b)
+                        // boxes of 128 rows (64: the host's map for 64-row tiles)
+                        for (int b = 0; b < (BM + 127) / 128; ++b)
                             tma_load2d(sa + b * 128 * 128, mA, kc, m0 + 128 * b, full);
                     else
                         for (int b = 0; b < BM / 64; ++b)

@@ -364,6 +364,16 @@ static void plan_swap(gemm_plan *p)
 
 /* Swapped plans win when they save at least this share of the cost. */
 #define SWAP_GAIN 0.92
+/* ... and with 256-row swapped tiles and a reduction of 2048 or more (token
+ * counts from ~2000, where split-K is never the alternative) when they save
+ * this share: fwd 3283x1024x2816, predicted 0.96, ran 32.3 us on 120 tiles
+ * of 256 x 112 against 34.0 on 104 of 128 x 256 (--tune, cold operands,
+ * H100); in bench/sweep fwd 7112x1024x2816 71.2 -> 63.9 us, grad_a
+ * 3509x2816x1024 33.9 -> 30.8. With K = 1024 (fwd 7743x2816x1024) the same
+ * threshold swapped it 79.0 -> 91.6 us: the transposed epilogue weighs
+ * more on a short reduction. */
+#define SWAP_GAIN_256 0.97
+#define SWAP_GAIN_256_MIN_K 2048
 
 /* After plan_target and plan_alignment: the wgmma kernel (sm_90a) takes the
  * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
@@ -398,7 +408,9 @@ static void plan_wgmma(gemm_plan *p)
         if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT) {
             int bm;
             const int bn = swap_pick_bn(p->N, p->M, sms, &bm, &swap_cost);
-            if (swap_cost < cost * SWAP_GAIN) {
+            const double gain =
+                bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256 : SWAP_GAIN;
+            if (swap_cost < cost * gain) {
                 plan_swap(p);
                 p->wg_bm = bm;
                 p->wg_bn = bn;
@@ -662,7 +674,11 @@ static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
         snprintf(buf, size, "smallk");
     else if (c->tma)
         snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s%s", c->bn, c->persist,
-                 c->epi, c->splits, c->bm == 256 ? " bm=256" : "", c->swap ? " swap=1" : "",
+                 c->epi, c->splits,
+                 c->bm == 256  ? " bm=256"
+                 : c->bm == 64 ? " bm=64"
+                               : "",
+                 c->swap ? " swap=1" : "",
                  c->cluster > 1 ? " cl=2" : "");
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
@@ -700,7 +716,8 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                 return 0;
             seen |= (unsigned)bit;
         }
-        return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 && (c->bm == 128 || c->bm == 256) &&
+        return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 &&
+               (c->bm == 64 || c->bm == 128 || c->bm == 256) &&
                (c->bm == 128 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
                c->persist >= 0 && c->persist <= 2 && (c->cluster == 0 || c->cluster == 2) &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
@@ -745,7 +762,13 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
     if (c->tma) {
         if (!TK_GEMM_TMA || !p->sm90 || !p->aligned || p->M >= INT32_MAX || p->N >= INT32_MAX ||
             p->K >= INT32_MAX || c->bn % 16 != 0 || c->bn < 16 || c->bn > 256 ||
-            (c->bm != 128 && c->bm != 256) || (c->bm == 256 && c->bn > SWAP_BN_MAX))
+            (c->bm != 64 && c->bm != 128 && c->bm != 256) || (c->bm == 256 && c->bn > SWAP_BN_MAX))
+            return 0;
+        /* 64-row tiles: each consumer warpgroup half of the columns (a
+         * multiple of 16, of 64 with B N-major); unswapped, stored from
+         * registers, no stream-K, no clusters */
+        if (c->bm == 64 && (c->swap || c->epi || c->persist == 2 || c->cluster > 1 ||
+                            c->bn % (q.b_kmajor ? 32 : 128) != 0))
             return 0;
         /* swapped: tokens on the kernel's M before, B K-major after */
         if (c->swap) {
@@ -1486,10 +1509,11 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             /* Stored operands as row-major matrices; boxes of 64 columns (128
              * bytes, the swizzle width) by the kernel's rows per copy. */
             gemm_tmap ma, mb;
-            /* clusters load A in 64-row boxes, half of them per block */
+            /* clusters load A in 64-row boxes, half of them per block; 64-row
+             * tiles in one */
             if (p->a_kmajor)
-                st = tmap_get(ctx, &ma, d_a, (uint64_t)p->M, (uint64_t)p->K,
-                                        (uint64_t)p->lda * 2, 64, p->cluster > 1 ? 64 : 128, 2);
+                st = tmap_get(ctx, &ma, d_a, (uint64_t)p->M, (uint64_t)p->K, (uint64_t)p->lda * 2,
+                              64, p->cluster > 1 || p->wg_bm == 64 ? 64 : 128, 2);
             else
                 st = tmap_get(ctx, &ma, d_a, (uint64_t)p->K, (uint64_t)p->M,
                                         (uint64_t)p->lda * 2, 64, 64, 2);
@@ -1772,6 +1796,20 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
             continue;
         last = (int)rounds;
         cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .splits = 1};
+        q = *base;
+        if (plan_apply(&q, &cfg))
+            n = tune_add(c, n, &q);
+    }
+    /* 64-row tiles: widths in steps of 32 (K-major B) or 128, the
+     * narrowest of each round count */
+    for (int bn = o.b_kmajor ? 32 : 128, last = 0; tma_ok && bn <= 256;
+         bn += o.b_kmajor ? 32 : 128) {
+        const int64_t rounds =
+            (((o.M + 63) / 64) * ((o.N + bn - 1) / bn) + base->sms - 1) / base->sms;
+        if (rounds == last)
+            continue;
+        last = (int)rounds;
+        cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 64, .splits = 1};
         q = *base;
         if (plan_apply(&q, &cfg))
             n = tune_add(c, n, &q);

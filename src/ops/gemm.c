@@ -686,7 +686,7 @@ static void cfg_text(const gemm_cfg *c, char *buf, size_t size)
 
 /* 1 when text is a well-formed configuration (whether it fits a call is
  * plan_apply's question). Options may follow a TMA configuration, each at
- * most once: bm=128|256, swap=0|1, cl=1|2; without them 128 rows,
+ * most once: bm=64|128|256, swap=0|1, cl=1|2; without them 128 rows,
  * unswapped, no cluster (as records written before they existed). */
 static int cfg_parse(const char *text, gemm_cfg *c)
 {

@@ -631,7 +631,7 @@ static void plan_smallk(gemm_plan *p)
 typedef struct gemm_cfg {
     int tma;     /* 1: the sm_90a TMA wgmma kernel, 0: mma.sync */
     int bn;      /* tma: columns, a multiple of 16 (of 64 with B N-major) */
-    int bm;      /* tma: 128 or 256 rows */
+    int bm;      /* tma: 64, 128 or 256 rows */
     int swap;    /* tma: 1 the swapped plan (plan_swap) */
     int skinny;  /* 1: the skinny kernel (plan_skinny); nothing else applies */
     int smallk;  /* 1: the small-K kernel (plan_smallk); nothing else applies */

@@ -446,23 +446,24 @@ END_TEST
  * in M and N, K = 1 to 16. */
 START_TEST(test_smallk)
 {
-    static const shape fwd[] = {
-        {3000, 1000, 8, 0, 0, 0}, {37, 300, 1, 1, 1, 0}, {1000, 257, 16, 2, 0, 0},
-        {9000, 1024, 13, 0, 1, 1},
-    };
-    static const shape grad_a[] = {
-        {8192, 8, 1024, 0, 0, 0}, {1000, 5, 333, 1, 1, 0}, {65, 16, 2050, 2, 1, 0},
-    };
-    static const shape grad_b[] = {
-        {16, 2816, 1024, 0, 0, 0}, {3, 100, 77, 1, 1, 0}, {11, 1030, 129, 2, 0, 0},
+    static const struct {
+        tk_op op;
+        shape s;
+    } cases[] = {
+        {TK_OP_GEMM_F16_FWD, {3000, 1000, 8, 0, 0, 0}},
+        {TK_OP_GEMM_F16_FWD, {37, 300, 1, 1, 1, 0}},
+        {TK_OP_GEMM_F16_FWD, {1000, 257, 16, 2, 0, 0}},
+        {TK_OP_GEMM_F16_FWD, {9000, 1024, 13, 0, 1, 1}},
+        {TK_OP_GEMM_F16_GRAD_A, {8192, 8, 1024, 0, 0, 0}},
+        {TK_OP_GEMM_F16_GRAD_A, {1000, 5, 333, 1, 1, 0}},
+        {TK_OP_GEMM_F16_GRAD_A, {65, 16, 2050, 2, 1, 0}},
+        {TK_OP_GEMM_F16_GRAD_B, {16, 2816, 1024, 0, 0, 0}},
+        {TK_OP_GEMM_F16_GRAD_B, {3, 100, 77, 1, 1, 0}},
+        {TK_OP_GEMM_F16_GRAD_B, {11, 1030, 129, 2, 0, 0}},
     };
     tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
-    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
-        run_case(ctx, TK_OP_GEMM_F16_FWD, &fwd[i]);
-    for (size_t i = 0; i < sizeof grad_a / sizeof grad_a[0]; i++)
-        run_case(ctx, TK_OP_GEMM_F16_GRAD_A, &grad_a[i]);
-    for (size_t i = 0; i < sizeof grad_b / sizeof grad_b[0]; i++)
-        run_case(ctx, TK_OP_GEMM_F16_GRAD_B, &grad_b[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(ctx, cases[i].op, &cases[i].s);
     assert_no_fallback(ctx);
     tk_context_destroy(ctx);
 }

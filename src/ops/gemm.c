@@ -122,13 +122,6 @@ static int pdl_enabled(void)
 #ifndef TK_GEMM_EPI_SMEM
 #define TK_GEMM_EPI_SMEM 1
 #endif
-/* Shapes left unsplit with at least this many 128x128 tiles (but too few for
- * the large tile) run the TMA kernel with 128x128 tiles instead of mma.sync
- * (1024^3: 64 tiles); 0: never. Off: on an H100 1024^3 took the same time
- * on both kernels (15.3 vs 15.4 us fwd, bench/NOTES-gemm.md). */
-#ifndef TK_GEMM_TMA_MIN_TILES
-#define TK_GEMM_TMA_MIN_TILES 0
-#endif
 /* K tiles per split at least: 16 of 64 (1024 of K) on the TMA kernel, 8 of BK
  * (256-512) on mma.sync. On an H100 (bench/NOTES-gemm.md) 1024^3 split in
  * two 512-long halves on the TMA kernel ran 0.48-0.62 of cuBLAS against
@@ -434,6 +427,21 @@ static void plan_wgmma(gemm_plan *p)
     }
 }
 
+/* A split factor s wanted for kt K tiles of an M x N output, clamped to kt
+ * and to fp32 partials within SPLIT_WS_MAX, then made even (each split
+ * ceil(kt / s) K tiles, none empty); 1 when that leaves fewer than 2. */
+static int64_t split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
+{
+    if (s > kt)
+        s = kt;
+    while (s > 1 && s * M * N > SPLIT_WS_MAX / 4)
+        s--;
+    if (s < 2)
+        return 1;
+    const int64_t per = (kt + s - 1) / s;
+    return (kt + per - 1) / per;
+}
+
 /* After plan_wgmma: split-K when the output tiles fill well under one wave
  * of the chip and K is long. Splits = SMs / tiles (one wave at most), each
  * split at least SPLIT_MIN_KT_* K tiles (1024 of K on the TMA kernel, 256 or
@@ -442,7 +450,7 @@ static void plan_wgmma(gemm_plan *p)
  * kernel M and N >= 128) the split runs on the TMA kernel with 128x128 tiles. */
 static void plan_split(gemm_plan *p)
 {
-    int64_t bm, bn, bk, tiles, kt, s, per;
+    int64_t bm, bn, bk, tiles, kt, s;
     int tma;
     p->splits = 1;
     if (!TK_GEMM_SPLITK || p->amd || p->simple)
@@ -455,9 +463,8 @@ static void plan_split(gemm_plan *p)
          * K has 128 or more): as many splits as fill the chip, at most 8,
          * each at least 4 K tiles. Fitted to --tune on an H100: shorter
          * reductions (K = 1024) and half-full chips ran best unsplit; grad_a
-         * 1024x32000x1024 (64 tiles, K = 32000) 1.6x faster split 2; with
-         * 16-32 tiles of 128x128 and K = 2048-2816 the unsplit 128x64 tiles
-         * (32-64 blocks, no reduce kernel) ran 4-26% faster than split 4-8. */
+         * 1024x32000x1024 (64 tiles, K = 32000) 1.6x faster split 2. Shapes
+         * of K 2048-8191 with few tiles split on 128 x 64 tiles first. */
         kt = (p->K + 63) / 64;
         /* Half the chip or less in 128 x 64 tiles and K from 2048 to 8191
          * (longer reductions take 128 x 128 tiles, below: grad_a
@@ -476,13 +483,8 @@ static void plan_split(gemm_plan *p)
             s = p->sms / tiles;
             if (s > 8)
                 s = 8;
-            if (s > kt / 8)
-                s = kt / 8;
-            while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
-                s--;
+            s = split_clamp(s < kt / 8 ? s : kt / 8, kt, p->M, p->N);
             if (s >= 2) {
-                per = (kt + s - 1) / s;
-                s = (kt + per - 1) / per;
                 p->splits = (int)s;
                 p->wg_bn = 64;
                 p->wg_bm = 128, p->wg_stages = tma_stages(128, 64);
@@ -495,14 +497,7 @@ static void plan_split(gemm_plan *p)
         s = NV_SMS / tiles;
         if (s > 8)
             s = 8;
-        if (s > kt / 4)
-            s = kt / 4;
-        while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
-            s--;
-        if (s < 2)
-            return;
-        per = (kt + s - 1) / s;
-        s = (kt + per - 1) / per;
+        s = split_clamp(s < kt / 4 ? s : kt / 4, kt, p->M, p->N);
         if (s >= 2) {
             /* 64 columns where they hold all of N: the router's grad_b (N =
              * 8, K = 2048-16384 tokens) ran 1.20-1.26x faster split 8 on
@@ -530,23 +525,9 @@ static void plan_split(gemm_plan *p)
         s = kt / (tma ? SPLIT_MIN_KT_TMA : SPLIT_MIN_KT_MMA);
     if (s > SPLIT_MAX)
         s = SPLIT_MAX;
-    while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
-        s--;
+    s = split_clamp(s, kt, p->M, p->N);
     if (s < 2)
         return;
-    if (s >= 2) {
-        per = (kt + s - 1) / s; /* the kernel's share per split; no empty split */
-        s = (kt + per - 1) / per;
-    }
-    if (s < 2) {
-        if (tma && TK_GEMM_TMA_MIN_TILES > 0 && tiles >= TK_GEMM_TMA_MIN_TILES) {
-            p->wgmma = 1;
-            p->tma = 1;
-            p->wg_bn = 128;
-            p->wg_bm = 128, p->wg_stages = tma_stages(128, 128);
-        }
-        return;
-    }
     p->splits = (int)s;
     if (tma) {
         p->wgmma = 1;
@@ -743,7 +724,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
 static int plan_apply(gemm_plan *p, const gemm_cfg *c)
 {
     gemm_plan q = *p;
-    int64_t bk, kt, s, per;
+    int64_t bk, kt;
     if (p->amd || p->simple || c->splits < 1 || c->splits > SPLIT_MAX)
         return 0;
     if (q.swap) /* back to the op's own terms */
@@ -814,14 +795,7 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
     q.splits = 1;
     if (c->splits > 1 && TK_GEMM_SPLITK) {
         kt = (p->K + bk - 1) / bk;
-        s = c->splits < kt ? c->splits : kt;
-        while (s > 1 && s * p->M * p->N > SPLIT_WS_MAX / 4)
-            s--;
-        if (s >= 2) {
-            per = (kt + s - 1) / s;
-            s = (kt + per - 1) / per;
-        }
-        q.splits = s >= 2 ? (int)s : 1;
+        q.splits = (int)split_clamp(c->splits, kt, p->M, p->N);
     }
     *p = q;
     return 1;

@@ -38,8 +38,10 @@
 //                                          C[n*ldc + m]
 //   TK_BM (TMA kernel)                     64, 128 or 256 rows (256: two
 //                                          64-row wgmmas per consumer
-//                                          warpgroup; 64: each warpgroup half
-//                                          of the columns)
+//                                          warpgroup; 64: the warpgroups take
+//                                          alternate K steps of the whole
+//                                          tile, summed at the end; a block
+//                                          per tile)
 //   TK_CLUSTER (optional, TMA kernel)      2: blocks run in clusters of two
 //                                          (__cluster_dims__) on the two tiles
 //                                          of one tile row side by side; each
@@ -1366,24 +1368,28 @@ __device__ __forceinline__ void sk_wait(const unsigned long long *flag, unsigned
 // (it / STAGES) & 1. Each consumer warpgroup owns BM / 2 rows of the tile:
 // MI = BM / 128 blocks of 64 rows, an m64nBNk16 wgmma each per K step of 16
 // (the B operand shared), MI x BN / 2 accumulators per thread. 64-row tiles
-// (BM = 64) split the columns instead: warpgroup c owns the 64 rows by
-// columns [c BN / 2, (c + 1) BN / 2), both reading the same A.
+// (KS, BM = 64) split the K steps instead: warpgroup c takes the steps kt
+// with kt - k0 = c mod 2, the whole 64 x BN tile each (one m64nBNk16 wgmma
+// per K step of 16: every stage's A and B read from shared memory once,
+// where splitting the columns read A twice), and the two partial tiles are
+// summed through the free ring at the end, each warpgroup keeping half of
+// the columns for the epilogue.
 template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
                                             tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
                                             void *C, const tk_tmap *mC, void *skw,
                                             unsigned long long tag)
 {
-    // 64-row tiles (CS): both consumer warpgroups take the tile's 64 rows,
-    // each half of its columns (WN), an m64nWNk16 wgmma per K step of 16.
-    constexpr bool CS = BM == 64;
-    constexpr int BK = 64, MI = CS ? 1 : BM / 128, WN = CS ? BN / 2 : BN;
+    constexpr bool KS = BM == 64;
+    constexpr int BK = 64, MI = KS ? 1 : BM / 128;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-    constexpr int NACC1 = WN / 2, NACC = MI * NACC1;
+    constexpr int NACC1 = BN / 2, NACC = MI * NACC1;
+    // The epilogue's share of a warpgroup: RW rows by EW columns.
+    constexpr int RW = KS ? 64 : BM / 2, EW = KS ? BN / 2 : BN;
     static_assert(BM == 64 || BM == 128 || BM == 256, "TMA tile height");
-    static_assert(!CS || (!TK_EPI_TMA && !TK_STREAMK && !SWAP && TK_CLUSTER == 1),
-                  "64-row tiles: register epilogue, plain or persistent grid");
-    static_assert(!CS || (BKM ? WN % 16 == 0 : WN % 64 == 0), "64-row tiles: half-width");
+    static_assert(!KS || (!TK_EPI_TMA && !TK_STREAMK && TK_CLUSTER == 1),
+                  "64-row tiles: a block per tile, register or staged epilogue");
+    static_assert(!KS || BN % 16 == 0, "64-row tiles: each warpgroup stores half of the columns");
     static_assert(BM == 128 || (!TK_EPI_TMA && !TK_STREAMK), "256-row tiles: register or staged epilogue");
     static_assert(!SWAP || (!TK_EPI_TMA && !TK_STREAMK && !TK_SPLITK), "swapped tiles: plain grid");
     static_assert(TK_CLUSTER == 1 || (TK_CLUSTER == 2 && !TK_STREAMK && !TK_SPLITK),
@@ -1407,53 +1413,88 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
 #pragma unroll
         for (int i = 0; i < NACC; ++i)
             acc[i] = 0.f;
-        for (int kt = k0; kt < k1; ++kt, ++it) {
-            const int s = it % STAGES;
-            bar_wait(bars + 8 * s, (it / STAGES) & 1);
+        // KS: this warpgroup's steps are k0 + cw, k0 + cw + 2, ...; step kt
+        // is the block's step number it + kt - k0 (the producer's order).
+        const int kstep = KS ? 2 : 1, kfirst = k0 + (KS ? cw : 0);
+        int mine = -1; // the block's step number of this warpgroup's last step
+        for (int kt = kfirst; kt < k1; kt += kstep) {
+            const int i = it + (kt - k0);
+            const int s = i % STAGES;
+            bar_wait(bars + 8 * s, (i / STAGES) & 1);
             const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
             fence_regs<NACC>(acc);
             fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) {
                 unsigned long long db;
-                // CS: this warpgroup's columns, WN rows of a K-major B (a
-                // whole number of 8-row swizzle atoms), WN / 64 boxes of an
-                // N-major one
                 if (BKM)
-                    db = desc(sb + (CS ? cw * WN * 128 : 0) + kk * 32, 16, 1024);
+                    db = desc(sb + kk * 32, 16, 1024);
                 else
-                    db = desc(sb + (CS ? cw * (WN / 64) * BK * 128 : 0) + kk * 16 * 128, BK * 128,
-                              1024);
+                    db = desc(sb + kk * 16 * 128, BK * 128, 1024);
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi) {
-                    const int mb = CS ? 0 : cw * MI + mi; // 64-row block of the tile
+                    const int mb = KS ? 0 : cw * MI + mi; // 64-row block of the tile
                     unsigned long long da;
                     if (AK)
                         da = desc(sa + mb * 64 * 128 + kk * 32, 16, 1024);
                     else
                         da = desc(sa + mb * BK * 128 + kk * 16 * 128, BK * 128, 1024);
-                    mma<WN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
+                    mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
                 }
             }
             commit();
-            wait<1>(); // the wgmma of step it - 1 is done: its stage is free
+            wait<1>(); // this warpgroup's previous step is done: its stage is free
             fence_regs<NACC>(acc);
-            if (kt > k0 && (tid & 127) == 0) {
+            if (mine >= 0 && (tid & 127) == 0) {
                 // Cluster: both blocks' copies write this stage, both wait.
-                const unsigned empty = bars + 8 * (STAGES + (it - 1) % STAGES);
+                const unsigned empty = bars + 8 * (STAGES + mine % STAGES);
                 if (TK_CLUSTER == 1)
                     bar_arrive(empty);
                 else
                     for (unsigned r = 0; r < (unsigned)TK_CLUSTER; ++r)
                         bar_arrive_cta(empty, r);
             }
+            mine = i;
         }
+        it += k1 - k0;
         wait<0>();
         fence_regs<NACC>(acc);
         // More work follows: free the last stage for the producer (already
         // loading it); the last segment's stage is never waited for.
-        if (more && k1 > k0 && (tid & 127) == 0)
-            bar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+        if (more && mine >= 0 && (tid & 127) == 0)
+            bar_arrive(bars + 8 * (STAGES + mine % STAGES));
+        if constexpr (KS) {
+            // The host gives 64-row tiles a block per tile (no `more`): both
+            // warpgroups are past their last wgmma, the producer past its
+            // last copy, and the ring is free. Warpgroup 0 keeps columns
+            // [0, BN / 2), 1 the rest: each leaves the other half in the ring
+            // (thread-major, conflict-free) and adds the half it receives;
+            // its half ends in acc[0, NACC / 2).
+            constexpr int H = NACC / 2;
+            if (more)
+                __trap();
+            const int ct = tid & 127;
+            const unsigned give = sbase + (unsigned)(cw * H * 128 * 4);
+            const unsigned take = sbase + (unsigned)((1 - cw) * H * 128 * 4);
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+#pragma unroll
+            for (int e = 0; e < H; ++e) {
+                const float v = cw == 0 ? acc[H + e] : acc[e];
+                asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(give + (unsigned)((e * 128 + ct) * 4)),
+                             "f"(v)
+                             : "memory");
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+#pragma unroll
+            for (int e = 0; e < H; ++e) {
+                float v;
+                asm volatile("ld.shared.f32 %0, [%1];\n"
+                             : "=f"(v)
+                             : "r"(take + (unsigned)((e * 128 + ct) * 4))
+                             : "memory");
+                acc[e] = (cw == 0 ? acc[e] : acc[H + e]) + v;
+            }
+        }
         if (TK_STREAMK) {
             unsigned long long *flags = (unsigned long long *)skw;
             float *part = (float *)((char *)skw + 8 * (tk_i64)gridDim.x);
@@ -1491,9 +1532,10 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         }
         if (phantom)
             continue; // a cluster's missing tile (tma_tile_of): nothing to store
-        // Row of this thread's first accumulator in 64-row block mi: rbase + 64 mi.
-        const tk_i64 rbase = m0 + (CS ? 0 : cw * (BM / 2)) + warp_in_wg * 16 + (lane >> 2);
-        const tk_i64 nb = n0 + (CS ? cw * WN : 0); // this warpgroup's first column
+        // This warpgroup's share: RW rows from row0 by EW columns from col0;
+        // its first accumulator's row in 64-row block mi: rbase + 64 mi.
+        const tk_i64 row0 = m0 + (KS ? 0 : cw * (BM / 2)), col0 = n0 + (KS ? cw * EW : 0);
+        const tk_i64 rbase = row0 + warp_in_wg * 16 + (lane >> 2);
         if constexpr (TK_EPI_TMA && BM == 128) {
             store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
                                      warp_in_wg, lane, tid);
@@ -1502,19 +1544,20 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         constexpr int ES = OUT16 ? 2 : 4;
         // Staging rows (see below): padded so that the stores of a warp hit
         // distinct banks.
-        constexpr int STRIDE = SWAP ? (BM / 2) * ES + 16 : BN * ES + (OUT16 ? 16 : 32);
-        constexpr int ROWS = SWAP ? BN : BM / 2;
-        constexpr bool STAGE = !CS && TK_EPI_SMEM && 2 * ROWS * STRIDE <= STAGES * STAGE_BYTES;
+        constexpr int STRIDE = SWAP ? RW * ES + 16 : EW * ES + (OUT16 ? 16 : 32);
+        constexpr int ROWS = SWAP ? EW : RW;
+        constexpr bool STAGE = TK_EPI_SMEM && 2 * ROWS * STRIDE <= STAGES * STAGE_BYTES;
         if (more || !STAGE) {
             // The ring is the producer's (or too small): store from registers.
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
-                if (!SWAP && OUT16 && VEC && ((unsigned long long)C % 8 == 0) && (ldc % 4 == 0))
-                    store_acc_h4<WN>(acc + mi * NACC1, (unsigned short *)C, ldc, M, N,
-                                     rbase + 64 * mi, nb, lane);
+                if (!SWAP && OUT16 && VEC && EW % 16 == 0 && ((unsigned long long)C % 8 == 0) &&
+                    (ldc % 4 == 0))
+                    store_acc_h4<EW>(acc + mi * NACC1, (unsigned short *)C, ldc, M, N,
+                                     rbase + 64 * mi, col0, lane);
                 else
-                    store_acc_regs<WN, OUT16, VEC, SWAP>(acc + mi * NACC1, C, ldc, M, N,
-                                                         rbase + 64 * mi, nb, lane);
+                    store_acc_regs<EW, OUT16, VEC, SWAP>(acc + mi * NACC1, C, ldc, M, N,
+                                                         rbase + 64 * mi, col0, lane);
             }
             continue;
         }
@@ -1524,11 +1567,11 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         // as whole 16-byte vectors of C's rows, a warp per 512 bytes.
         // Short-K shapes (grad_b with K = the op's M) are bound by this write:
         // the register layout gives each warp 8 rows x 16-32 bytes per store.
-        // Unswapped: the warpgroup's BM / 2 rows of BN columns, row padding
-        // so that the pair stores of 8 rows hit distinct banks (16 bytes
-        // shift 4 banks a row for 4-byte pairs, 32 bytes 8 banks for 8-byte).
-        // SWAP: transposed, BN rows (C's rows) of BM / 2 columns; a warp's
-        // store is 8 consecutive columns of 4 rows 2 apart, which the 16-byte
+        // Unswapped: the warpgroup's RW rows of EW columns, row padding so
+        // that the pair stores of 8 rows hit distinct banks (16 bytes shift
+        // 4 banks a row for 4-byte pairs, 32 bytes 8 banks for 8-byte).
+        // SWAP: transposed, EW rows (C's rows) of RW columns; a warp's store
+        // is 8 consecutive columns of 4 rows 2 apart, which the 16-byte
         // padding puts on distinct banks.
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
         const unsigned st = sbase + cw * ROWS * STRIDE;
@@ -1538,7 +1581,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j) {
+                for (int j = 0; j < EW / 8; ++j) {
                     const int r = rl + 64 * mi + 8 * h, c = j * 8 + (lane & 3) * 2;
                     const float v0 = acc[mi * NACC1 + 4 * j + 2 * h];
                     const float v1 = acc[mi * NACC1 + 4 * j + 2 * h + 1];
@@ -1573,10 +1616,10 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         }
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
         // Row ROW of the staging holds C row cr0 + ROW from column cc0 on.
-        constexpr int COLS = SWAP ? BM / 2 : BN; // elements per staging row
+        constexpr int COLS = SWAP ? RW : EW; // elements per staging row
         constexpr int CH = COLS * ES / 16, PER = 16 / ES;
-        const tk_i64 cr0 = SWAP ? n0 : m0 + cw * (BM / 2);
-        const tk_i64 cc0 = SWAP ? m0 + cw * (BM / 2) : n0;
+        const tk_i64 cr0 = SWAP ? col0 : row0;
+        const tk_i64 cc0 = SWAP ? row0 : col0;
         const tk_i64 rlim = SWAP ? N : M, clim = SWAP ? M : N;
         const bool v16 = (SWAP || VEC) && ((unsigned long long)C % 16 == 0) && ((ldc * ES) % 16 == 0);
         for (int i = tid & 127; i < ROWS * CH; i += 128) {
@@ -1694,14 +1737,21 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;
     // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
     // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup of every
-    // block of the cluster: all of them read what the stage's copies wrote).
+    // block of the cluster: all of them read what the stage's copies wrote;
+    // 64-row tiles: one, the warpgroup whose K step it held).
     const unsigned bars = sbase + STAGES * STAGE_BYTES + (TK_EPI_TMA ? 32768u : 0u);
     int kt0, KT;
     tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
     if (tid == 0) {
+        // The tensor maps (kernel parameters) into the descriptor cache
+        // before the first copy needs them.
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)mA) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)mB) : "memory");
+        if (TK_EPI_TMA)
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)mC) : "memory");
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
-            bar_init(bars + 8 * (STAGES + s), 2 * TK_CLUSTER);
+            bar_init(bars + 8 * (STAGES + s), (BM == 64 ? 1 : 2) * TK_CLUSTER);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -1714,6 +1764,15 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
         if (!TK_STREAMK && (tk_i64)blockIdx.x >= tiles_m * tiles_n)
             return;
     }
+#if defined(TK_PDL) && TK_PDL
+    // Launched with programmatic dependent launch: this block may start while
+    // the stream's previous kernel finishes (its set-up above touches only
+    // shared memory and the parameters). Wait for that kernel (and its
+    // memory) before touching global memory, and let the next kernel be
+    // launched as soon as every block of this one is running.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     gemm_loop_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(mA, mB, mC, C, M, N, ldc, skw, tag,
                                                              sbase, bars, kt0, KT);
     if constexpr (TK_CLUSTER > 1)
@@ -1746,14 +1805,6 @@ extern "C" __global__ void TK_GEMM_CLUSTER_DIMS __launch_bounds__(384, 1)
                 tk_i64 ldc, void *skw, unsigned long long tag)
 {
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
-#if defined(TK_PDL) && TK_PDL
-    // Launched with programmatic dependent launch: this block may start while
-    // the stream's previous kernel finishes. Wait for it (and its memory)
-    // before touching global memory, and let the next kernel be launched as
-    // soon as every block of this one is running.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
     tk_gemm_baked(M, N, K);
     if (TK_SPLITK)
         C = (float *)C + (tk_i64)blockIdx.y * M * ldc;

@@ -348,8 +348,9 @@ END_TEST
  * across block boundaries), the TMA-store and staged epilogues, split-K on
  * both kernels (the reduce kernel after a one-wave split grid launched as its
  * programmatic dependent), tile widths of the TMA kernel from 64 to 256
- * columns (K-major B: 176 and 208 too), 64-row tiles (each consumer
- * warpgroup half of the columns), 256-row
+ * columns (K-major B: 176 and 208 too), 64-row tiles (the consumer
+ * warpgroups on alternate K steps, summed through shared memory; widths
+ * whose halves are odd multiples of 8, split, swapped), 256-row
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
  * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it),
  * and clusters of two blocks sharing A by multicast (K-major and M-major A,
@@ -378,8 +379,13 @@ START_TEST(test_every_configuration)
         "tma bn=176 persist=1 epi=0 split=1",
         "tma bn=128 persist=0 epi=0 split=2",
         "tma bn=96 persist=0 epi=0 split=1 bm=64",
-        "tma bn=128 persist=1 epi=0 split=1 bm=64",
+        "tma bn=64 persist=0 epi=0 split=1 bm=64",
+        "tma bn=208 persist=0 epi=0 split=1 bm=64",
         "tma bn=256 persist=0 epi=0 split=2 bm=64",
+        "tma bn=128 persist=0 epi=0 split=3 bm=64",
+        "tma bn=80 persist=0 epi=0 split=1 bm=64 swap=1",
+        "tma bn=32 persist=0 epi=0 split=1 bm=64 swap=1",
+        "tma bn=176 persist=0 epi=0 split=1 bm=64 swap=1",
         "tma bn=128 persist=0 epi=0 split=1 bm=256 swap=0",
         "tma bn=192 persist=1 epi=0 split=1 bm=256 swap=0",
         "tma bn=144 persist=0 epi=0 split=1 bm=256 swap=1",

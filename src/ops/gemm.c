@@ -255,7 +255,22 @@ static int tma_stages(int bm, int bn)
  * (a 1024-wide output cut into 5 to 7 columns of tiles), with this weight
  * (provisional: between 128's and 256's). */
 #define TMA_KB_EFF 0.93
-static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, double *cost_out)
+/* 64-row tiles, both consumer warpgroups on the whole tile, alternate K
+ * steps. Their throughput per area, fitted to tokitai-jit --tune on an H100
+ * (cold operands; bench/NOTES-gemm.md, sixth session): about
+ * (bn / (64 + bn))^0.6 x KS_EFF, 0.55 at 64 columns, 0.66 at 128 (128 x 64
+ * tiles: 0.70), 0.71 at 192, 0.76 at 256. A tile's time per K step follows
+ * the bytes its multiprocessor loads (64 + bn rows of 128 bytes) more than
+ * its area: ~100 GB/s per multiprocessor, whatever the tile (128 x 64,
+ * 128 x 128, 64 x 128: 236-325 ns per K step of 24-32 KiB). */
+#define KS_EFF 0.84
+static double ks_eff(int bn)
+{
+    return KS_EFF * pow((double)bn / (64.0 + bn), 0.6);
+}
+
+static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
+                       double *cost_out)
 {
     const int64_t tm = (M + 127) / 128;
     int best = 256;
@@ -278,6 +293,21 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, double *
         if (cost < best_cost * 0.999) {
             best = bn;
             best_cost = cost;
+        }
+    }
+    *bm_out = 128;
+    /* 64-row tiles (the warpgroups split the K steps): more, smaller tiles
+     * for outputs that leave much of the chip idle in 128-row ones */
+    const int64_t tm64 = (M + 63) / 64;
+    /* not for N < 64: boxes of B mostly zero fill, loaded by twice the
+     * tiles (fwd 2048 x 8 x 1024: 64 x 64 tiles 7.6 us, 128 x 64 6.2) */
+    for (int bn = 256; N >= 64 && bn >= 64; bn -= b_kmajor ? 16 : 64) {
+        const int64_t rounds = (tm64 * ((N + bn - 1) / bn) + sms - 1) / sms;
+        const double cost = (double)rounds * 64 * bn / ks_eff(bn);
+        if (cost < best_cost * 0.999) {
+            best = bn;
+            best_cost = cost;
+            *bm_out = 64;
         }
     }
     *cost_out = best_cost;
@@ -305,6 +335,9 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, double *
  * 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
 #define SWAP128_BN_MIN 32
 #define SWAP128_BN_MAX 96
+/* 64-row swapped tiles: ks_eff x this (the 128-row swapped tiles ran at
+ * 0.83-0.90 of the unswapped ones' weights: the transposed epilogue) */
+#define KS_SWAP_EFF 0.85
 static double swap_eff(int bm, int bn)
 {
     if (bm == 128)
@@ -313,7 +346,7 @@ static double swap_eff(int bm, int bn)
 }
 
 /* Kernel M x N of the swapped plan (M: the op's N, N: its tokens): the
- * tile (256 or 128 rows, width in steps of 16) of least rounds x area /
+ * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
  * throughput, and that cost. */
 static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int *bm_out, double *cost_out)
 {
@@ -332,6 +365,17 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int *bm_out, double *
                 best_bm = bm;
                 best_cost = cost;
             }
+        }
+    }
+    /* 64-row tiles (tma_pick_bn), widths up to 256 */
+    const int64_t tm64 = (M + 63) / 64;
+    for (int bn = 256; bn >= SWAP128_BN_MIN; bn -= 16) {
+        const int64_t rounds = (tm64 * ((N + bn - 1) / bn) + sms - 1) / sms;
+        const double cost = (double)rounds * 64 * bn / (KS_SWAP_EFF * ks_eff(bn));
+        if (cost < best_cost * 0.999) {
+            best = bn;
+            best_bm = 64;
+            best_cost = cost;
         }
     }
     *bm_out = best_bm;
@@ -394,11 +438,14 @@ static void plan_wgmma(gemm_plan *p)
         double cost, swap_cost;
         p->wgmma = 1;
         p->tma = 1;
-        p->wg_bm = 128;
-        p->wg_bn = tma_pick_bn(p->M, p->N, p->b_kmajor, sms, &cost);
+        p->wg_bn = tma_pick_bn(p->M, p->N, p->b_kmajor, sms, &p->wg_bm, &cost);
         /* tokens on the kernel's M, A K-major (the swapped B then is); the
-         * token counts a precompile enumerates */
-        if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT) {
+         * token counts a precompile enumerates; the op's N a whole 64-row
+         * tile at least (the router's N = 8 swapped onto 64-row tiles ran
+         * 2.2x slower than on its skinny kernel: boxes of 8 real rows in
+         * 64, and no skinny kernel for a swapped plan) */
+        if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT &&
+            p->N >= 64) {
             int bm;
             const int bn = swap_pick_bn(p->N, p->M, sms, &bm, &swap_cost);
             const double gain =
@@ -455,8 +502,18 @@ static void plan_split(gemm_plan *p)
     p->splits = 1;
     if (!TK_GEMM_SPLITK || p->amd || p->simple)
         return;
-    if (p->swap)
+    if (p->swap) {
+        /* Swapped tiles never split; where the unswapped plan would (few
+         * tiles, a long reduction), the split wins: fwd N=1024 K=2816 at
+         * 256 tokens split 4 on 128 x 64 tiles 9.2 us against 10.0 for 128
+         * swapped tiles of 64 x 32 (--tune, cold operands, H100). */
+        gemm_plan q = *p;
+        plan_swap(&q);
+        plan_split(&q);
+        if (q.splits > 1)
+            *p = q;
         return;
+    }
     if (p->tma) {
         /* TMA kernel: split when a sixteenth of the chip or less has
          * 128x128 tiles and K has 32 tiles of 64 or more (half the chip when
@@ -478,7 +535,11 @@ static void plan_split(gemm_plan *p)
          * at 512 split 2 11.4 against 12.0; grad_b 2048x64x2048 and
          * 2048x2048x64 split 4 8.9-9.6 against 9.9; with K = 1024, fwd
          * N=2816 at 128 tokens, split 2 8.8 against 7.2 unsplit). */
-        tiles = ((p->M + 127) / 128) * ((p->N + 63) / 64);
+        /* M <= 64: 64-row tiles (128-row boxes would be half zero fill;
+         * grad_b 2048x2048x64: 64 x 64 tiles split 4 8.3 us, 128 x 64 9.0,
+         * --tune, cold operands) */
+        bm = p->M <= 64 ? 64 : 128;
+        tiles = ((p->M + bm - 1) / bm) * ((p->N + 63) / 64);
         if (kt >= 32 && kt < 128 && tiles * 2 <= p->sms) {
             s = p->sms / tiles;
             if (s > 8)
@@ -487,7 +548,7 @@ static void plan_split(gemm_plan *p)
             if (s >= 2) {
                 p->splits = (int)s;
                 p->wg_bn = 64;
-                p->wg_bm = 128, p->wg_stages = tma_stages(128, 64);
+                p->wg_bm = (int)bm, p->wg_stages = tma_stages((int)bm, 64);
             }
             return;
         }
@@ -699,7 +760,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
         }
         return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 &&
                (c->bm == 64 || c->bm == 128 || c->bm == 256) &&
-               (c->bm == 128 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
+               (c->bm != 256 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
                c->persist >= 0 && c->persist <= 2 && (c->cluster == 0 || c->cluster == 2) &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
@@ -745,11 +806,9 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
             p->K >= INT32_MAX || c->bn % 16 != 0 || c->bn < 16 || c->bn > 256 ||
             (c->bm != 64 && c->bm != 128 && c->bm != 256) || (c->bm == 256 && c->bn > SWAP_BN_MAX))
             return 0;
-        /* 64-row tiles: each consumer warpgroup half of the columns (a
-         * multiple of 16, of 64 with B N-major); unswapped, stored from
-         * registers, no stream-K, no clusters */
-        if (c->bm == 64 && (c->swap || c->epi || c->persist == 2 || c->cluster > 1 ||
-                            c->bn % (q.b_kmajor ? 32 : 128) != 0))
+        /* 64-row tiles (the consumer warpgroups take alternate K steps):
+         * a block per tile, stored from the ring or registers, no clusters */
+        if (c->bm == 64 && (c->epi || c->persist || c->cluster > 1))
             return 0;
         /* swapped: tokens on the kernel's M before, B K-major after */
         if (c->swap) {
@@ -1724,16 +1783,17 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     q = *base;
     if (plan_apply(&q, &cfg))
         n = tune_add(c, n, &q);
-    /* swapped 256- and 128-row tiles: for each round count, its narrowest
-     * width, alone and in clusters of two */
-    for (int bm = 256; tma_ok && bm >= 128; bm -= 128)
-        for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0; bn <= SWAP_BN_MAX; bn += 16) {
+    /* swapped 256-, 128- and 64-row tiles: for each round count, its
+     * narrowest width, alone and (not 64 rows) in clusters of two */
+    for (int bm = 256; tma_ok && bm >= 64; bm /= 2)
+        for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0;
+             bn <= (bm == 64 ? 256 : SWAP_BN_MAX); bn += 16) {
             const int64_t rounds =
                 ((o.N + bm - 1) / bm * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
             if (rounds == last)
                 continue;
             last = (int)rounds;
-            for (int cl = 0; cl <= 2; cl += 2) {
+            for (int cl = 0; cl <= (bm == 64 ? 0 : 2); cl += 2) {
                 cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .cluster = cl,
                                  .splits = 1};
                 q = *base;
@@ -1774,10 +1834,10 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
         if (plan_apply(&q, &cfg))
             n = tune_add(c, n, &q);
     }
-    /* 64-row tiles: widths in steps of 32 (K-major B) or 128, the
+    /* 64-row tiles: widths in steps of 16 (K-major B) or 64, the
      * narrowest of each round count */
-    for (int bn = o.b_kmajor ? 32 : 128, last = 0; tma_ok && bn <= 256;
-         bn += o.b_kmajor ? 32 : 128) {
+    for (int bn = o.b_kmajor ? 32 : 64, last = 0; tma_ok && bn <= 256;
+         bn += o.b_kmajor ? 16 : 64) {
         const int64_t rounds =
             (((o.M + 63) / 64) * ((o.N + bn - 1) / bn) + base->sms - 1) / base->sms;
         if (rounds == last)
@@ -1790,12 +1850,13 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     }
     for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
          i++) {
-        for (int bn = 64; bn <= 128; bn += 64) {
-            cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .splits = tma_splits[i]};
-            q = *base;
-            if (plan_apply(&q, &cfg) && q.splits > 1)
-                n = tune_add(c, n, &q);
-        }
+        for (int bm = 64; bm <= 128; bm += 64)
+            for (int bn = 64; bn <= 128; bn += 64) {
+                cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .splits = tma_splits[i]};
+                q = *base;
+                if (plan_apply(&q, &cfg) && q.splits > 1)
+                    n = tune_add(c, n, &q);
+            }
     }
     for (int t = tma_ok ? 1 : 0; t < N_TILES; t++) {
         if (tma_ok && t128 >= 2 * base->sms)

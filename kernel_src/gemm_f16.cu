@@ -1251,15 +1251,20 @@ __device__ __forceinline__ void bulk_wait_all()
 // conflicts), then stored by one thread with the bulk tensor copy engine
 // while the next chunk, the next tile's main loop, go on. A buffer is
 // rewritten only after the store that read it two chunks ago has read it.
-// `chunk` counts chunks across the block's tiles (buffer parity).
+// `chunk` counts chunks across the block's tiles (buffer parity). A width
+// that is not a whole number of chunks (grad_a's K-major widths: 176 =
+// 2 x 64 + 48 fp16 columns) stores its last BN % CW columns from registers
+// (C 16-byte aligned, rows a multiple of 16 bytes apart: the host's c16).
 template <int BN, bool OUT16, int NACC>
 __device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk_tmap *mC,
                                               unsigned stg, int &chunk, int m0, int n0, int cw,
-                                              int warp_in_wg, int lane, int tid)
+                                              int warp_in_wg, int lane, int tid, void *C,
+                                              tk_i64 ldc, tk_i64 M, tk_i64 N)
 {
     constexpr int ES = OUT16 ? 2 : 4;
     constexpr int CW = 128 / ES; // columns per chunk
-    constexpr int NCH = BN / CW;
+    constexpr int NCH = BN / CW, TAIL = BN % CW;
+    static_assert(TAIL % 16 == 0, "TMA-store epilogue: a tail of whole 16-column blocks");
     const bool issuer = tid == 128;
     const int rl = cw * 64 + warp_in_wg * 16 + (lane >> 2);
 #pragma unroll
@@ -1292,6 +1297,15 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk
             tma_store2d(mC, buf, n0 + ch * CW, m0);
             bulk_commit();
         }
+    }
+    if constexpr (TAIL > 0) {
+        const tk_i64 r = m0 + rl;
+        if constexpr (OUT16)
+            store_acc_h4<TAIL>(acc + NCH * CW / 2, (unsigned short *)C, ldc, M, N, r,
+                               n0 + NCH * CW, lane);
+        else
+            store_acc_regs<TAIL, false, true>(acc + NCH * CW / 2, C, ldc, M, N, r, n0 + NCH * CW,
+                                              lane);
     }
 }
 
@@ -1538,7 +1552,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         const tk_i64 rbase = row0 + warp_in_wg * 16 + (lane >> 2);
         if constexpr (TK_EPI_TMA && BM == 128) {
             store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
-                                     warp_in_wg, lane, tid);
+                                     warp_in_wg, lane, tid, C, ldc, M, N);
             continue;
         }
         constexpr int ES = OUT16 ? 2 : 4;

@@ -345,7 +345,8 @@ END_TEST
  * 2100 x 2600, 2100 x 2200, 2200 x 2600 with K = 2200, 2600, 2100), sampled,
  * and with 136 tokens checked in full, with an odd output stride (scalar
  * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid, stream-K (tiles shared
- * across block boundaries), the TMA-store and staged epilogues, split-K on
+ * across block boundaries), the TMA-store (also on widths that are not
+ * whole 64-column chunks: the rest from registers) and staged epilogues, split-K on
  * both kernels (the reduce kernel after a one-wave split grid launched as its
  * programmatic dependent), tile widths of the TMA kernel from 64 to 256
  * columns (K-major B: 176 and 208 too), 64-row tiles (the consumer
@@ -377,6 +378,9 @@ START_TEST(test_every_configuration)
         "tma bn=80 persist=0 epi=0 split=1",
         "tma bn=208 persist=0 epi=0 split=1",
         "tma bn=176 persist=1 epi=0 split=1",
+        "tma bn=176 persist=1 epi=1 split=1",
+        "tma bn=208 persist=0 epi=1 split=1",
+        "tma bn=80 persist=1 epi=1 split=1",
         "tma bn=128 persist=0 epi=0 split=2",
         "tma bn=96 persist=0 epi=0 split=1 bm=64",
         "tma bn=64 persist=0 epi=0 split=1 bm=64",

@@ -258,11 +258,12 @@ static int tma_stages(int bm, int bn)
 /* 64-row tiles, both consumer warpgroups on the whole tile, alternate K
  * steps. Their throughput per area, fitted to tokitai-jit --tune on an H100
  * (cold operands; bench/NOTES-gemm.md, sixth session): about
- * (bn / (64 + bn))^0.6 x KS_EFF, 0.55 at 64 columns, 0.66 at 128 (128 x 64
- * tiles: 0.70), 0.71 at 192, 0.76 at 256. A tile's time per K step follows
- * the bytes its multiprocessor loads (64 + bn rows of 128 bytes) more than
- * its area: ~100 GB/s per multiprocessor, whatever the tile (128 x 64,
- * 128 x 128, 64 x 128: 236-325 ns per K step of 24-32 KiB). */
+ * (bn / (64 + bn))^0.6 x KS_EFF: 0.55 at 64 columns, 0.66 at 128 (128 x 64
+ * tiles: 0.70), 0.71 at 192, 0.74 at 256. A tile's time per K step seems to
+ * follow the bytes its multiprocessor loads (64 + bn rows of 128 bytes) more
+ * than its area: ~100 GB/s per multiprocessor whatever the tile, as
+ * estimated from those times (128 x 64, 64 x 128 and 128 x 128 tiles:
+ * ~240, ~236 and ~325 ns per K step of 24, 24 and 32 KiB). */
 #define KS_EFF 0.84
 static double ks_eff(int bn)
 {
@@ -442,7 +443,7 @@ static void plan_wgmma(gemm_plan *p)
         /* tokens on the kernel's M, A K-major (the swapped B then is); the
          * token counts a precompile enumerates; the op's N a whole 64-row
          * tile at least (the router's N = 8 swapped onto 64-row tiles ran
-         * 2.2x slower than on its skinny kernel: boxes of 8 real rows in
+         * 2.4x slower than on its skinny kernel: boxes of 8 real rows in
          * 64, and no skinny kernel for a swapped plan) */
         if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT &&
             p->N >= 64) {
@@ -824,8 +825,9 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
          * swapped and 256-row tiles store from registers or the ring */
         if (c->splits > 1 && (c->persist || c->epi || c->swap))
             return 0;
-        /* (its chunks are 128 bytes of a row) */
-        if (c->epi && (!p->c16 || c->swap || c->bm != 128 || c->bn % (p->out_f16 ? 64 : 32) != 0))
+        /* (its chunks are 128 bytes of a row; a width's remainder leaves
+         * from registers) */
+        if (c->epi && (!p->c16 || c->swap || c->bm != 128))
             return 0;
         if (c->persist == 2 && (c->swap || c->bm != 128))
             return 0;
@@ -1086,7 +1088,7 @@ static void plan_grid(gemm_plan *p)
         return;
     if (p->swap || p->wg_bm != 128) /* a block per tile, stored from the ring */
         return;
-    p->epi_tma = TK_GEMM_EPI_TMA && p->c16 && p->wg_bn % (p->out_f16 ? 64 : 32) == 0;
+    p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
     /* not for a single K step: the tiles are all epilogue, and a block per
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
@@ -1829,10 +1831,16 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
         if (rounds == last || bn == 192)
             continue;
         last = (int)rounds;
-        cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .splits = 1};
-        q = *base;
-        if (plan_apply(&q, &cfg))
-            n = tune_add(c, n, &q);
+        /* a block per tile and, past a wave, the persistent grid; each with
+         * the staged and the TMA-store epilogue */
+        for (int persist = 0; persist <= (rounds > 1 ? 1 : 0); persist++)
+            for (int epi = 0; epi <= 1; epi++) {
+                cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .persist = persist, .epi = epi,
+                                 .splits = 1};
+                q = *base;
+                if (plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
     }
     /* 64-row tiles: widths in steps of 16 (K-major B) or 64, the
      * narrowest of each round count */

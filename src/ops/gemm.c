@@ -258,53 +258,55 @@ static int tma_stages(int bm, int bn)
 /* 64-row tiles, both consumer warpgroups on the whole tile, alternate K
  * steps. Their throughput per area, fitted to tokitai-jit --tune on an H100
  * (cold operands; bench/NOTES-gemm.md, sixth session): about
- * (bn / (64 + bn))^0.6 x KS_EFF: 0.55 at 64 columns, 0.66 at 128 (128 x 64
+ * 0.84 x (bn / (64 + bn))^0.6: 0.55 at 64 columns, 0.66 at 128 (128 x 64
  * tiles: 0.70), 0.71 at 192, 0.74 at 256. A tile's time per K step seems to
  * follow the bytes its multiprocessor loads (64 + bn rows of 128 bytes) more
  * than its area: ~100 GB/s per multiprocessor whatever the tile, as
  * estimated from those times (128 x 64, 64 x 128 and 128 x 128 tiles:
  * ~240, ~236 and ~325 ns per K step of 24, 24 and 32 KiB). */
-#define KS_EFF 0.84
+static const double ks_eff_tab[16] = {0.320, 0.435, 0.505, 0.554, 0.590, 0.618, 0.640, 0.659,
+                                       0.674, 0.686, 0.697, 0.707, 0.715, 0.722, 0.729, 0.735};
+/* (the table: 0.84 x (bn / (64 + bn))^0.6 for bn = 16, 32, ..., 256; no pow
+ * on the call path, which plans every call) */
 static double ks_eff(int bn)
 {
-    return KS_EFF * pow((double)bn / (64.0 + bn), 0.6);
+    return ks_eff_tab[bn / 16 - 1];
+}
+
+/* Cost of an M x N output in bm x bn tiles of throughput eff per area:
+ * rounds (the tiles each multiprocessor takes in turn) x tile area / eff. */
+static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, double eff)
+{
+    const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+    return (double)((tiles + sms - 1) / sms) * bm * bn / eff;
 }
 
 static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
                        double *cost_out)
 {
-    const int64_t tm = (M + 127) / 128;
     int best = 256;
     double best_cost = 0;
     for (int i = N_TMA_BNS - 1; i >= 0; i--) {
-        const int64_t tiles = tm * ((N + tma_bns[i] - 1) / tma_bns[i]);
-        const int64_t rounds = (tiles + sms - 1) / sms;
-        const double cost = (double)rounds * 128 * tma_bns[i] / tma_bn_eff[i];
+        const double cost = wave_cost(M, N, 128, tma_bns[i], sms, tma_bn_eff[i]);
         if (i == N_TMA_BNS - 1 || cost < best_cost * 0.999) {
             best = tma_bns[i];
             best_cost = cost;
         }
     }
     for (int bn = 240; b_kmajor && bn > 128; bn -= 16) {
-        if (bn == 192)
-            continue;
-        const int64_t tiles = tm * ((N + bn - 1) / bn);
-        const int64_t rounds = (tiles + sms - 1) / sms;
-        const double cost = (double)rounds * 128 * bn / TMA_KB_EFF;
-        if (cost < best_cost * 0.999) {
+        const double cost = wave_cost(M, N, 128, bn, sms, TMA_KB_EFF);
+        if (bn != 192 && cost < best_cost * 0.999) {
             best = bn;
             best_cost = cost;
         }
     }
     *bm_out = 128;
     /* 64-row tiles (the warpgroups split the K steps): more, smaller tiles
-     * for outputs that leave much of the chip idle in 128-row ones */
-    const int64_t tm64 = (M + 63) / 64;
-    /* not for N < 64: boxes of B mostly zero fill, loaded by twice the
-     * tiles (fwd 2048 x 8 x 1024: 64 x 64 tiles 7.6 us, 128 x 64 6.2) */
+     * for outputs that leave much of the chip idle in 128-row ones; not for
+     * N < 64: boxes of B mostly zero fill, loaded by twice the tiles (fwd
+     * 2048 x 8 x 1024: 64 x 64 tiles 7.6 us, 128 x 64 6.2) */
     for (int bn = 256; N >= 64 && bn >= 64; bn -= b_kmajor ? 16 : 64) {
-        const int64_t rounds = (tm64 * ((N + bn - 1) / bn) + sms - 1) / sms;
-        const double cost = (double)rounds * 64 * bn / ks_eff(bn);
+        const double cost = wave_cost(M, N, 64, bn, sms, ks_eff(bn));
         if (cost < best_cost * 0.999) {
             best = bn;
             best_cost = cost;
@@ -353,30 +355,17 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int *bm_out, double *
 {
     int best = 0, best_bm = 256;
     double best_cost = 0;
-    for (int bm = 256; bm >= 128; bm -= 128) {
-        const int64_t tm = (M + bm - 1) / bm;
-        const int hi = bm == 256 ? SWAP_BN_MAX : SWAP128_BN_MAX;
+    for (int bm = 256; bm >= 64; bm /= 2) {
+        const int hi = bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
         const int lo = bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
         for (int bn = hi; bn >= lo; bn -= 16) {
-            const int64_t tiles = tm * ((N + bn - 1) / bn);
-            const int64_t rounds = (tiles + sms - 1) / sms;
-            const double cost = (double)rounds * bm * bn / swap_eff(bm, bn);
+            const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn) : swap_eff(bm, bn);
+            const double cost = wave_cost(M, N, bm, bn, sms, eff);
             if (best == 0 || cost < best_cost * 0.999) {
                 best = bn;
                 best_bm = bm;
                 best_cost = cost;
             }
-        }
-    }
-    /* 64-row tiles (tma_pick_bn), widths up to 256 */
-    const int64_t tm64 = (M + 63) / 64;
-    for (int bn = 256; bn >= SWAP128_BN_MIN; bn -= 16) {
-        const int64_t rounds = (tm64 * ((N + bn - 1) / bn) + sms - 1) / sms;
-        const double cost = (double)rounds * 64 * bn / (KS_SWAP_EFF * ks_eff(bn));
-        if (cost < best_cost * 0.999) {
-            best = bn;
-            best_bm = 64;
-            best_cost = cost;
         }
     }
     *bm_out = best_bm;

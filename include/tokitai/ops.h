@@ -205,7 +205,7 @@ typedef struct tk_tune_report {
     unsigned candidates; /* configurations timed */
     unsigned compiled;   /* kernels compiled for them (the rest were cached) */
     unsigned rejected;   /* faster candidates dropped: output not the heuristics' */
-    tk_tune_timing timed[64]; /* every candidate timed (the first `candidates`), in order */
+    tk_tune_timing timed[128]; /* every candidate timed (the first `candidates`), in order */
     int stored;          /* 1: written to the cache; 0: in force for this context only */
 } tk_tune_report;
 

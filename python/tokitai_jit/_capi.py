@@ -268,7 +268,7 @@ class tk_tune_report(ctypes.Structure):
         ("candidates", c_uint),
         ("compiled", c_uint),
         ("rejected", c_uint),
-        ("timed", tk_tune_timing * 64),
+        ("timed", tk_tune_timing * 128),
         ("stored", c_int),
     ]
 

@@ -111,7 +111,7 @@ static int pdl_enabled(void)
 #ifndef TK_GEMM_SKINNY
 #define TK_GEMM_SKINNY 1
 #endif
-/* 1: the TMA kernel may compute C^T = B^T A^T on 256-row tiles where that
+/* 1: the TMA kernel may compute C^T = B^T A^T on swapped tiles where that
  * fits the token count to the chip better (swap_pick_bn); build with
  * -DTK_GEMM_SWAP=0 to keep every call unswapped. */
 #ifndef TK_GEMM_SWAP
@@ -157,7 +157,7 @@ typedef struct gemm_plan {
     int sm90;   /* NVIDIA sm_90 (Hopper): the wgmma kernel may serve */
     int wgmma;  /* the sm_90a warpgroup-MMA kernel serves this call */
     int tma;    /* ... in its TMA form (tensor maps as arguments) */
-    int wg_bm, wg_bn, wg_stages; /* wg_bm: 128, or 256 on the TMA kernel */
+    int wg_bm, wg_bn, wg_stages; /* wg_bm: 128; 64 or 256 on the TMA kernel */
     int swap;    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
     int skinny;  /* the forward with N <= 8 on its own kernel (plan_skinny) */
     int smallk;  /* K <= SMALLK_K_MAX on its own kernel (plan_smallk) */
@@ -595,6 +595,13 @@ static void plan_split(gemm_plan *p)
  * with 16-byte loads into mma.sync. It needs an NVIDIA sm_80+ target, A
  * 16-byte aligned with lda % 8 == 0, K % 8 == 0 and K <= SKINNY_K_MAX (B
  * sits in shared memory, 16 bytes per k). */
+/* Off the tiled kernels' options: the plan for a kernel of its own
+ * (skinny, small-K) or for mma.sync (which sets its tile). */
+static void plan_untiled(gemm_plan *p)
+{
+    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
+}
+
 #define SKINNY_N_MAX 8
 #define SKINNY_K_MAX 8192
 #define SKINNY_M_MIN 4096
@@ -613,7 +620,7 @@ static void plan_skinny(gemm_plan *p)
     if (!skinny_fits(p) || p->M < SKINNY_M_MIN)
         return;
     p->skinny = 1;
-    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
+    plan_untiled(p);
 }
 
 /* Reductions of at most SMALLK_K_MAX (kernel K: the router's grad_a with
@@ -641,7 +648,7 @@ static void plan_smallk(gemm_plan *p)
     if (p->swap)
         plan_swap(p);
     p->smallk = 1;
-    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
+    plan_untiled(p);
 }
 
 /* ------------------------------------------------------------- tuning
@@ -787,7 +794,7 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
             return 0;
         q.skinny = c->skinny;
         q.smallk = c->smallk;
-        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0, q.cluster = 0, q.splits = 1;
+        plan_untiled(&q);
         *p = q;
         return 1;
     }
@@ -838,7 +845,7 @@ static int plan_apply(gemm_plan *p, const gemm_cfg *c)
     } else {
         if (c->tile < 0 || c->tile >= N_TILES || c->persist)
             return 0;
-        q.wgmma = 0, q.tma = 0, q.persist = 0, q.epi_tma = 0, q.cluster = 0;
+        plan_untiled(&q); /* (split below) */
         q.tile = nv_tiles[c->tile];
         bk = q.tile.bk;
     }
@@ -1712,19 +1719,22 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
 
 /* ------------------------------------------------------------- the tuner
  *
- * Candidates of a class: the heuristics' plan, the skinny kernel where it
- * fits, swapped 256- and 128-row tiles (for each round count its narrowest
- * width, alone and in clusters of two), the TMA kernel with 64- to
- * 256-column tiles (persistent grid or not, when there is more than a wave
- * of tiles; in clusters of two sharing A), the TMA kernel split 2..8 ways
- * on 128 x 64 and 128 x 128 tiles when its tiles fill less than the chip,
- * the three smaller mma.sync tiles unsplit and split 2 or 4 ways
- * (on sm_90 only when the output has few tiles; elsewhere always, with the
- * large mma.sync tile too). Each is compiled (in parallel), run once, then
+ * Candidates of a class: the heuristics' plan, the skinny and small-K
+ * kernels where they fit, swapped 256-, 128- and 64-row tiles (for each
+ * round count its narrowest width; 256 and 128 rows also in clusters of
+ * two), the TMA kernel with 64- to 256-column tiles (persistent grid or
+ * not, when there is more than a wave of tiles; each epilogue; in clusters
+ * of two sharing A), K-major B's widths 144-240 (persistent or not, each
+ * epilogue), 64-row tiles (for each round count its narrowest width), the
+ * TMA kernel split 2..8 ways on 64- and 128-row tiles 64 and 128 wide when
+ * its tiles fill less than the chip, the three smaller mma.sync tiles
+ * unsplit and split 2 or 4 ways (on sm_90 only when the output has few
+ * tiles; elsewhere always, with the large mma.sync tile too); at most
+ * TUNE_MAX_CANDS. Each is compiled (in parallel), run once, then
  * timed with device events in batches of back-to-back launches (about half
  * a millisecond each, best of three, after warm-up runs); the fastest is the
  * record when it beats the heuristics' configuration by TUNE_MARGIN. */
-#define TUNE_MAX_CANDS 64
+#define TUNE_MAX_CANDS 128
 #define TUNE_JOBS 8
 #define TUNE_MARGIN 1.03
 

@@ -303,7 +303,8 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     int ok = 1;
     double wait_total = 0, wait_after2 = 0, worst_err = 0;
     uint64_t compiles_total = 0, fallback_total = 0, waits_after2 = 0;
-    tk_context_stats s0, s1;
+    tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
+    tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
 
     if (!warm && cache != NULL) {
         /* A fresh node: NVRTC 12.9+ keeps its own cache of compiled programs in

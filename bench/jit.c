@@ -164,7 +164,7 @@ static double engine_compile_once(tk_context *ctx, int iter)
     double t0 = now();
     tk_status st = tk_kernel_get(ctx, &d, &k);
     double t = now() - t0;
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_COMPILED) {
         fprintf(stderr, "engine compile failed: %s\n", tk_context_last_error(ctx));
         exit(1);
@@ -192,7 +192,7 @@ static int disk_child(const char *dir)
     double t0 = now();
     tk_status st = tk_kernel_get(ctx, &d, &k);
     double t = now() - t0;
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_DISK)
         return 3;
     printf("%.9f\n", t);
@@ -261,7 +261,7 @@ static int headers_child(const char *dir, const char *kind)
     double t0 = now();
     tk_status st = tk_kernel_get(ctx, &d, &k);
     double t = now() - t0;
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_DISK)
         return 3;
     printf("%.9f\n", t);

@@ -177,7 +177,7 @@ static int child_main(char **argv)
             ms = now_ms() - t0;
             cpu = cpu_ms() - c0;
         }
-        tk_context_stats s;
+        tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
         tk_context_get_stats(ctx, &s);
         if (s.compiles != 0)
             ms = -2; /* not a hit: the figure would be wrong */
@@ -343,7 +343,7 @@ static void bench_down(const char *url, const char *label)
         get_kernel(ctx, src, 1000 + i);
         t_later[i] = now_ms() - t0;
     }
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_context_get_stats(ctx, &s);
     printf("%-34s first call %.3f ms, later calls %.3f ms (no remote: %.3f ms); remote errors "
            "%llu  [medians of 50 compiles with the stub]\n",

@@ -241,7 +241,7 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     size_t nd = 0;
     tk_kernel_desc d;
     tk_kernel *k = NULL;
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     const unsigned vec = (unsigned)tk__op_vec_width(s->cols, NULL, 0);
     snprintf(d_vec, sizeof d_vec, "%u", vec);
     snprintf(d_g, sizeof d_g, "%u", v->g);
@@ -540,7 +540,7 @@ int main(int argc, char **argv)
             r->ok = run_and_check(&s, run_lib, x_host, 1);
             {
                 const tk__op_trace *tr = tk__op_trace_get();
-                tk_kernel_info info;
+                tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
                 if (tr->first != NULL && tk_kernel_get_info(tr->first, &info) == TK_OK) {
                     snprintf(r->kernel, sizeof r->kernel, "%s", info.entry);
                     r->regs = info.resources.registers;

@@ -354,14 +354,14 @@ typedef struct run_opts {
 
 static uint64_t compiles_now(void)
 {
-    tk_context_stats st;
+    tk_context_stats st = TK_STRUCT_INIT(tk_context_stats);
     CHECK(tk_context_get_stats(g_ctx, &st));
     return st.compiles + st.waits;
 }
 
 static uint64_t ws_allocs_now(void)
 {
-    tk_context_stats st;
+    tk_context_stats st = TK_STRUCT_INIT(tk_context_stats);
     CHECK(tk_context_get_stats(g_ctx, &st));
     return st.workspace_allocs;
 }
@@ -591,7 +591,8 @@ static int precompile_all(const shape_list *l, tk_policy policy, int jobs)
     pc_pool p;
     pthread_t th[64];
     int nt;
-    tk_context_stats s0, s1;
+    tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
+    tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
     const double t0 = now_s();
 
     memset(&p, 0, sizeof p);
@@ -920,7 +921,7 @@ int main(int argc, char **argv)
         remove_stub_cache(stub_cache);
         return sm[N_OPS].fails ? 1 : 0;
     }
-    tk_context_stats st;
+    tk_context_stats st = TK_STRUCT_INIT(tk_context_stats);
     CHECK(tk_context_get_stats(g_ctx, &st));
     printf("\n## summary (%.0f s of measuring)\n\n", now_s() - t_start);
     printf("| op      |   n | geomean |  worst | worst shape                  | < %.2f | failed | "

@@ -72,7 +72,7 @@ endif()
 
 # The library's path relative to the installed package (both relative to
 # the prefix, so any `cmake --install --prefix DIR` keeps them together).
-set(_tk_soname libtokitai_jit.so.${PROJECT_VERSION_MAJOR})
+set(_tk_soname libtokitai_jit.so.${TK_ABI_VERSION})
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
   set(_tk_pylib "${CMAKE_INSTALL_LIBDIR}/${_tk_soname}")
 elseif(IS_ABSOLUTE "${_tk_pydir}")

@@ -67,7 +67,7 @@ static tk_context *offline(tk_backend_kind kind, const char *target, tk_status *
 
 static tk_context_stats stats_of(const tk_context *ctx)
 {
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
     return s;
 }
@@ -125,7 +125,7 @@ static void nvrtc_for(const char *target)
     ck_assert_msg(strncmp(tk_context_compiler(ctx), "nvrtc-", 6) == 0, "compiler %s",
                   tk_context_compiler(ctx));
     tk_kernel *k = get_ok(ctx);
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_ORIGIN_COMPILED);
     ck_assert_msg(info.compile_seconds > 0.0, "compile time %f", info.compile_seconds);
@@ -211,7 +211,7 @@ static void hip_for(const char *target, int wavefront)
                   tk_context_compiler(ctx));
     ck_assert_ptr_nonnull(strstr(tk_context_compiler(ctx), "comgr-"));
     tk_kernel *k = get_ok(ctx);
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_ORIGIN_COMPILED);
     ck_assert_int_gt(info.resources.registers, 0); /* VGPRs */
@@ -455,7 +455,7 @@ static void embedded_for(tk_backend_kind kind, const char *target)
             }
             ck_assert_msg(st == TK_OK, "%s/%s for %s: %s: %s", *name, entries[i], target,
                           tk_status_str(st), tk_context_last_error(ctx));
-            tk_kernel_info info;
+            tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
             tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
             ck_assert_msg(info.resources.registers > 0, "%s/%s: no register count", *name,
                           entries[i]);
@@ -469,7 +469,7 @@ static void embedded_for(tk_backend_kind kind, const char *target)
         if (n > 0)
             ck_assert_msg(found > 0, "no entry of %s compiles with its defaults", *name);
     }
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
     ck_assert_uint_le(s.compiles, (uint64_t)tried); /* an entry may appear twice */
     tk_context_destroy(ctx);
@@ -527,7 +527,7 @@ static void key_in_child(const char *cuda_path, char key[33])
         tk_config *cfg = NULL;
         tk_context *ctx = NULL;
         tk_kernel *k = NULL;
-        tk_kernel_info info;
+        tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
         tk_config_create(&cfg);
         tk_config_set_backend(cfg, TK_BACKEND_CUDA);
         tk_config_set_target(cfg, "sm_80");

@@ -90,7 +90,7 @@ static void check_one_valid_entry(const char *root)
     ck_assert_int_eq(entries, 1);
     ck_assert_int_eq(temps, 0);
     tk_cache *cache = open_cache(root, NULL);
-    tk_cache_stats stats;
+    tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_eq(stats.entries, 1);
     ck_assert_uint_eq(stats.temp_files, 0);
@@ -204,7 +204,7 @@ START_TEST(store_killed_mid_write_leaves_no_entry)
     ck_assert(!path_exists(path));
     ck_assert(!get_named(cache, "shared", BIG));
     ck_assert(get_named(cache, "other", 100));
-    tk_cache_stats stats;
+    tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_eq(stats.entries, 1);
     ck_assert_uint_eq(stats.temp_files, 1);
@@ -299,7 +299,7 @@ START_TEST(threads_share_a_handle)
         ck_assert_int_eq(pthread_join(th[i], NULL), 0);
         ck_assert_int_eq(args[i].failures, 0);
     }
-    tk_cache_stats stats;
+    tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_le(stats.bytes, opts.max_size);
     ck_assert_uint_eq(stats.temp_files, 0);

@@ -358,7 +358,7 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
     for (int i = 6; i < 9; i++) {
         snprintf(name, sizeof(name), "k%02d", i);
         put_named(cache, name, 2000);
-        tk_cache_stats stats;
+        tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
         tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
         ck_assert_uint_le(stats.bytes, opts.max_size);
         ck_assert_uint_eq(stats.max_bytes, opts.max_size);
@@ -402,7 +402,7 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
     ck_assert(get_named(cache, "k07", 2000));
     ck_assert(get_named(cache, "k08", 2000));
     ck_assert(!get_named(cache, "k06", 2000));
-    tk_cache_stats stats;
+    tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_eq(stats.entries, 2);
     ck_assert_uint_eq(stats.temp_files, 1);
@@ -421,7 +421,7 @@ START_TEST(max_size_from_environment)
     char *root = tk_test_tmpdir("cache-env");
     setenv("TOKITAI_JIT_CACHE_MAX_SIZE", "3M", 1);
     tk_cache *cache = open_cache(root, NULL);
-    tk_cache_stats stats;
+    tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_eq(stats.max_bytes, 3u << 20);
     tk_cache_close(cache);
@@ -563,7 +563,7 @@ START_TEST(list_stats_verify_clear)
     ck_assert_int_eq(tk_test_write_file(temp, "partial", 7), 0);
     ck_assert_int_eq(tk_test_write_file(stray, "hello", 5), 0);
 
-    tk_cache_stats stats;
+    tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_eq(stats.entries, 3);
     ck_assert_uint_eq(stats.temp_files, 1);
@@ -669,7 +669,7 @@ START_TEST(missing_root_is_empty_listing)
     memset(&s, 0, sizeof(s));
     tk_assert_status(tk_cache_list(cache, visit, &s), TK_OK);
     ck_assert_int_eq(s.n, 0);
-    tk_cache_stats stats;
+    tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
     ck_assert_uint_eq(stats.entries, 0);
     uint64_t n = 9;
@@ -1044,7 +1044,7 @@ START_TEST(full_disk_stores_fail_quietly)
         put_named(cache, "small", 10); /* small ones still fit */
         if (!get_named(cache, "small", 10))
             _exit(13);
-        tk_cache_stats stats;
+        tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
         if (tk_cache_get_stats(cache, &stats) != TK_OK || stats.temp_files != 0)
             _exit(14);
         if (log.warnings != 1)

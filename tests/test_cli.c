@@ -318,7 +318,8 @@ START_TEST(test_prune)
     plant_entries(g_root, 6);
     tk_config *cfg = NULL;
     tk_cache *cache = NULL;
-    tk_cache_stats before, after;
+    tk_cache_stats before = TK_STRUCT_INIT(tk_cache_stats);
+    tk_cache_stats after = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_config_create(&cfg), TK_OK);
     tk_assert_status(tk_config_set_cache_dir(cfg, g_root), TK_OK);
     tk_assert_status(tk_cache_open(cfg, &cache), TK_OK);
@@ -343,7 +344,7 @@ START_TEST(test_prune)
         cli_run(&out, &err, "--prune", "--max-size", "1G", "--cache-dir", g_root, NULL), CLI_OK);
     ck_assert_ptr_nonnull(strstr(out, "removed 0 files"));
     free(out), free(err);
-    tk_cache_stats again;
+    tk_cache_stats again = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &again), TK_OK);
     ck_assert_uint_eq(again.entries, after.entries);
     tk_cache_close(cache);

@@ -111,7 +111,7 @@ START_TEST(test_tune_stores_record)
 {
     char *cache = sub("c");
     tk_context *ctx = make_ctx(cache, 0, 0);
-    tk_tune_report r;
+    tk_tune_report r = TK_STRUCT_INIT(tk_tune_report);
     const int64_t dims[3] = {100, 2816, 1024};
     tk_assert_status(tk_op_tune(ctx, TK_OP_GEMM_F16_FWD, dims, 3, &r), TK_OK);
     ck_assert_str_eq(r.record, "gemm_f16_fwd N=2816 K=1024 M<=112");
@@ -209,7 +209,7 @@ START_TEST(test_tune_errors)
 {
     char *cache = sub("c");
     tk_context *ctx = make_ctx(cache, 0, 0);
-    tk_tune_report r;
+    tk_tune_report r = TK_STRUCT_INIT(tk_tune_report);
     const int64_t g[3] = {64, 64, 64}, sm[2] = {4, 100}, bad[3] = {0, 64, 64};
     tk_assert_status(tk_op_tune(NULL, TK_OP_GEMM_F16_FWD, g, 3, &r), TK_INVALID_ARGUMENT);
     tk_assert_status(tk_op_tune(ctx, TK_OP_GEMM_F16_FWD, g, 3, NULL), TK_INVALID_ARGUMENT);

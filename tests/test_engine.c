@@ -69,7 +69,7 @@ static tk_kernel_desc base_desc(void)
 
 static tk_context_stats stats_of(const tk_context *ctx)
 {
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
     return s;
 }
@@ -86,14 +86,14 @@ static tk_kernel *get_ok(tk_context *ctx, const tk_kernel_desc *d)
 
 static tk_origin origin_of(const tk_kernel *k)
 {
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     return info.origin;
 }
 
 static void key_of(const tk_kernel *k, char hex[33])
 {
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     ck_assert_uint_eq(strlen(info.key_hex), 32);
     memcpy(hex, info.key_hex, 33);
@@ -172,7 +172,7 @@ START_TEST(test_warm_cache_compiles_zero)
     char again[33];
     key_of(k, again);
     ck_assert_str_eq(first, again);
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     ck_assert_int_eq(info.resources.registers, 16); /* stored with the entry */
     ck_assert_uint_eq(tk__stub_counters_get()->compiles, 1);

@@ -55,7 +55,7 @@ static tk_context *ctx_make(tk_policy policy, tk_build_mode mode, unsigned worke
 
 static tk_context_stats stats(tk_context *ctx)
 {
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
     return s;
 }
@@ -80,7 +80,7 @@ static double now_s(void)
 START_TEST(test_fallback_then_swap)
 {
     tk_context *ctx = ctx_make(TK_POLICY_STABLE, TK_BUILD_ASYNC, 0, 0);
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk__stub_counters_get()->compile_delay_ms = 50;
 
     tk_assert_status(up_fwd(ctx, 2000), TK_OK);
@@ -267,7 +267,7 @@ START_TEST(test_processes_build_once)
                     _exit(101);
             if (tk_context_wait_builds(ctx, 20000) != TK_OK)
                 _exit(102);
-            tk_context_stats s;
+            tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
             tk_context_get_stats(ctx, &s);
             tk_context_destroy(ctx);
             _exit((int)s.compiles);

@@ -62,7 +62,7 @@ static tk_context *ctx_make(tk_policy policy, tk_build_mode mode)
 static void ctx_done(tk_context *ctx, tk_policy policy, tk_build_mode mode, const char *what,
                      int expect_swap)
 {
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     ck_assert_int_eq(tk_context_wait_builds(ctx, 120000), TK_OK);
     ck_assert_int_eq(tk_context_get_stats(ctx, &s), TK_OK);
     printf("%s policy %d mode %d: compiles %llu (callers %llu), fallback calls %llu, builds done "

@@ -89,7 +89,7 @@ START_TEST(test_compile_load_launch)
     char *dir = tk_test_tmpdir("gpu-engine");
     tk_context *ctx = context_in(dir);
     tk_kernel *k = get_axpb(ctx);
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_ORIGIN_COMPILED);
     ck_assert_int_gt(info.resources.registers, 0);
@@ -141,7 +141,7 @@ START_TEST(test_sixteen_threads_compile_once)
         tk_assert_status(r[i].st, TK_OK);
         ck_assert_ptr_eq(r[i].got, r[0].got);
     }
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_context_get_stats(ctx, &s);
     ck_assert_uint_eq(s.compiles, 1);
     ck_assert_uint_eq(s.loads, 1);
@@ -227,7 +227,7 @@ static int child_main(const char *dir)
         tk_context_destroy(ctx);
         return 4;
     }
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_context_get_stats(ctx, &s);
     int wrong = run_axpb(ctx, k, NULL);
     printf("child: compiles %llu disk_hits %llu wrong %d\n", (unsigned long long)s.compiles,

@@ -291,7 +291,7 @@ static tk_context *gpu_ctx(tk_policy policy)
 /* Every call ran the kernel its plan named. */
 static void assert_no_fallback(const tk_context *ctx)
 {
-    tk_context_stats st;
+    tk_context_stats st = TK_STRUCT_INIT(tk_context_stats);
     tk_assert_status(tk_context_get_stats(ctx, &st), TK_OK);
     ck_assert_uint_eq(st.fallback_calls, 0);
 }
@@ -485,8 +485,7 @@ START_TEST(test_checked_run)
     tk_context *ctx = gpu_ctx(TK_POLICY_EXACT);
     const int64_t dims[3] = {96, 80, 72};
     for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++) {
-        tk_check_report rep;
-        memset(&rep, 0, sizeof rep);
+        tk_check_report rep = TK_STRUCT_INIT(tk_check_report);
         tk_status st = tk_check_run(ctx, (tk_op)op, dims, 3, 7, &rep);
         ck_assert_msg(st == TK_OK, "%s: %s", tk_status_str(st), tk_context_last_error(ctx));
         ck_assert_msg(rep.passed, "%s: max abs %g rel %g", tk_op_name((tk_op)op), rep.max_abs_error,

@@ -412,7 +412,7 @@ START_TEST(test_check_run_all_ops)
         {TK_OP_EMBEDDING_F16_BWD, 3, {50304, 1024, 4096}},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        tk_check_report r;
+        tk_check_report r = TK_STRUCT_INIT(tk_check_report);
         char *md;
         tk_status st = tk_check_run(ctx, runs[i].op, runs[i].d, runs[i].n, 1234 + i, &r);
         ck_assert_msg(st == TK_OK, "%s: %s: %s", tk_op_name(runs[i].op), tk_status_str(st),

@@ -141,7 +141,7 @@ static const sm_case cases[] = {
 static void expect_kind(tk_context *ctx, const sm_case *c, int xent)
 {
     const tk__op_trace *tr = tk__op_trace_get();
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     const char want = c->kind == 'c' && !has_clusters(ctx) ? 'l' : c->kind;
     const char *suffix = want == 'c' ? "_cluster" : want == 'l' ? "_long" : NULL;
     ck_assert_ptr_nonnull(tr->first);
@@ -278,7 +278,7 @@ START_TEST(test_check_run_long_rows)
     for (int op = 0; op < 2; op++) {
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             const tk_op which = op ? TK_OP_SOFTMAX_XENT_F16_BWD : TK_OP_SOFTMAX_F16_FWD;
-            tk_check_report r;
+            tk_check_report r = TK_STRUCT_INIT(tk_check_report);
             tk_status st = tk_check_run(ctx, which, shapes[i], 2, 99 + i, &r);
             ck_assert_msg(st == TK_OK, "%s: %s: %s", tk_op_name(which), tk_status_str(st),
                           tk_context_last_error(ctx));

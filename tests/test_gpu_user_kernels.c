@@ -184,8 +184,8 @@ static int child_main(const char *cache, const char *inc)
     if (tk_kernel_launch(ctx, k, one, one, 0, NULL, args) != TK_OK ||
         tk_mem_download(ctx, &value, dout, sizeof value) != TK_OK)
         return 6;
-    tk_kernel_info info;
-    tk_context_stats s;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_kernel_get_info(k, &info);
     tk_context_get_stats(ctx, &s);
     printf("%d %d %llu\n", value, (int)info.origin, (unsigned long long)s.compiles);

@@ -211,7 +211,7 @@ START_TEST(test_op_bad_input)
 {
     tk_context *ctx = stub_ctx(TK_POLICY_EXACT);
     const uint64_t before = launches();
-    tk_context_stats stats;
+    tk_context_stats stats = TK_STRUCT_INIT(tk_context_stats);
 
     tk_assert_status(tk_gemm_f16_fwd(NULL, 4, 4, 4, P(0x1000), 0, P(0x2000), 0, P(0x3000), 0, NULL),
                      TK_INVALID_ARGUMENT);
@@ -318,7 +318,7 @@ START_TEST(test_op_policies_and_variants)
 {
     tk_context *exact = stub_ctx(TK_POLICY_EXACT);
     tk_context *generic = stub_ctx(TK_POLICY_GENERIC);
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     uint64_t l0 = launches();
 
     tk_assert_status(
@@ -392,7 +392,7 @@ START_TEST(test_op_split_k)
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
     for (int pi = 0; pi < 2; pi++) {
         tk_context *ctx = stub_ctx(pols[pi]);
-        tk_context_stats s;
+        tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
         for (int i = 0; i < 3; i++) {
             /* kernel shape 16 x 1024 x 4096 in each layout */
             const int64_t dims[3] = {i == 2 ? 4096 : 16, i == 1 ? 4096 : 1024,

@@ -269,7 +269,7 @@ START_TEST(test_offline_context_no_device)
     int dummy[64];
     void *p = dummy;
     uint64_t l0 = launches();
-    tk_check_report rep;
+    tk_check_report rep = TK_STRUCT_INIT(tk_check_report);
     const int64_t dims2[2] = {4, 4};
     tk_assert_status(tk_softmax_f16_fwd(ctx, 4, 4, p, 0, p, 0, NULL), TK_NO_DEVICE);
     ck_assert_ptr_nonnull(strstr(tk_context_last_error(ctx), "tk_softmax_f16_fwd"));
@@ -363,10 +363,9 @@ START_TEST(test_check_run_on_stub_fails_poisoned)
     tk_op ops[4] = {TK_OP_SOFTMAX_F16_FWD, TK_OP_SOFTMAX_XENT_F16_BWD, TK_OP_EMBEDDING_F16_FWD,
                     TK_OP_EMBEDDING_F16_BWD};
     for (int i = 0; i < 4; i++) {
-        tk_check_report r;
+        tk_check_report r = TK_STRUCT_INIT(tk_check_report);
         int is_emb = i >= 2;
         char *md, *js;
-        memset(&r, 0, sizeof r);
         tk_assert_status(tk_check_run(ctx, ops[i], is_emb ? emb : sm, is_emb ? 3 : 2, 42, &r),
                          TK_OK);
         ck_assert_int_eq((int)r.op, (int)ops[i]);
@@ -401,7 +400,7 @@ END_TEST
 START_TEST(test_check_run_bad_args)
 {
     tk_context *ctx = make_ctx(0, TK_POLICY_EXACT);
-    tk_check_report r;
+    tk_check_report r = TK_STRUCT_INIT(tk_check_report);
     const int64_t d2[2] = {4, 4}, d0[2] = {4, 0};
     uint16_t host[16] = {0};
     tk_assert_status(tk_check_run(ctx, TK_OP_SOFTMAX_F16_FWD, d2, 3, 1, &r), TK_INVALID_ARGUMENT);
@@ -418,9 +417,8 @@ END_TEST
 
 START_TEST(test_report_rendering)
 {
-    tk_check_report r;
+    tk_check_report r = TK_STRUCT_INIT(tk_check_report);
     char *js, *md;
-    memset(&r, 0, sizeof r);
     r.op = TK_OP_EMBEDDING_F16_FWD;
     r.n_dims = 3;
     r.dims[0] = 10;

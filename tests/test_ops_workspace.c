@@ -41,7 +41,7 @@ static void teardown(void)
 
 static tk_context_stats stats(tk_context *ctx)
 {
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     memset(&s, 0xff, sizeof s);
     tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
     return s;
@@ -93,7 +93,8 @@ START_TEST(test_repeated_calls_allocate_nothing)
 {
     tk_context *ctx = make_ctx();
     emb e;
-    tk_context_stats s0, s1;
+    tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
+    tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
     emb_make(ctx, &e, 300000);
 
     tk_assert_status(emb_bwd(ctx, &e, 1000, NULL), TK_OK);
@@ -134,7 +135,7 @@ START_TEST(test_creeping_needs_grow_by_powers_of_two)
      * buffer a logarithmic number of times, not once per new maximum. */
     tk_context *ctx = make_ctx();
     emb e;
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     emb_make(ctx, &e, 1 << 20);
     for (int64_t q = 1000; q <= (1 << 20); q += 1000)
         tk_assert_status(emb_bwd(ctx, &e, q, NULL), TK_OK);
@@ -152,7 +153,7 @@ START_TEST(test_one_buffer_per_stream)
 {
     tk_context *ctx = make_ctx();
     emb e;
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     int a, b; /* the stub takes any pointer as a stream */
     emb_make(ctx, &e, 1000);
     for (int i = 0; i < 10; i++) {
@@ -172,7 +173,7 @@ START_TEST(test_reset_keeps_what_is_held)
 {
     tk_context *ctx = make_ctx();
     emb e;
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     emb_make(ctx, &e, 300000);
     tk_assert_status(emb_bwd(ctx, &e, 300000, NULL), TK_OK);
     tk_context_reset_stats(ctx);
@@ -196,7 +197,8 @@ START_TEST(test_gemm_loop_allocates_at_most_once_per_shape_class)
     };
     tk_context *ctx = make_ctx();
     void *a, *b, *c;
-    tk_context_stats s0, s1;
+    tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
+    tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
     tk_assert_status(tk_mem_alloc(ctx, 128 * 8192 * 2, &a), TK_OK);
     tk_assert_status(tk_mem_alloc(ctx, 8192 * 4096 * 2, &b), TK_OK);
     tk_assert_status(tk_mem_alloc(ctx, 1000 * 4096 * 4, &c), TK_OK);

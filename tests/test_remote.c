@@ -99,14 +99,14 @@ static tk_kernel *get_kernel(tk_context *ctx, int i)
 
 static tk_context_stats stats_of(const tk_context *ctx)
 {
-    tk_context_stats s;
+    tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
     return s;
 }
 
 static void key_hex_of(const tk_kernel *k, char hex[33])
 {
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     memcpy(hex, info.key_hex, 33);
 }
@@ -178,7 +178,7 @@ START_TEST(miss_then_hit_from_an_empty_local_cache)
     ck_assert(!local_has(b, hex));
     tk_context *cb = make_ctx_ok(b, &o);
     tk_kernel *k = get_kernel(cb, 1);
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_ORIGIN_DISK);
     s = stats_of(cb);
@@ -294,7 +294,7 @@ static void fleet_child(const char *dir, int idx, int start_fd, int out_fd)
             if (tk_kernel_get(ctx, &d, &kern) != TK_OK)
                 r.ok = 0;
         }
-        tk_context_stats s;
+        tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
         tk_context_get_stats(ctx, &s);
         r.compiles = s.compiles;
         r.remote_hits = s.remote_hits;

@@ -102,7 +102,7 @@ static got get_fresh(const tk_kernel_desc *d)
     g.st = tk_kernel_get(ctx, d, &k);
     g.compiles = tk__stub_counters_get()->compiles - before;
     if (g.st == TK_OK) {
-        tk_kernel_info info;
+        tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
         tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
         g.origin = info.origin;
         memcpy(g.key, info.key_hex, 33);
@@ -375,7 +375,7 @@ START_TEST(test_computed_include_not_cached)
     tk_assert_status(tk_config_create(&cfg), TK_OK);
     tk_assert_status(tk_config_set_cache_dir(cfg, g_dir), TK_OK);
     tk_assert_status(tk_cache_open(cfg, &cache), TK_OK);
-    tk_cache_stats st;
+    tk_cache_stats st = TK_STRUCT_INIT(tk_cache_stats);
     tk_assert_status(tk_cache_get_stats(cache, &st), TK_OK);
     ck_assert_uint_eq(st.entries, 0);
     tk_cache_close(cache);
@@ -416,7 +416,7 @@ START_TEST(test_name_expression_disk_hit_no_compiler)
     tk_context *ctx = new_context();
     tk_kernel *k = NULL;
     tk_assert_status(tk_kernel_get(ctx, &d, &k), TK_OK);
-    tk_kernel_info info;
+    tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_ORIGIN_DISK);
     ck_assert_str_eq(info.entry, "fill<4, float>");

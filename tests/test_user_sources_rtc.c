@@ -75,7 +75,7 @@ static tk_origin precompile_ok(tk_backend_kind kind, const char *target, const t
     ck_assert_msg(st == TK_OK, "%s for %s: %s: %s", d->entry, target, tk_status_str(st),
                   tk_context_last_error(ctx));
     if (compiles) {
-        tk_context_stats s;
+        tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
         tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
         *compiles = s.compiles;
     }
@@ -243,13 +243,13 @@ static void name_expressions(tk_backend_kind kind, const char *target)
         tk_kernel *k = NULL;
         tk_status st = tk_kernel_get(ctx, &d, &k);
         ck_assert_msg(st == TK_OK, "%s", tk_context_last_error(ctx));
-        tk_kernel_info info;
+        tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
         tk_assert_status(tk_kernel_get_info(k, &info), TK_OK);
         ck_assert_int_eq(info.origin, TK_ORIGIN_DISK);
         ck_assert_str_eq(info.entry, exprs[i]);
         /* Resource usage was read under the lowered name. */
         ck_assert_int_gt(info.resources.registers, 0);
-        tk_context_stats s;
+        tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
         tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
         ck_assert_uint_eq(s.compiles, 0);
         tk_context_destroy(ctx);

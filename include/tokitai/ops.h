@@ -194,8 +194,10 @@ typedef struct tk_tune_timing {
     double us;
 } tk_tune_timing;
 
-/* What tk_op_tune measured and kept. */
+/* What tk_op_tune measured and kept. A sized struct: set struct_size first
+ * (TK_STRUCT_INIT). */
 typedef struct tk_tune_report {
+    size_t struct_size;
     char record[128];    /* the shape class: "gemm_f16_fwd N=2816 K=1024 M<=4096" */
     char chosen[64];     /* the configuration kept, e.g. "tma bn=256 persist=1 epi=1 split=1" */
     char heuristic[64];  /* the configuration the heuristics choose without a record */
@@ -266,8 +268,11 @@ TK_API tk_status tk_ref_embedding_f16_bwd(int64_t V, int64_t D, uint16_t *grad_w
 /* ------------------------------------------------------------ checked run */
 
 /* The report of one checked run (the origin system's report). Strings are
- * owned by the report: release with tk_check_report_free. */
+ * owned by the report: release with tk_check_report_free. A sized struct: set
+ * struct_size first (TK_STRUCT_INIT); string fields beyond the caller's size
+ * are not allocated. */
 typedef struct tk_check_report {
+    size_t struct_size;
     tk_op op;
     int64_t dims[4];
     int n_dims;

@@ -38,15 +38,50 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define TK_VERSION_MAJOR 0
-#define TK_VERSION_MINOR 1
+#define TK_VERSION_MINOR 2
 #define TK_VERSION_PATCH 0
 #define TK_VERSION_NUMBER (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
-#define TK_VERSION_STRING "0.1.0"
+#define TK_VERSION_STRING "0.2.0"
 
 /* The version of the library actually linked: compare with TK_VERSION_NUMBER
  * to catch a header/library mismatch. */
 TK_API unsigned tk_version_number(void);
 TK_API const char *tk_version_string(void);
+
+/* The binary interface's number: the shared library's soname is
+ * libtokitai_jit.so.<TK_ABI_VERSION>. It changes only when a program built
+ * against an older header could misbehave with the newer library (a call
+ * removed or changed, a field moved); appending a field to a sized struct
+ * (below) or adding a call does not change it. docs/abi.md has the policy. */
+#define TK_ABI_VERSION 1
+TK_API unsigned tk_abi_version(void);
+
+/* --------------------------------------------------------- sized structs
+ *
+ * Every struct the library fills for the caller (tk_context_stats,
+ * tk_cache_stats, tk_kernel_info, tk_check_report, tk_tune_report) begins
+ * with struct_size. The caller sets it to sizeof the struct as its header
+ * declares it, for example
+ *
+ *     tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
+ *     tk_context_get_stats(ctx, &s);
+ *
+ * The library writes no more than struct_size bytes, so a program compiled
+ * against an older header (a smaller struct) keeps working with a newer
+ * library, and sets struct_size to the bytes it wrote: the smaller of the
+ * caller's size and its own, so a newer program running on an older library
+ * can tell which fields were filled (offsetof(field) + sizeof field <=
+ * struct_size). New fields are only ever appended. A struct_size smaller than
+ * sizeof(size_t) (zero: a struct that was not initialised) is
+ * TK_INVALID_ARGUMENT. Structs the library hands to a callback
+ * (tk_cache_entry_info) carry the library's own size the same way. Input
+ * structs (tk_kernel_desc, tk_define, tk_header) keep the zero-initialise
+ * rule instead. */
+#ifdef __cplusplus
+#define TK_STRUCT_INIT(type) ([] { type tk__v{}; tk__v.struct_size = sizeof(type); return tk__v; }())
+#else
+#define TK_STRUCT_INIT(type) ((type){.struct_size = sizeof(type)})
+#endif
 
 /* ----------------------------------------------------------------- status */
 
@@ -209,7 +244,9 @@ TK_API tk_status tk_config_set_remote_lease(tk_config *cfg, unsigned lease_ms, u
 
 /* ------------------------------------------------------- resource metadata */
 
-/* What the compiler reports for one kernel. -1 where unknown. */
+/* What the compiler reports for one kernel. -1 where unknown. Embedded in
+ * tk_cache_entry_info and tk_kernel_info, so its layout is frozen: new
+ * resource figures are appended to those structs instead. */
 typedef struct tk_resource_usage {
     int32_t registers;      /* NVIDIA registers per thread; AMD VGPRs */
     int32_t sgprs;          /* AMD scalar registers */
@@ -237,8 +274,12 @@ TK_API const char *tk_cache_root(const tk_cache *cache);
 /* Message of the last failing call on this handle; never NULL. */
 TK_API const char *tk_cache_last_error(const tk_cache *cache);
 
-/* Metadata of one entry; every pointer is borrowed for the visit only. */
+/* Metadata of one entry; every pointer is borrowed for the visit only.
+ * struct_size is set by the library (see "sized structs"): a field appended
+ * after the ones a program knows is simply not read by it, and a program
+ * reads a newer field only when struct_size covers it. */
 typedef struct tk_cache_entry_info {
+    size_t struct_size;
     const char *key_hex;   /* 32 hex digits: the XXH3-128 fingerprint */
     const char *path;      /* file holding the entry */
     const char *kernel;    /* entry point: extern "C" name or C++ name expression */
@@ -261,7 +302,9 @@ typedef int (*tk_cache_visit_fn)(void *user, const tk_cache_entry_info *info);
 /* Visits every readable entry (metadata only, payloads are not read). */
 TK_API tk_status tk_cache_list(tk_cache *cache, tk_cache_visit_fn visit, void *user);
 
+/* A sized struct: set struct_size first (TK_STRUCT_INIT). */
 typedef struct tk_cache_stats {
+    size_t struct_size;
     uint64_t entries;
     uint64_t bytes;
     uint64_t max_bytes;
@@ -354,8 +397,10 @@ TK_API const char *tk_context_compiler(const tk_context *ctx);
 /* Policy the context was created with. */
 TK_API tk_policy tk_context_policy(const tk_context *ctx);
 
-/* Counters since the context was created (or since tk_context_reset_stats). */
+/* Counters since the context was created (or since tk_context_reset_stats).
+ * A sized struct: set struct_size first (TK_STRUCT_INIT). */
 typedef struct tk_context_stats {
+    size_t struct_size;
     uint64_t memory_hits;   /* kernel found in the in-memory table */
     uint64_t disk_hits;     /* code object read from the disk cache */
     uint64_t compiles;      /* compiler invocations */
@@ -485,8 +530,10 @@ typedef enum tk_origin {
  * TK_NOT_FOUND (no embedded source of that name), TK_INVALID_ARGUMENT. */
 TK_API tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
 
-/* Details of a kernel; strings borrowed for the kernel's lifetime. */
+/* Details of a kernel; strings borrowed for the kernel's lifetime. A sized
+ * struct: set struct_size first (TK_STRUCT_INIT). */
 typedef struct tk_kernel_info {
+    size_t struct_size;
     const char *key_hex;
     const char *entry;
     tk_origin origin;       /* where it came from when first obtained */

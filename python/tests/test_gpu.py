@@ -2,7 +2,7 @@
 non-default stream, user kernel launches, CuPy arrays when CuPy is there.
 
 Skipped (with the reason) without PyTorch or without a CUDA/HIP device.
-Run: TOKITAI_JIT_LIBRARY=build/libtokitai_jit.so.0 PYTHONPATH=python \
+Run: TOKITAI_JIT_LIBRARY=build/libtokitai_jit.so.1 PYTHONPATH=python \
      python3 -m pytest -p no:cacheprovider -rs -v -m gpu python/tests
 """
 

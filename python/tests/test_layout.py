@@ -133,4 +133,6 @@ def test_context_stats_dataclass_follows_the_mirror():
 
     from tokitai_jit import ContextStats
 
-    assert [f.name for f in fields(ContextStats)] == [f[0] for f in _capi.tk_context_stats._fields_]
+    mirror = [f[0] for f in _capi.tk_context_stats._fields_]
+    assert mirror[0] == "struct_size"  # the ABI's sized-struct header, not a counter
+    assert [f.name for f in fields(ContextStats)] == mirror[1:]

@@ -49,12 +49,12 @@ def test_build_tree_search_skips_sanitizer_builds(tmp_path):
     real = tj.library_path()
     for name, sanitize in (("build", "OFF"), ("build-asan", "ON")):
         (repo / name).mkdir()
-        shutil.copy(real, repo / name / "libtokitai_jit.so.0")
+        shutil.copy(real, repo / name / "libtokitai_jit.so.1")
         (repo / name / "CMakeCache.txt").write_text("TK_SANITIZE:BOOL=%s\n" % sanitize)
     r = run_py("import tokitai_jit as tj; print(tj._capi.candidate_paths()); print(tj.library_path())",
                {"PYTHONPATH": str(repo / "python")}, str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == str(repo / "build" / "libtokitai_jit.so.0")
+    assert r.stdout.splitlines()[-1] == str(repo / "build" / "libtokitai_jit.so.1")
     assert "build-asan" not in r.stdout
 
 
@@ -91,6 +91,6 @@ def test_library_of_another_api_version_is_refused(monkeypatch):
     from tokitai_jit import _capi
 
     lib = _capi.lib()
-    monkeypatch.setattr(_capi, "ABI_VERSION", (9, 9))
-    with pytest.raises(OSError, match="mirrors the 9.9 API"):
-        _capi._check_version(lib, "libtokitai_jit.so.0")
+    monkeypatch.setattr(_capi, "ABI_VERSION", 9)
+    with pytest.raises(OSError, match="needs interface 9"):
+        _capi._check_version(lib, "libtokitai_jit.so.1")

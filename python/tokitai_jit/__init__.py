@@ -48,7 +48,7 @@ from .errors import (
     UnsupportedError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def library_version() -> str:

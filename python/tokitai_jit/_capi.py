@@ -130,6 +130,7 @@ class tk_resource_usage(ctypes.Structure):
 
 class tk_cache_entry_info(ctypes.Structure):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("key_hex", c_char_p),
         ("path", c_char_p),
         ("kernel", c_char_p),
@@ -149,6 +150,7 @@ class tk_cache_entry_info(ctypes.Structure):
 
 class tk_cache_stats(ctypes.Structure):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("entries", c_uint64),
         ("bytes", c_uint64),
         ("max_bytes", c_uint64),
@@ -160,6 +162,7 @@ class tk_cache_stats(ctypes.Structure):
 class tk_context_stats(ctypes.Structure):
     # Fields appended to the C struct are appended here, in order.
     _fields_ = [
+        ("struct_size", c_size_t),
         ("memory_hits", c_uint64),
         ("disk_hits", c_uint64),
         ("compiles", c_uint64),
@@ -216,6 +219,7 @@ class tk_kernel_desc(ctypes.Structure):
 
 class tk_kernel_info(ctypes.Structure):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("key_hex", c_char_p),
         ("entry", c_char_p),
         ("origin", c_int),
@@ -226,6 +230,7 @@ class tk_kernel_info(ctypes.Structure):
 
 class tk_check_report(ctypes.Structure):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("op", c_int),
         ("dims", c_int64 * 4),
         ("n_dims", c_int),
@@ -259,6 +264,7 @@ class tk_tune_timing(ctypes.Structure):
 
 class tk_tune_report(ctypes.Structure):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("record", c_char * 128),
         ("chosen", c_char * 64),
         ("heuristic", c_char * 64),
@@ -289,11 +295,15 @@ STRUCTS: Dict[str, type] = {
 
 
 def out_struct(struct: type) -> Any:
-    """An instance of ``struct`` for the library to write into, with spare
-    room behind it: a library whose struct has grown (fields appended) must
-    not write past this package's smaller mirror."""
+    """An instance of ``struct`` for the library to write into. Sized structs
+    (those starting with ``struct_size``) get this mirror's size, so a
+    library whose struct has grown writes no more than the mirror holds; the
+    spare room behind it covers older libraries of unsized structs."""
     buf = ctypes.create_string_buffer(ctypes.sizeof(struct) + 1024)
-    return struct.from_buffer(buf)  # keeps buf alive
+    obj = struct.from_buffer(buf)  # keeps buf alive
+    if struct._fields_ and struct._fields_[0][0] == "struct_size":
+        obj.struct_size = ctypes.sizeof(struct)
+    return obj
 
 
 def has_field(struct: type, name: str) -> bool:
@@ -321,6 +331,7 @@ _vp = c_void_p
 _REQUIRED: Dict[str, Tuple[Any, List[Any]]] = {
     "tk_version_number": (c_uint, []),
     "tk_version_string": (c_char_p, []),
+    "tk_abi_version": (c_uint, []),
     "tk_status_str": (c_char_p, [c_int]),
     "tk_config_create": (_st, [POINTER(c_void_p)]),
     "tk_config_destroy": (None, [_cfg]),
@@ -406,7 +417,7 @@ _OPTIONAL: Dict[str, Tuple[Any, List[Any]]] = {
 # --------------------------------------------------------------- loading
 
 LIBRARY_ENV = "TOKITAI_JIT_LIBRARY"
-_SONAME = "libtokitai_jit.so.0"
+_SONAME = "libtokitai_jit.so.%d" % 1
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
@@ -433,7 +444,7 @@ def candidate_paths() -> List[Tuple[str, str]]:
     3. the build tree, when the package runs from a checkout
        (``<repo>/build/``, then the other ``<repo>/build*/`` folders that are
        not sanitizer builds, newest first);
-    4. the system loader (``libtokitai_jit.so.0`` on the usual search path).
+    4. the system loader (``libtokitai_jit.so.1`` on the usual search path).
     """
     out: List[Tuple[str, str]] = []
     env = os.environ.get(LIBRARY_ENV)
@@ -480,16 +491,21 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 
 # The library's major.minor this package mirrors (TK_VERSION_MAJOR/MINOR).
-ABI_VERSION = (0, 1)
+ABI_VERSION = 1
 
 
 def _check_version(handle: ctypes.CDLL, path: str) -> None:
-    n = int(handle.tk_version_number())
-    found = (n // 10000, n // 100 % 100)
+    # The mirrors above follow the sized-struct rule, so any library of the
+    # same binary interface (tk_abi_version) works, whatever its version.
+    try:
+        fn = handle.tk_abi_version
+    except AttributeError:
+        fn = None
+    found = int(fn()) if fn is not None else 0
     if found != ABI_VERSION:
         raise OSError(
-            "%s is tokitai-jit %s; this package mirrors the %d.%d API (install matching versions)"
-            % (path, text(handle.tk_version_string()), ABI_VERSION[0], ABI_VERSION[1])
+            "%s is tokitai-jit %s with binary interface %d; this package needs interface %d "
+            "(install matching versions)" % (path, text(handle.tk_version_string()), found, ABI_VERSION)
         )
 
 

@@ -23,6 +23,7 @@
 
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
+#include "common/out_struct.h"
 
 /* ------------------------------------------------------------- URL syntax */
 
@@ -265,7 +266,7 @@ tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *u
 
 tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
 {
-    if (!cache || !out)
+    if (!cache || tk__out_bad(out))
         return TK_INVALID_ARGUMENT;
     return unavailable(cache);
 }
@@ -1059,6 +1060,7 @@ static void info_of(const tk__entry_view *v, const char *hex, const char *name, 
         p += v->strings[i].len + 1;
     }
     memset(info, 0, sizeof(*info));
+    info->struct_size = sizeof(*info);
     info->key_hex = hex;
     info->path = name;
     info->kernel = ptrs[0];
@@ -1148,14 +1150,15 @@ static int count_one(void *p, const char *name, const char *hex)
 
 tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
 {
-    if (!cache || !out)
+    if (!cache || tk__out_bad(out))
         return TK_INVALID_ARGUMENT;
     tk_status st = need_remote(cache);
     if (st != TK_OK)
         return st;
     breaker_reset(cache->remote);
-    tk_cache_stats s;
+    tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
     memset(&s, 0, sizeof(s));
+    s.struct_size = sizeof s;
     walk_ctx w = {cache, NULL, NULL, &s, TK_OK};
     st = scan_values(cache, "e", walk_one, &w);
     if (st == TK_OK)
@@ -1173,7 +1176,7 @@ tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
         s.max_bytes = strtoull(rep->element[1]->str, NULL, 10);
     if (rep)
         freeReplyObject(rep);
-    *out = s;
+    tk__out_copy(out, &s, sizeof s);
     return TK_OK;
 }
 

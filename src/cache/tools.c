@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "cache/cache_internal.h"
+#include "common/out_struct.h"
 
 /* ------------------------------------------------------------------ walk */
 
@@ -160,6 +161,7 @@ static void fill_info(tk_cache_entry_info *info, const char *hex, const char *pa
                       const struct stat *st, int read_only_tier)
 {
     memset(info, 0, sizeof(*info));
+    info->struct_size = sizeof(*info);
     info->key_hex = hex;
     info->path = path;
     info->kernel = s[0];
@@ -276,19 +278,20 @@ static int stats_one(void *p, const char *path, enum file_kind kind, const char 
 
 tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
 {
-    if (!cache || !out)
+    if (!cache || tk__out_bad(out))
         return TK_INVALID_ARGUMENT;
     tk_status st = user_tier_check(cache);
     if (st != TK_OK)
         return st;
     stats_ctx c;
     memset(&c, 0, sizeof(c));
+    c.s.struct_size = sizeof c.s;
     c.s.max_bytes = cache->max_size;
     int stopped = 0;
     if (cache->root_state == TK__ROOT_OK &&
         walk_tier(cache->fmt_dir, 0, stats_one, &c, &stopped) != TK_OK)
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
-    *out = c.s;
+    tk__out_copy(out, &c.s, sizeof c.s);
     return TK_OK;
 }
 

@@ -274,7 +274,7 @@ int tk__cmd_stats(const tk__cli_opts *opts)
     tk_cache *cache = open_cache(opts);
     if (!cache)
         return TK__EXIT_FAIL;
-    tk_cache_stats s;
+    tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
     tk_status st = tk_cache_get_stats(cache, &s);
     if (st != TK_OK) {
         tk__cli_error("cannot read statistics of %s: %s: %s", tk_cache_root(cache),
@@ -330,7 +330,7 @@ int tk__cmd_verify(const tk__cli_opts *opts)
                tk_cache_root(cache));
         rc = TK__EXIT_FAIL;
     } else {
-        tk_cache_stats s;
+        tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
         if (tk_cache_get_stats(cache, &s) == TK_OK)
             printf("%llu %s verified in %s: all good\n", (unsigned long long)s.entries,
                    s.entries == 1 ? "entry" : "entries", tk_cache_root(cache));
@@ -354,7 +354,7 @@ int tk__cmd_prune(const tk__cli_opts *opts)
                       tk_cache_last_error(cache));
         rc = TK__EXIT_FAIL;
     } else {
-        tk_cache_stats s;
+        tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
         char b[32];
         printf("removed %llu %s from %s", (unsigned long long)n, n == 1 ? "file" : "files",
                tk_cache_root(cache));

@@ -48,7 +48,7 @@ int tk__cmd_remote_stats(const tk__cli_opts *opts)
         return TK__EXIT_FAIL;
     char desc[1024];
     tk_status st = tk_cache_remote_describe(cache, desc, sizeof desc);
-    tk_cache_stats s;
+    tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
     if (st == TK_OK)
         st = tk_cache_remote_get_stats(cache, &s);
     if (st != TK_OK) {

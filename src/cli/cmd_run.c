@@ -69,8 +69,7 @@ int tk__cmd_run(const tk__cli_opts *opts)
         return st == TK_NO_DEVICE || st == TK_BACKEND_UNAVAILABLE ? TK__EXIT_NO_DEVICE
                                                                   : TK__EXIT_FAIL;
     }
-    tk_check_report report;
-    memset(&report, 0, sizeof report);
+    tk_check_report report = TK_STRUCT_INIT(tk_check_report);
     st = tk_check_run(ctx, op, dims, n, opts->seed, &report);
     if (st != TK_OK) {
         tk__cli_error("--run %s: %s: %s", opts->run_op, tk_status_str(st),
@@ -80,7 +79,7 @@ int tk__cmd_run(const tk__cli_opts *opts)
     }
     char *text = opts->json ? tk_check_report_json(&report) : tk_check_report_markdown(&report);
     int rc = report.passed ? TK__EXIT_OK : TK__EXIT_FAIL;
-    tk_context_stats cs;
+    tk_context_stats cs = TK_STRUCT_INIT(tk_context_stats);
     int have_cs = tk_context_get_stats(ctx, &cs) == TK_OK;
     if (!text) {
         tk__cli_error("out of memory rendering the report");
@@ -160,7 +159,7 @@ int tk__cmd_info(const tk__cli_opts *opts)
     tk_cache *cache = NULL;
     tk_status cst = tk_cache_open(cfg, &cache);
     tk_config_destroy(cfg);
-    tk_cache_stats cs;
+    tk_cache_stats cs = TK_STRUCT_INIT(tk_cache_stats);
     int have_stats = cst == TK_OK && tk_cache_get_stats(cache, &cs) == TK_OK;
     const char *lower = getenv("TOKITAI_JIT_CACHE_PATH");
 

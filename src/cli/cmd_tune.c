@@ -139,7 +139,7 @@ int tk__cmd_tune(const tk__cli_opts *opts)
         qsort(t->ms, t->n_ms, sizeof *t->ms, cmp_i64);
         /* walk the classes: tk_op_tune reports each class's largest M */
         for (int64_t mm = all ? 1 : t->ms[0]; mm <= limit;) {
-            tk_tune_report r;
+            tk_tune_report r = TK_STRUCT_INIT(tk_tune_report);
             const int64_t dims[3] = {mm, t->n, t->k};
             st = tk_op_tune(ctx, t->op, dims, 3, &r);
             if (st != TK_OK) {

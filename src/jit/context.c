@@ -10,6 +10,7 @@
 
 #include "cache/remote.h"
 #include "jit/backend/dl.h"
+#include "common/out_struct.h"
 #include "jit/jit_internal.h"
 
 /* ---------------------------------------------------------------- logging */
@@ -516,9 +517,10 @@ int tk__ctx_has_device(const tk_context *ctx)
 #define LOAD(field) __atomic_load_n(&ctx->field, __ATOMIC_RELAXED)
 tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
 {
-    if (!ctx || !out)
+    if (!ctx || tk__out_bad(out))
         return TK_INVALID_ARGUMENT;
     tk_context_stats s = {
+        .struct_size = sizeof(tk_context_stats),
         .memory_hits = LOAD(n_memory_hits),
         .disk_hits = LOAD(n_disk_hits),
         .compiles = LOAD(n_compiles),
@@ -549,7 +551,7 @@ tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
     s.workspace_bytes = LOAD(ws_bytes);
     s.workspace_peak = LOAD(ws_peak);
     s.workspace_allocs = LOAD(n_ws_allocs);
-    *out = s;
+    tk__out_copy(out, &s, sizeof s);
     return TK_OK;
 }
 #undef LOAD

@@ -41,6 +41,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "common/out_struct.h"
 #include "jit/jit_internal.h"
 #include "jit/sources.h"
 
@@ -1209,14 +1210,15 @@ tk_build_mode tk__ctx_build_mode(const tk_context *ctx)
 
 tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out)
 {
-    if (!kernel || !out)
+    if (!kernel || tk__out_bad(out))
         return TK_INVALID_ARGUMENT;
-    tk_kernel_info info = {.key_hex = kernel->key_hex,
+    tk_kernel_info info = {.struct_size = sizeof(tk_kernel_info),
+                           .key_hex = kernel->key_hex,
                            .entry = kernel->entry,
                            .origin = kernel->origin,
                            .compile_seconds = kernel->compile_seconds,
                            .resources = kernel->resources};
-    *out = info;
+    tk__out_copy(out, &info, sizeof info);
     return TK_OK;
 }
 

@@ -22,3 +22,8 @@ const char *tk_status_str(tk_status status)
     }
     return "unknown status";
 }
+
+unsigned tk_abi_version(void)
+{
+    return TK_ABI_VERSION;
+}

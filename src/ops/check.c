@@ -27,6 +27,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/out_struct.h"
 #include "ops/ops_internal.h"
 
 typedef struct check_shape {
@@ -209,18 +210,49 @@ static char *dup_str(const char *s)
     return p;
 }
 
+/* The report's owned strings, as offsets, so that only those a caller's
+ * struct_size covers are touched. */
+static const size_t report_strings[] = {
+    offsetof(tk_check_report, source_fingerprint), offsetof(tk_check_report, compiler),
+    offsetof(tk_check_report, cache_key),          offsetof(tk_check_report, device),
+    offsetof(tk_check_report, arch),               offsetof(tk_check_report, policy),
+};
+
+/* Frees the strings of r that lie at or beyond byte limit (all: limit 0 is
+ * treated as "none covered" by the caller passing the struct's own size). */
+static void report_free_from(tk_check_report *r, size_t covered)
+{
+    for (size_t i = 0; i < sizeof report_strings / sizeof report_strings[0]; i++) {
+        size_t off = report_strings[i];
+        if (tk__out_covers(covered, off + sizeof(char *)))
+            continue;
+        char **p = (char **)((char *)r + off);
+        free(*p);
+        *p = NULL;
+    }
+}
+
 void tk_check_report_free(tk_check_report *report)
 {
-    if (report == NULL)
+    if (report == NULL || tk__out_bad(report))
         return;
-    free(report->source_fingerprint);
-    free(report->compiler);
-    free(report->cache_key);
-    free(report->device);
-    free(report->arch);
-    free(report->policy);
-    report->source_fingerprint = report->compiler = report->cache_key = NULL;
-    report->device = report->arch = report->policy = NULL;
+    size_t n = tk__out_size(report);
+    for (size_t i = 0; i < sizeof report_strings / sizeof report_strings[0]; i++) {
+        size_t off = report_strings[i];
+        if (!tk__out_covers(n, off + sizeof(char *)))
+            continue;
+        char **p = (char **)((char *)report + off);
+        free(*p);
+        *p = NULL;
+    }
+}
+
+/* Hands the library's full report r to the caller's (possibly smaller)
+ * struct: the strings the caller cannot see are freed, not leaked. */
+static void report_hand_over(tk_check_report *out, tk_check_report *r)
+{
+    report_free_from(r, tk__out_size(out));
+    tk__out_copy(out, r, sizeof *r);
 }
 
 /* Compares got with want element by element into the report. */
@@ -276,8 +308,10 @@ static tk_status check_host(tk_context *ctx, const check_shape *sh, const void *
                             tk_check_report *report)
 {
     check_run_args a;
-    tk_check_report r, first;
-    tk_context_stats s0, s1;
+    tk_check_report r = TK_STRUCT_INIT(tk_check_report);
+    tk_check_report first = TK_STRUCT_INIT(tk_check_report);
+    tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
+    tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
     void *ref = NULL;
     uint32_t bad_dev = 0;
     uint64_t bad_ref = 0;
@@ -287,6 +321,7 @@ static tk_status check_host(tk_context *ctx, const check_shape *sh, const void *
 
     memset(&a, 0, sizeof a);
     memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
     a.ctx = ctx;
     a.sh = sh;
     r.op = sh->op;
@@ -350,7 +385,7 @@ static tk_status check_host(tk_context *ctx, const check_shape *sh, const void *
      * the first run started are waited for here, never inside a call. */
     (void)tk_context_wait_builds(ctx, -1);
     {
-        tk_context_stats s2;
+        tk_context_stats s2 = TK_STRUCT_INIT(tk_context_stats);
         (void)tk_context_get_stats(ctx, &s2);
         r.builds_done = s2.builds_done - s0.builds_done;
     }
@@ -364,7 +399,7 @@ static tk_status check_host(tk_context *ctx, const check_shape *sh, const void *
     }
     {
         const tk__op_trace *t = tk__op_trace_get();
-        tk_kernel_info info;
+        tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
         size_t len = 0;
         const char *src = tk__embedded_source(t->source_name, &len);
         if (t->first != NULL && tk_kernel_get_info(t->first, &info) == TK_OK)
@@ -422,7 +457,7 @@ static tk_status check_host(tk_context *ctx, const check_shape *sh, const void *
     tk_mem_free(ctx, a.out);
     tk_mem_free(ctx, a.bad);
     free(ref);
-    *report = r;
+    report_hand_over(report, &r);
     return TK_OK;
 
 fail:
@@ -457,6 +492,10 @@ tk_status tk_check_run_host(tk_context *ctx, tk_op op, const int64_t *dims, int 
         return tk__fail(ctx, TK_INVALID_ARGUMENT,
                         "tk_check_run_host: %s needs in0%s%s, out and report (non-NULL)",
                         tk_op_name(op), sh.in1_n > 0 ? ", in1" : "", sh.idx_n > 0 ? ", idx" : "");
+    if (tk__out_bad(report))
+        return tk__fail(ctx, TK_INVALID_ARGUMENT,
+                        "tk_check_run_host: the report's struct_size must be set "
+                        "(TK_STRUCT_INIT(tk_check_report))");
     return check_host(ctx, &sh, in0, in1, idx, out, 0, report);
 }
 
@@ -495,8 +534,10 @@ tk_status tk_check_run(tk_context *ctx, tk_op op, const int64_t *dims, int n_dim
         st = shape_make(ctx, op, dims, n_dims, &sh);
     if (st != TK_OK)
         return st;
-    if (out == NULL)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_check_run: out must not be NULL");
+    if (tk__out_bad(out))
+        return tk__fail(ctx, TK_INVALID_ARGUMENT,
+                        "tk_check_run: out must not be NULL and its struct_size must be set "
+                        "(TK_STRUCT_INIT(tk_check_report))");
 
     in0 = malloc(sh.in0_n * 2);
     in1 = sh.in1_n > 0 ? malloc(sh.in1_n * 2) : NULL;

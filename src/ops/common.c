@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/out_struct.h"
 #include "ops/ops_internal.h"
 
 tk_status tk__op_need_device(tk_context *ctx, const char *op)
@@ -220,16 +221,27 @@ tk_status tk_op_tune(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
     tk_status st;
     if (ctx == NULL)
         return TK_INVALID_ARGUMENT;
-    if (out == NULL)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_tune: NULL report");
-    memset(out, 0, sizeof *out);
+    if (tk__out_bad(out))
+        return tk__fail(ctx, TK_INVALID_ARGUMENT,
+                        "tk_op_tune: the report must not be NULL and its struct_size must be set "
+                        "(TK_STRUCT_INIT(tk_tune_report))");
     if ((st = check_op_dims(ctx, "tk_op_tune", op, dims, n_dims)) != TK_OK)
         return st;
     if (op != TK_OP_GEMM_F16_FWD && op != TK_OP_GEMM_F16_GRAD_A && op != TK_OP_GEMM_F16_GRAD_B)
         return tk__fail(ctx, TK_UNSUPPORTED,
                         "tk_op_tune: %s has nothing to tune (its kernel follows from the shape)",
                         tk_op_name(op));
-    return tk__gemm_tune(ctx, op, dims, out);
+    /* The tuner fills a whole report of ours; the caller gets what its
+     * struct_size covers, and only on success. */
+    tk_tune_report *full = calloc(1, sizeof *full);
+    if (full == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "tk_op_tune: out of host memory");
+    full->struct_size = sizeof *full;
+    st = tk__gemm_tune(ctx, op, dims, full);
+    if (st == TK_OK)
+        tk__out_copy(out, full, sizeof *full);
+    free(full);
+    return st;
 }
 
 /* --------------------------------------------------------------- kernels */
@@ -273,7 +285,7 @@ tk_status tk__op_kernel(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel *
                             desc->entry, desc->entry);
     } else {
         tk_kernel *k = NULL;
-        tk_kernel_info info;
+        tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
         st = tk_kernel_get(ctx, desc, &k);
         if (st != TK_OK)
             return st;

@@ -2035,12 +2035,10 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_o
     char name[64];
     int n, best = -1;
     tk_status st = TK_OK;
-    tk_context_stats before, after;
+    tk_context_stats before = TK_STRUCT_INIT(tk_context_stats), after = before;
     if (c == NULL)
         return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of memory", base->op);
     n = tune_candidates(base, c);
-    memset(&before, 0, sizeof before);
-    memset(&after, 0, sizeof after);
     tk_context_get_stats(ctx, &before);
     tune_compile(ctx, c, n);
     tk_context_get_stats(ctx, &after);
@@ -2227,7 +2225,7 @@ done:
 static void gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b,
                            void *d_c, void *stream)
 {
-    tk_tune_report rep;
+    tk_tune_report rep = TK_STRUCT_INIT(tk_tune_report);
     gemm_plan base = *p;
     tune_ops ops;
     memset(&rep, 0, sizeof rep);

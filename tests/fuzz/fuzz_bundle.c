@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tk_status st = tk_cache_import(cache, bundle, NULL, NULL, &imported, &rejected);
     if (tk_cache_verify(cache, NULL, NULL, &bad) != TK_OK || bad != 0)
         abort(); /* something bad entered the cache */
-    tk_cache_stats s;
+    tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
     if (tk_cache_get_stats(cache, &s) != TK_OK || (st == TK_OK && s.entries != imported) ||
         s.temp_files != 0)
         abort();

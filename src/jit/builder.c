@@ -30,7 +30,7 @@
 
 #include "jit/jit_internal.h"
 
-_Thread_local int tk__in_builder;
+
 
 #define N_BUCKETS 256u
 #define DEFAULT_WORKERS 2
@@ -122,7 +122,7 @@ static tk__job *known_find(tk__builder *b, uint64_t h, const tk_kernel_desc *d)
     if (!b->known)
         return NULL;
     for (tk__job *j = b->known[h % N_BUCKETS]; j; j = j->next_known)
-        if (j->h == h && tk__desc_same(&j->desc, d))
+        if (j->h == h && b->same(&j->desc, d))
             return j;
     return NULL;
 }
@@ -142,10 +142,14 @@ static void count(uint64_t *field, uint64_t n)
     __atomic_fetch_add(field, n, __ATOMIC_RELAXED);
 }
 
-tk_status tk__builder_init(tk_context *ctx, const tk_config *cfg)
+tk_status tk__builder_init(tk_context *ctx, const tk_config *cfg,
+                           tk_status (*build)(tk_context *, const tk_kernel_desc *, tk_kernel **),
+                           int (*same)(const tk_kernel_desc *, const tk_kernel_desc *))
 {
     tk__builder *b = &ctx->builder;
     memset(b, 0, sizeof *b);
+    b->build = build;
+    b->same = same;
     if (pthread_mutex_init(&b->mu, NULL) != 0)
         return TK_INTERNAL;
     if (pthread_cond_init(&b->work_cv, NULL) != 0) {
@@ -191,7 +195,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&b->mu);
 
         tk_kernel *k = NULL;
-        tk_status st = tk_kernel_get(ctx, &job->desc, &k);
+        tk_status st = b->build(ctx, &job->desc, &k);
         if (st != TK_OK)
             tk__log(ctx, TK_LOG_INFO,
                     "background build of %s (%s) failed: %s; calls keep using the generic "

@@ -13,145 +13,6 @@
 #include "common/out_struct.h"
 #include "jit/jit_internal.h"
 
-/* ---------------------------------------------------------------- logging */
-
-static int env_log_level(void)
-{
-    const char *v = getenv("TOKITAI_JIT_LOG");
-    if (!v || !v[0] || strcmp(v, "0") == 0)
-        return -1;
-    if (strcmp(v, "debug") == 0)
-        return TK_LOG_DEBUG;
-    if (strcmp(v, "warn") == 0)
-        return TK_LOG_WARN;
-    if (strcmp(v, "error") == 0)
-        return TK_LOG_ERROR;
-    return TK_LOG_INFO; /* "1", "info" and anything else that turns it on */
-}
-
-static const char *level_name(tk_log_level level)
-{
-    switch (level) {
-    case TK_LOG_DEBUG:
-        return "debug";
-    case TK_LOG_INFO:
-        return "info";
-    case TK_LOG_WARN:
-        return "warn";
-    case TK_LOG_ERROR:
-        return "error";
-    }
-    return "?";
-}
-
-static void log_emit(const tk_context *ctx, tk_log_level level, const char *msg)
-{
-    if (ctx->log) {
-        if (level >= ctx->log_level)
-            ctx->log(ctx->log_user, level, msg);
-    } else if (ctx->env_log_level >= 0 && (int)level >= ctx->env_log_level) {
-        /* The one place the library writes to stderr: opted in by TOKITAI_JIT_LOG. */
-        fprintf(stderr, "tokitai-jit: %s: %s\n", level_name(level), msg);
-    }
-}
-
-static int log_wanted(const tk_context *ctx, tk_log_level level)
-{
-    if (ctx->log)
-        return level >= ctx->log_level;
-    return ctx->env_log_level >= 0 && (int)level >= ctx->env_log_level;
-}
-
-void tk__log(tk_context *ctx, tk_log_level level, const char *fmt, ...)
-{
-    if (!ctx || !log_wanted(ctx, level))
-        return;
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    log_emit(ctx, level, msg);
-}
-
-static void cache_log_adapter(void *user, tk_log_level level, const char *msg)
-{
-    const tk_context *ctx = user;
-    if (log_wanted(ctx, level))
-        log_emit(ctx, level, msg);
-}
-
-/* ------------------------------------------------------------ last error */
-
-static void set_last_error(tk_context *ctx, char *msg)
-{
-    pthread_mutex_lock(&ctx->err_mu);
-    char *old = ctx->last_error;
-    ctx->last_error = msg;
-    pthread_mutex_unlock(&ctx->err_mu);
-    free(old);
-}
-
-static tk_status fail_v(tk_context *ctx, tk_status status, const char *log, const char *fmt,
-                        va_list ap)
-{
-    if (!ctx)
-        return status;
-    char head[2048];
-    vsnprintf(head, sizeof head, fmt, ap);
-    if (tk__in_builder) {
-        /* A background build belongs to no call: its failure must not
-         * replace the message of whatever the caller did last. */
-        tk__log(ctx, TK_LOG_WARN, "background build: %s: %s%s%s", tk_status_str(status), head,
-                log ? "\n" : "", log ? log : "");
-        return status;
-    }
-    size_t hl = strlen(head), ll = log ? strlen(log) : 0;
-    char *msg = malloc(hl + ll + 2);
-    if (msg) {
-        memcpy(msg, head, hl);
-        if (log) {
-            msg[hl] = '\n';
-            memcpy(msg + hl + 1, log, ll + 1);
-        } else {
-            msg[hl] = '\0';
-        }
-        set_last_error(ctx, msg);
-    }
-    tk__log(ctx, TK_LOG_DEBUG, "%s: %s", tk_status_str(status), head);
-    return status;
-}
-
-tk_status tk__fail(tk_context *ctx, tk_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tk_status st = fail_v(ctx, status, NULL, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-tk_status tk__fail_with_log(tk_context *ctx, tk_status status, const char *log, const char *fmt,
-                            ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tk_status st = fail_v(ctx, status, log, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-const char *tk_context_last_error(const tk_context *ctx)
-{
-    if (!ctx)
-        return "no context";
-    tk_context *c = (tk_context *)ctx; /* the mutex is not part of the value */
-    pthread_mutex_lock(&c->err_mu);
-    const char *msg = c->last_error;
-    pthread_mutex_unlock(&c->err_mu);
-    return msg ? msg : "";
-}
-
 /* -------------------------------------------------------------- backends */
 
 const tk__backend *tk__backend_for(tk_backend_kind kind)
@@ -295,7 +156,7 @@ static tk_status context_init(tk_context *ctx, const tk_config *cfg)
         pthread_mutex_destroy(&ctx->err_mu);
         return TK_INTERNAL;
     }
-    if (tk__builder_init(ctx, cfg) != TK_OK) {
+    if (tk__builder_init(ctx, cfg, tk_kernel_get, tk__desc_same) != TK_OK) {
         pthread_mutex_destroy(&ctx->attach_mu);
         pthread_cond_destroy(&ctx->flight_cv);
         pthread_mutex_destroy(&ctx->flight_mu);
@@ -309,7 +170,7 @@ static tk_status context_init(tk_context *ctx, const tk_config *cfg)
     ctx->log = cfg->log;
     ctx->log_user = cfg->log_user;
     ctx->log_level = cfg->log_level;
-    ctx->env_log_level = env_log_level();
+    ctx->env_log_level = tk__log_env_level();
     return TK_OK;
 }
 
@@ -397,7 +258,7 @@ tk_status tk_context_create(const tk_config *cfg, tk_context **out, char *err, s
     tk__cache_opts co;
     tk__remote_opts ro;
     fill_cache_opts(cfg, &co, &ro);
-    co.log = cache_log_adapter;
+    co.log = tk__cache_log_adapter;
     co.log_user = ctx;
     st = tk__cache_open(&co, &ctx->cache);
     if (st != TK_OK) {
@@ -589,40 +450,6 @@ void tk_context_reset_stats(tk_context *ctx)
     __atomic_store_n(&ctx->ws_peak, __atomic_load_n(&ctx->ws_bytes, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
     tk__cache_remote_reset_counters(ctx->cache); /* issue 12 */
-}
-
-/* ------------------------------------------------------- embedded sources */
-
-const char *tk__embedded_source(const char *name, size_t *len)
-{
-    if (!name)
-        return NULL;
-    for (const tk__embedded *e = tk__embedded_table; e->name; e++) {
-        if (strcmp(e->name, name) == 0) {
-            if (len)
-                *len = e->len;
-            return e->text;
-        }
-    }
-    return NULL;
-}
-
-#define TK__MAX_EMBEDDED 511
-static const char *g_embedded_names[TK__MAX_EMBEDDED + 1];
-
-static void embedded_names_fill(void)
-{
-    size_t n = 0;
-    for (const tk__embedded *e = tk__embedded_table; e->name && n < TK__MAX_EMBEDDED; e++)
-        g_embedded_names[n++] = e->name;
-    g_embedded_names[n] = NULL;
-}
-
-const char *const *tk_embedded_sources(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, embedded_names_fill);
-    return g_embedded_names;
 }
 
 /* ------------------------------------------------------------ tk_cache_open */

@@ -67,6 +67,12 @@ typedef struct tk__builder {
     int n_workers, max_workers;
     size_t max_queue;
     int stopping;
+    /* What a job does and how two requests are found equal: kernel.c's
+     * tk_kernel_get and tk__desc_same, handed over by context.c at init so
+     * that the builder calls up into no other file (a dispatch, not a
+     * circle). */
+    tk_status (*build)(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
+    int (*same)(const tk_kernel_desc *a, const tk_kernel_desc *b);
 } tk__builder;
 
 /* State an upper layer attached to a context (tk__ctx_attach). */
@@ -185,8 +191,13 @@ int tk__desc_same(const tk_kernel_desc *a, const tk_kernel_desc *b);
 void tk__kernels_destroy(tk_context *ctx);
 
 /* Set on background build threads: their failures are logged, never written
- * to the context's last error, and their compiles are not callers' waits. */
+ * to the context's last error, and their compiles are not callers' waits.
+ * Defined in diag.c, set by builder.c. */
 extern _Thread_local int tk__in_builder;
+/* diag.c: TOKITAI_JIT_LOG as a level (-1: off), and the cache layer's log
+ * callback that forwards to a context's log. */
+int tk__log_env_level(void);
+void tk__cache_log_adapter(void *user, tk_log_level level, const char *msg);
 /* Background threads: returns when no caller's compile runs in the process
  * (bounded: a minute at most). */
 void tk__foreground_wait(void);
@@ -194,7 +205,9 @@ void tk__foreground_wait(void);
 /* builder.c: set up (limits from cfg and the backend) and tear down: stop
  * cancels what is queued and joins the workers (each finishes the build it
  * is running). */
-tk_status tk__builder_init(tk_context *ctx, const tk_config *cfg);
+tk_status tk__builder_init(tk_context *ctx, const tk_config *cfg,
+                           tk_status (*build)(tk_context *, const tk_kernel_desc *, tk_kernel **),
+                           int (*same)(const tk_kernel_desc *, const tk_kernel_desc *));
 void tk__builder_stop(tk_context *ctx);
 void tk__builder_destroy(tk_context *ctx);
 /* Number of builds queued or running. */

@@ -1,14 +1,17 @@
 /*
  * Shared pieces of the operator layer: argument validation with messages
- * naming the op and the argument, operator identities, the precompile
- * dispatch and the kernel getter that counts where kernels came from.
+ * naming the op and the argument, operator identities and the kernel getter
+ * that counts where kernels came from.
+ *
+ * Includes within the layer point one way: registry.c (the per-op table
+ * behind tk_op_precompile / tk_op_tune) -> gemm.c, softmax.c, embedding.c
+ * -> common.c. This file calls no op family, so there is no circle.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/out_struct.h"
 #include "ops/ops_internal.h"
 
 tk_status tk__op_need_device(tk_context *ctx, const char *op)
@@ -161,87 +164,6 @@ const char *tk_op_dims(tk_op op, int *n_dims)
     if (n_dims != NULL)
         *n_dims = n;
     return dims;
-}
-
-/* The checks tk_op_precompile and tk_op_tune share (ctx not NULL): a known
- * op, its number of dims, each > 0. */
-static tk_status check_op_dims(tk_context *ctx, const char *fn, tk_op op, const int64_t *dims,
-                               int n_dims)
-{
-    int want = 0;
-    if (tk_op_dims(op, &want) == NULL)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: unknown op %d", fn, (int)op);
-    if (dims == NULL || n_dims != want)
-        return tk__fail(ctx, TK_INVALID_ARGUMENT, "%s: %s takes %d dims (%s), got %d", fn,
-                        tk_op_name(op), want, tk_op_dims(op, NULL), dims == NULL ? 0 : n_dims);
-    for (int i = 0; i < n_dims; i++) {
-        tk_status st = tk__op_check_size(ctx, tk_op_name(op), "dims[i]", dims[i]);
-        if (st != TK_OK)
-            return st;
-    }
-    return TK_OK;
-}
-
-tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
-                           unsigned *n_compiled, unsigned *n_cached)
-{
-    unsigned compiled = 0, cached = 0;
-    tk_status st;
-
-    if (ctx == NULL)
-        return TK_INVALID_ARGUMENT;
-    if ((st = check_op_dims(ctx, "tk_op_precompile", op, dims, n_dims)) != TK_OK)
-        return st;
-    switch (op) {
-    case TK_OP_GEMM_F16_FWD:
-    case TK_OP_GEMM_F16_GRAD_A:
-    case TK_OP_GEMM_F16_GRAD_B:
-        st = tk__gemm_precompile(ctx, op, dims, &compiled, &cached);
-        break;
-    case TK_OP_SOFTMAX_F16_FWD:
-    case TK_OP_SOFTMAX_XENT_F16_BWD:
-        st = tk__softmax_precompile(ctx, op, dims, &compiled, &cached);
-        break;
-    default:
-        st = tk__embedding_precompile(ctx, op, dims, &compiled, &cached);
-        break;
-    }
-    if (st != TK_OK)
-        return st;
-    if (n_compiled != NULL)
-        *n_compiled = compiled;
-    if (n_cached != NULL)
-        *n_cached = cached;
-    return TK_OK;
-}
-
-tk_status tk_op_tune(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
-                     tk_tune_report *out)
-{
-    tk_status st;
-    if (ctx == NULL)
-        return TK_INVALID_ARGUMENT;
-    if (tk__out_bad(out))
-        return tk__fail(ctx, TK_INVALID_ARGUMENT,
-                        "tk_op_tune: the report must not be NULL and its struct_size must be set "
-                        "(TK_STRUCT_INIT(tk_tune_report))");
-    if ((st = check_op_dims(ctx, "tk_op_tune", op, dims, n_dims)) != TK_OK)
-        return st;
-    if (op != TK_OP_GEMM_F16_FWD && op != TK_OP_GEMM_F16_GRAD_A && op != TK_OP_GEMM_F16_GRAD_B)
-        return tk__fail(ctx, TK_UNSUPPORTED,
-                        "tk_op_tune: %s has nothing to tune (its kernel follows from the shape)",
-                        tk_op_name(op));
-    /* The tuner fills a whole report of ours; the caller gets what its
-     * struct_size covers, and only on success. */
-    tk_tune_report *full = calloc(1, sizeof *full);
-    if (full == NULL)
-        return tk__fail(ctx, TK_OUT_OF_MEMORY, "tk_op_tune: out of host memory");
-    full->struct_size = sizeof *full;
-    st = tk__gemm_tune(ctx, op, dims, full);
-    if (st == TK_OK)
-        tk__out_copy(out, full, sizeof *full);
-    free(full);
-    return st;
 }
 
 /* --------------------------------------------------------------- kernels */

@@ -24,7 +24,8 @@ tk_status tk__op_resolve_ld(tk_context *ctx, const char *op, const char *name, i
 tk_status tk__op_check_product(tk_context *ctx, const char *op, const char *what, int64_t a,
                                int64_t b, int64_t elem);
 
-/* Per-family precompile hooks behind tk_op_precompile (ops/common.c). */
+/* Per-family precompile and tune hooks: the rows of the op table behind
+ * tk_op_precompile and tk_op_tune (ops/registry.c). */
 tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, unsigned *n_compiled,
                               unsigned *n_cached);
 tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_report *rep);

@@ -177,11 +177,15 @@ def use_context(ctx: Context) -> Iterator[Context]:
 
 def _device_target(t: torch.Tensor) -> Optional[Tuple[int, int]]:
     """(context pointer, stream) for a device call, None for the CPU references."""
-    if t.is_cuda:
-        ctx = context_for(t.device)
-        return ctx._handle(), _raw_stream(t.device.index if t.device.index is not None else torch.cuda.current_device())
     ctx = getattr(_tls, "ctx", None)
-    if ctx is not None and ctx.backend == "stub":
+    if t.is_cuda:
+        index = t.get_device()
+        if ctx is None:
+            ctx = _contexts.get(index)
+            if ctx is None or not ctx._ptr:
+                ctx = context_for(t.device)
+        return ctx._handle(), _raw_stream(index)
+    if ctx is not None and ctx._backend_name == "stub":
         return ctx._handle(), 0
     return None
 
@@ -189,7 +193,12 @@ def _device_target(t: torch.Tensor) -> Optional[Tuple[int, int]]:
 # ---------------------------------------------------------- argument checks
 
 
+_Tensor, _STRIDED = torch.Tensor, torch.strided
+
+
 def _check_f16_matrix(t: Any, name: str, op: str) -> None:
+    if isinstance(t, _Tensor) and t.dtype is _F16 and t.dim() == 2 and t.layout is _STRIDED:
+        return
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s: %s must be a torch.Tensor, got %s" % (op, name, type(t).__name__))
     if t.dtype != _F16:
@@ -201,10 +210,10 @@ def _check_f16_matrix(t: Any, name: str, op: str) -> None:
 
 
 def _same_device(op: str, *ts: torch.Tensor) -> None:
-    d = ts[0].device
+    d = ts[0].get_device()
     for t in ts[1:]:
-        if t.device != d:
-            raise ValueError("%s: tensors on %s and %s" % (op, d, t.device))
+        if t.get_device() != d:
+            raise ValueError("%s: tensors on %s and %s" % (op, ts[0].device, t.device))
 
 
 def _rows(t: torch.Tensor) -> Tuple[torch.Tensor, int]:
@@ -627,7 +636,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     gradients (grad_a / grad_b ops; the incoming gradient is rounded to fp16)."""
     if _is_compiling():
         return torch.ops.tokitai.gemm_f16_fwd(a, b)
-    if _needs_grad(a, b):
+    if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
         return _GemmFn.apply(a, b)
     return _gemm_fwd_impl(a, b)
 

@@ -662,16 +662,17 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     runs the softmax/cross-entropy backward op."""
     if not isinstance(x, torch.Tensor):
         raise TypeError("softmax: x must be a torch.Tensor, got %s" % type(x).__name__)
-    if x.dim() < 1 or dim not in (-1, x.dim() - 1):
-        raise ValueError("softmax: only the last dimension (dim=-1) is supported, got dim=%d of %d-D x" % (dim, x.dim()))
-    x2 = x.reshape(-1, x.shape[-1])
+    nd = x.dim()
+    if nd < 1 or (dim != -1 and dim != nd - 1):
+        raise ValueError("softmax: only the last dimension (dim=-1) is supported, got dim=%d of %d-D x" % (dim, nd))
+    x2 = x if nd == 2 else x.reshape(-1, x.shape[-1])
     if _is_compiling():
         s = torch.ops.tokitai.softmax_f16_fwd(x2)
-    elif _needs_grad(x2):
+    elif x2.requires_grad and torch.is_grad_enabled():
         s = _SoftmaxFn.apply(x2)
     else:
         s = _softmax_fwd_impl(x2)
-    return s.reshape(x.shape)
+    return s if nd == 2 else s.reshape(x.shape)
 
 
 def embedding(weight: torch.Tensor, idx: torch.Tensor, deterministic: bool = False) -> torch.Tensor:

@@ -266,3 +266,32 @@ def test_compile_fullgraph_cpu():
     assert abs(got.item() - ref.item()) < 1e-2
     close(lin.weight.grad, g0, 1e-3)
 
+
+
+def test_device_path_arguments(cache_dir, monkeypatch):
+    # What reaches the library on the device path: dimensions, leading
+    # dimensions (padded rows passed as they are, other layouts copied),
+    # output strides, the embedding's count and flags.
+    calls = []
+    launch = tt._launch
+    monkeypatch.setattr(tt, "_launch", lambda op, ctx, *a: (calls.append((op, a)), launch(op, ctx, *a)))
+    with tj.Context(backend="stub", cache_dir=cache_dir) as ctx, tt.use_context(ctx):
+        a = rnd(4, 16)[:, :8]  # row stride 16
+        tt.gemm(a, rnd(8, 5))
+        tt.gemm(a, rnd(5, 8).t())  # transposed: copied, ldb = 5
+        tt.softmax(rnd(3, 40))
+        torch.ops.tokitai.gemm_f16_grad_b(a, rnd(4, 5))
+        idx = torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.int32)
+        tt.embedding(rnd(10, 8), idx)
+        torch.ops.tokitai.embedding_f16_bwd(rnd(2, 3, 8), idx, 10, True)
+    pick = {"gemm_f16_fwd": (0, 1, 2, 4, 6, 8), "gemm_f16_grad_b": (0, 1, 2, 4, 6, 8),
+            "softmax_f16_fwd": (0, 1, 3, 5), "embedding_f16_fwd": (0, 1, 3), "embedding_f16_bwd": (0, 1, 3, 6)}
+    got = [(op, tuple(a[i] for i in pick[op])) for op, a in calls]
+    assert got == [
+        ("gemm_f16_fwd", (4, 5, 8, 16, 5, 5)),  # M, N, K, lda, ldb, ldc
+        ("gemm_f16_fwd", (4, 5, 8, 16, 5, 5)),
+        ("softmax_f16_fwd", (3, 40, 40, 40)),  # rows, cols, ld_in, ld_out
+        ("gemm_f16_grad_b", (4, 5, 8, 16, 5, 5)),
+        ("embedding_f16_fwd", (10, 8, 6)),  # V, D, Q
+        ("embedding_f16_bwd", (10, 8, 6, 1)),  # V, D, Q, flags
+    ]

@@ -52,7 +52,8 @@ static PyObject *fast_call(PyObject *self, PyObject *const *args, Py_ssize_t nar
     };
     int64_t v[MAX_ARGS + 3];
     long op;
-    void *fn, *ctx;
+    uintptr_t fn; /* an integer to a function pointer: implementation-defined, exact on POSIX */
+    void *ctx;
     tk_status st;
     (void)self;
     if (nargs < 3) {
@@ -73,7 +74,7 @@ static PyObject *fast_call(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     if (read_args(args + 1, nargs - 1, v) != 0)
         return NULL;
-    fn = (void *)(uintptr_t)v[0];
+    fn = (uintptr_t)v[0];
     ctx = (void *)(uintptr_t)v[1];
     if (!fn) {
         PyErr_SetString(PyExc_ValueError, "call: null function address");

@@ -190,6 +190,18 @@ def _device_target(t: torch.Tensor) -> Optional[Tuple[int, int]]:
     return None
 
 
+def _quick_context(dev: int) -> int:
+    """The context pointer for tensors on device ``dev`` (-1: CPU) when one
+    is ready without creating it, else 0 (the checked path then decides)."""
+    ctx = getattr(_tls, "ctx", None)
+    if dev >= 0:
+        if ctx is None:
+            ctx = _contexts.get(dev)
+    elif ctx is not None and ctx._backend_name != "stub":
+        return 0
+    return ctx._ptr or 0 if ctx is not None else 0
+
+
 # ---------------------------------------------------------- argument checks
 
 
@@ -301,21 +313,16 @@ def _gemm_fwd_impl(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # the library takes as they are; anything else takes the checked path.
     if a.dtype is _F16 and b.dtype is _F16 and a.dim() == 2 and b.dim() == 2 \
             and a.layout is _STRIDED and b.layout is _STRIDED:
-        ctx = getattr(_tls, "ctx", None)
         dev = a.get_device()
-        if dev >= 0:
-            if ctx is None:
-                ctx = _contexts.get(dev)
-        elif ctx is not None and ctx._backend_name != "stub":
-            ctx = None
-        if ctx is not None and ctx._ptr and b.get_device() == dev:
+        ctx = _quick_context(dev)
+        if ctx and b.get_device() == dev:
             M, K = a.shape
             K2, N = b.shape
             sa, sb = a.stride(), b.stride()
             if K == K2 and M > 1 and K > 1 and N > 1 and sa[1] == 1 and sb[1] == 1 and sa[0] >= K \
                     and sb[0] >= N:
                 out = torch.empty((M, N), dtype=_F32, device=a.device)
-                _launch("gemm_f16_fwd", ctx._ptr, M, N, K, a.data_ptr(), sa[0], b.data_ptr(), sb[0],
+                _launch("gemm_f16_fwd", ctx, M, N, K, a.data_ptr(), sa[0], b.data_ptr(), sb[0],
                         out.data_ptr(), N, _raw_stream(dev) if dev >= 0 else 0)
                 return out
     M, N, K = _check_gemm_fwd(a, b)
@@ -372,6 +379,17 @@ def _gemm_grad_b_impl(a: torch.Tensor, grad_c: torch.Tensor) -> torch.Tensor:
 
 
 def _softmax_fwd_impl(x: torch.Tensor) -> torch.Tensor:
+    if x.dtype is _F16 and x.dim() == 2 and x.layout is _STRIDED:  # as in _gemm_fwd_impl
+        dev = x.get_device()
+        ctx = _quick_context(dev)
+        if ctx:
+            rows, cols = x.shape
+            rs, cs = x.stride()
+            if rows > 1 and cols > 1 and cs == 1 and rs >= cols:
+                out = torch.empty((rows, cols), dtype=_F16, device=x.device)
+                _launch("softmax_f16_fwd", ctx, rows, cols, x.data_ptr(), rs, out.data_ptr(), cols,
+                        _raw_stream(dev) if dev >= 0 else 0)
+                return out
     _check_softmax("softmax_f16_fwd", x)
     rows, cols = x.shape
     out = torch.empty((rows, cols), dtype=_F16, device=x.device)

@@ -6,8 +6,9 @@ variable, loads the library bundled in it and runs the stub backend.
 
 LIBRARY_DIR (a build tree holding libtokitai_jit.so.1) is handed to setup.py
 as TOKITAI_JIT_LIBRARY_DIR so that the package bundles it; without it
-setup.py builds the library with CMake. The python/ folder is copied (with
-include/ beside it) so the build writes nothing into the checkout. Exits 0
+setup.py builds the library with CMake. The python/ folder is copied (the
+rest of the tree linked beside it) so the build writes nothing into the
+checkout. Exits 0
 when every check passed; prints what it checked.
 """
 
@@ -69,7 +70,9 @@ def main() -> int:
     os.makedirs(src)
     shutil.copytree(os.path.join(REPO, "python"), os.path.join(src, "python"),
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.so*"))
-    os.symlink(os.path.join(REPO, "include"), os.path.join(src, "include"))
+    for name in os.listdir(REPO):  # the rest of the tree, for setup.py's CMake build
+        if name not in ("python", ".git") and not name.startswith("build"):
+            os.symlink(os.path.join(REPO, name), os.path.join(src, name))
     venv = os.path.join(work, "venv")
     subprocess.check_call([sys.executable, "-m", "venv", "--system-site-packages", venv])
     py = os.path.join(venv, "bin", "python")

@@ -56,6 +56,8 @@ __all__ = [
     "embedding",
     "gemm",
     "linear",
+    "set_deterministic_embedding",
+    "set_fast_path",
     "softmax",
     "use_context",
 ]

@@ -41,6 +41,89 @@ static __device__ __forceinline__ float tk_neg_inf(void)
     return __int_as_float(0xff800000);
 }
 
+/* Rows that need not start on a vector boundary (TK_EDGE): a row is read as
+ * the aligned vectors that overlap it, from the vector boundary at or before
+ * its first element. tk_edge_a gives how many halves before the row that
+ * boundary lies (0 .. TK_VEC - 1); vector j then holds the row's elements
+ * j * TK_VEC - a .. j * TK_VEC - a + TK_VEC - 1, and a row of cols elements
+ * spans tk_edge_nvec(cols, a) vectors. The first and last may be partial:
+ * tk_ld_edge reads their elements one by one (the others read as fill),
+ * tk_st_edge writes only the row's elements. Every array a kernel touches
+ * must share the row's a (the host checks that base pointers agree modulo
+ * 2 * TK_VEC bytes and leading dimensions modulo TK_VEC). Without TK_EDGE
+ * rows start on a boundary (a = 0) and cols is a multiple of TK_VEC. */
+#ifdef TK_EDGE
+static __device__ __forceinline__ int tk_edge_a(const unsigned short *row)
+{
+    return (int)(((unsigned long long)row >> 1) & (TK_VEC - 1));
+}
+static __device__ __forceinline__ long long tk_edge_nvec(long long cols, int a)
+{
+    return (cols + a + TK_VEC - 1) / TK_VEC;
+}
+static __device__ __forceinline__ tk_vec tk_ld_edge(const tk_vec *p, long long j, int a,
+                                                    long long cols, unsigned short fill)
+{
+    const long long lo = j * TK_VEC - a;
+    if (lo >= 0 && lo + TK_VEC <= cols)
+        return p[j];
+    const unsigned short *h = reinterpret_cast<const unsigned short *>(p + j);
+    tk_vec v;
+#pragma unroll
+    for (int k = 0; k < TK_VEC; ++k)
+        v.h[k] = lo + k >= 0 && lo + k < cols ? h[k] : fill;
+    return v;
+}
+static __device__ __forceinline__ void tk_st_edge(tk_vec *p, long long j, int a, long long cols,
+                                                  const tk_vec &v)
+{
+    const long long lo = j * TK_VEC - a;
+    if (lo >= 0 && lo + TK_VEC <= cols) {
+        p[j] = v;
+        return;
+    }
+    unsigned short *h = reinterpret_cast<unsigned short *>(p + j);
+#pragma unroll
+    for (int k = 0; k < TK_VEC; ++k)
+        if (lo + k >= 0 && lo + k < cols)
+            h[k] = v.h[k];
+}
+/* a full vector (no element outside the row) */
+static __device__ __forceinline__ bool tk_edge_full(long long j, int a, long long cols)
+{
+    const long long lo = j * TK_VEC - a;
+    return lo >= 0 && lo + TK_VEC <= cols;
+}
+#else
+static __device__ __forceinline__ int tk_edge_a(const unsigned short *row)
+{
+    (void)row;
+    return 0;
+}
+static __device__ __forceinline__ long long tk_edge_nvec(long long cols, int a)
+{
+    (void)a;
+    return cols / TK_VEC;
+}
+static __device__ __forceinline__ tk_vec tk_ld_edge(const tk_vec *p, long long j, int a,
+                                                    long long cols, unsigned short fill)
+{
+    (void)a, (void)cols, (void)fill;
+    return p[j];
+}
+static __device__ __forceinline__ void tk_st_edge(tk_vec *p, long long j, int a, long long cols,
+                                                  const tk_vec &v)
+{
+    (void)a, (void)cols;
+    p[j] = v;
+}
+static __device__ __forceinline__ bool tk_edge_full(long long j, int a, long long cols)
+{
+    (void)j, (void)a, (void)cols;
+    return true;
+}
+#endif
+
 #if defined(TK_G) && !defined(TK_LONG)
 #if TK_G <= 32
 /* Reduction inside an aligned group of TK_G lanes of one warp. Every lane of

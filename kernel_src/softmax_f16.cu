@@ -26,8 +26,11 @@
  *
  * Defines: TK_VEC (1, 2, 4, 8: halves per load, the host checks alignment),
  * TK_G, TK_ITERS, TK_BLOCK (threads per block), optional TK_COLS (exact
- * policy: row length baked in; otherwise the cols argument), TK_CLUSTER
- * (+ TK_SITERS, TK_STORE_E, TK_MINB) or TK_LONG for those kernels.
+ * policy: row length baked in; otherwise the cols argument), TK_EDGE (rows
+ * may start anywhere and cols need not be a multiple of TK_VEC: aligned
+ * vectors over the row, the partial first and last read and written one
+ * half at a time; common_f16.cuh), TK_CLUSTER (+ TK_SITERS, TK_STORE_E,
+ * TK_MINB) or TK_LONG for those kernels.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -43,6 +46,10 @@
 #endif
 
 #include "common_f16.cuh"
+
+/* fp16 -inf: what a partial vector holds outside the row (no part in the
+ * max, exp gives 0) */
+#define TK_H_NEG_INF 0xfc00u
 
 /* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
  * (m = -inf, s = 0) without forming inf - inf. */
@@ -74,7 +81,6 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     const long long cols = cols_arg;
 #endif
     __shared__ float red[32];
-    const int nvec = (int)(cols / TK_VEC);
 #if TK_G <= 32
     const int lane = (int)(threadIdx.x % TK_G);
     const long long row = (long long)blockIdx.x * (TK_BLOCK / TK_G) + threadIdx.x / TK_G;
@@ -83,7 +89,10 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     const long long row = (long long)blockIdx.x;
 #endif
     const bool row_ok = row < rows;
-    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + (row_ok ? row : 0) * ld_in);
+    const unsigned short *rin = in + (row_ok ? row : 0) * ld_in;
+    const int a = tk_edge_a(rin);
+    const int nvec = (int)tk_edge_nvec(cols, a);
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(rin - a);
     tk_vec v[TK_ITERS];
 
     float mx = tk_neg_inf();
@@ -91,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
         if (row_ok && c < nvec) {
-            v[i] = src[c];
+            v[i] = tk_ld_edge(src, c, a, cols, TK_H_NEG_INF);
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 mx = fmaxf(mx, tk_h2f(v[i].h[k]));
@@ -112,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     sum = tk_sum_all(sum, red);
     const float inv = 1.0f / sum;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + (row_ok ? row : 0) * ld_out);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + (row_ok ? row : 0) * ld_out - a);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -121,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(__expf(tk_h2f(v[i].h[k]) - mx) * inv);
-            dst[c] = o;
+            tk_st_edge(dst, c, a, cols, o);
         }
     }
 }
@@ -143,13 +152,14 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     __shared__ float red_s[32];
     const long long row = (long long)blockIdx.x;
     (void)rows;
-    const long long nvec = cols / TK_VEC;
-    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in);
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out);
+    const int a = tk_edge_a(in + row * ld_in);
+    const long long nvec = tk_edge_nvec(cols, a);
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in - a);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
 
     float m = tk_neg_inf(), s = 0.0f;
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec x = src[c];
+        const tk_vec x = tk_ld_edge(src, c, a, cols, TK_H_NEG_INF);
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k) {
             const float f = tk_h2f(x.h[k]);
@@ -179,12 +189,12 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     const float inv = 1.0f / s;
 
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec x = src[c];
+        const tk_vec x = tk_ld_edge(src, c, a, cols, TK_H_NEG_INF);
         tk_vec o;
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k)
             o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - m) * inv);
-        dst[c] = o;
+        tk_st_edge(dst, c, a, cols, o);
     }
 }
 
@@ -240,7 +250,9 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
      * TK_G + lane] (consecutive threads, consecutive vectors) */
     extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
     tk_vec *xs = reinterpret_cast<tk_vec *>(tk_dyn_smem);
-    const int nvec = (int)(cols / TK_VEC);
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    const int a = tk_edge_a(in + row * ld_in);
+    const int nvec = (int)tk_edge_nvec(cols, a);
     /* Slices of ceil(nvec / TK_CLUSTER) vectors; the host sizes TK_G *
      * TK_ITERS to hold one. */
     const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
@@ -248,20 +260,24 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
     const int lane = (int)threadIdx.x;
-    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
     tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
     (void)rows;
 
     {
-        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
+        /* the row's vectors from the boundary at or before it; this
+         * block's slice starts at vector lo */
+        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in - a);
 #pragma unroll
         for (int i = 0; i < TK_ITERS; ++i) {
             const int c = i * TK_G + lane;
             if (c < n) {
                 if (i < TK_RITERS)
-                    v[i < TK_RITERS ? i : 0] = src[c];
-                else
-                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + c);
+                    v[i < TK_RITERS ? i : 0] = tk_ld_edge(src, lo + c, a, cols, TK_H_NEG_INF);
+                else if (tk_edge_full(lo + c, a, cols))
+                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + lo + c);
+                else /* a partial vector: this thread alone reads it back */
+                    xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] =
+                        tk_ld_edge(src, lo + c, a, cols, TK_H_NEG_INF);
             }
         }
         if (TK_SITERS > 0) {
@@ -373,7 +389,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cluster_arrive();
     const float gm = whole.x, inv = whole.y;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
 #ifdef TK_STORE_E
     /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
     const float sc =
@@ -387,7 +403,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(tk_h2f(e.h[k]) * sc);
-            dst[c] = o;
+            tk_st_edge(dst, lo + c, a, cols, o);
         }
     }
 #else
@@ -400,7 +416,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - gm) * inv);
-            dst[c] = o;
+            tk_st_edge(dst, lo + c, a, cols, o);
         }
     }
 #endif

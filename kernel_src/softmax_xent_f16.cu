@@ -17,8 +17,9 @@
  * TK_LONG: rows too long for the others (or no clusters on the target); one
  * block per row, a dot pass and an output pass (inputs read twice).
  *
- * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, TK_CLUSTER
- * (+ TK_SMEM_G) or TK_LONG, as in softmax_f16.cu.
+ * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, TK_EDGE,
+ * TK_CLUSTER (+ TK_SMEM_G) or TK_LONG, as in softmax_f16.cu. TK_EDGE: the
+ * positions outside the row in a partial vector read as s = g = 0.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -50,7 +51,6 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     const long long cols = cols_arg;
 #endif
     __shared__ float red[32];
-    const int nvec = (int)(cols / TK_VEC);
 #if TK_G <= 32
     const int lane = (int)(threadIdx.x % TK_G);
     const long long row = (long long)blockIdx.x * (TK_BLOCK / TK_G) + threadIdx.x / TK_G;
@@ -60,8 +60,10 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #endif
     const bool row_ok = row < rows;
     const long long r = row_ok ? row : 0;
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + r * ld_s);
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + r * ld_g);
+    const int a = tk_edge_a(s_in + r * ld_s);
+    const int nvec = (int)tk_edge_nvec(cols, a);
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + r * ld_s - a);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + r * ld_g - a);
     tk_vec sv[TK_ITERS], gv[TK_ITERS];
 
     float dot = 0.0f;
@@ -69,8 +71,8 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
         if (row_ok && c < nvec) {
-            sv[i] = sp[c];
-            gv[i] = gp[c];
+            sv[i] = tk_ld_edge(sp, c, a, cols, 0);
+            gv[i] = tk_ld_edge(gp, c, a, cols, 0);
         }
     }
 #pragma unroll
@@ -84,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     }
     dot = tk_sum_all(dot, red);
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + r * ld_out);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + r * ld_out - a);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -93,7 +95,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(tk_h2f(sv[i].h[k]) * (tk_h2f(gv[i].h[k]) - dot));
-            dst[c] = o;
+            tk_st_edge(dst, c, a, cols, o);
         }
     }
 }
@@ -115,17 +117,18 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     __shared__ float red[32];
     const long long row = (long long)blockIdx.x;
     (void)rows;
-    const long long nvec = cols / TK_VEC;
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s);
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g);
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out);
+    const int a = tk_edge_a(s_in + row * ld_s);
+    const long long nvec = tk_edge_nvec(cols, a);
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s - a);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g - a);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
 
     float dot = 0.0f;
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec a = sp[c], b = gp[c];
+        const tk_vec x = tk_ld_edge(sp, c, a, cols, 0), y = tk_ld_edge(gp, c, a, cols, 0);
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k)
-            dot += tk_h2f(a.h[k]) * tk_h2f(b.h[k]);
+            dot += tk_h2f(x.h[k]) * tk_h2f(y.h[k]);
     }
 #pragma unroll
     for (int o = TK_WARP / 2; o > 0; o >>= 1)
@@ -138,12 +141,12 @@ extern "C" __global__ void __launch_bounds__(TK_G)
         dot += red[w];
 
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec a = sp[c], b = gp[c];
+        const tk_vec x = tk_ld_edge(sp, c, a, cols, 0), y = tk_ld_edge(gp, c, a, cols, 0);
         tk_vec o;
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k)
-            o.h[k] = tk_f2h(tk_h2f(a.h[k]) * (tk_h2f(b.h[k]) - dot));
-        dst[c] = o;
+            o.h[k] = tk_f2h(tk_h2f(x.h[k]) * (tk_h2f(y.h[k]) - dot));
+        tk_st_edge(dst, c, a, cols, o);
     }
 }
 
@@ -165,15 +168,17 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     __shared__ float2 part; /* this block's dot (.x), read by the cluster */
     __shared__ float whole; /* the row's dot */
     (void)rows;
-    const int nvec = (int)(cols / TK_VEC);
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    const int a = tk_edge_a(s_in + row * ld_s);
+    const int nvec = (int)tk_edge_nvec(cols, a);
     const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
     const unsigned rank = tk_cluster_rank();
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
-    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
     const int lane = (int)threadIdx.x;
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s) + lo;
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g) + lo;
+    /* the row's vectors from the boundary at or before it */
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s - a);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g - a);
     tk_vec sv[TK_ITERS];
 #ifdef TK_SMEM_G
     /* gv[i * TK_G + lane]: consecutive threads, consecutive vectors */
@@ -190,11 +195,14 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
         const int c = i * TK_G + lane;
         if (c < n) {
 #ifdef TK_SMEM_G
-            tk_cp_async(&TK_GV(i), gp + c);
+            if (tk_edge_full(lo + c, a, cols))
+                tk_cp_async(&TK_GV(i), gp + lo + c);
+            else /* a partial vector: this thread alone reads it back */
+                TK_GV(i) = tk_ld_edge(gp, lo + c, a, cols, 0);
 #else
-            TK_GV(i) = gp[c];
+            TK_GV(i) = tk_ld_edge(gp, lo + c, a, cols, 0);
 #endif
-            sv[i] = sp[c];
+            sv[i] = tk_ld_edge(sp, lo + c, a, cols, 0);
         }
     }
 #ifdef TK_SMEM_G
@@ -244,7 +252,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cluster_arrive();
     dot = whole;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -254,7 +262,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(tk_h2f(sv[i].h[k]) * (tk_h2f(gi.h[k]) - dot));
-            dst[c] = o;
+            tk_st_edge(dst, lo + c, a, cols, o);
         }
     }
 #undef TK_GV

@@ -125,11 +125,18 @@ static const expect sm90[] = {
     {262144, 'c', 8, 1},
     {262152, 'l', 0, 0},
     {300000, 'l', 0, 0},
-    /* VEC 1: 32 registers of 1 half each per thread and input */
+    /* widths that are not multiples of 8: VEC 8 with TK_EDGE, rows sized
+     * for one partial vector more at each end ((cols + 14) / 8 vectors) */
+    {1023, 'r', 0, 0},
     {32767, 'c', 4, 0},
-    {32769, 'c', 8, 0},
-    {100003, 'c', 8, 1},
-    {131073, 'l', 0, 0},
+    {32769, 'c', 4, 0},
+    {50257, 'c', 4, 0},
+    {100003, 'c', 8, 0},
+    {131073, 'c', 8, 1},
+    {151936, 'c', 8, 1},
+    {262143, 'c', 8, 1}, /* 32769 vectors: 8 blocks of 512 x 9 */
+    {262145, 'c', 8, 1}, /* 32769 too */
+    {262151, 'l', 0, 0},
 };
 
 static void check_expect(tk_op op, const expect *e, int clusters)
@@ -139,6 +146,13 @@ static void check_expect(tk_op op, const expect *e, int clusters)
     char want[32];
     ck_assert_msg(p.n == 1, "%s %lld: %d cache entries", tk_op_name(op), (long long)e->cols, p.n);
     const size_t n = strlen(p.entry);
+    /* packed rows of aligned buffers: 16-byte vectors at every width, the
+     * partial ones at the row ends where rows do not start on a boundary */
+    const char *vec = strstr(p.options, "-DTK_VEC=8");
+    ck_assert_msg(vec != NULL && (vec[10] == ' ' || vec[10] == '\0'), "%s %lld: %s", tk_op_name(op),
+                  (long long)e->cols, p.options);
+    ck_assert_msg((strstr(p.options, "-DTK_EDGE") != NULL) == (e->cols % 8 != 0), "%s %lld: %s",
+                  tk_op_name(op), (long long)e->cols, p.options);
     if (kind == 'l') {
         ck_assert_msg(n > 5 && strcmp(p.entry + n - 5, "_long") == 0, "%s %lld: %s", tk_op_name(op),
                       (long long)e->cols, p.entry);
@@ -154,10 +168,9 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s", tk_op_name(op),
                       (long long)e->cols, want, p.options);
         /* only the backward has a g to keep in shared memory; the forward
-         * keeps its slice there and exp(x - max) in place of x, except at
-         * VEC 1 */
+         * keeps its slice there and exp(x - max) in place of x */
         const int smem_g = op == TK_OP_SOFTMAX_XENT_F16_BWD && e->smem_g;
-        const int fwd_smem = op == TK_OP_SOFTMAX_F16_FWD && e->cols % 2 == 0;
+        const int fwd_smem = op == TK_OP_SOFTMAX_F16_FWD;
         ck_assert_msg((strstr(p.options, "-DTK_SMEM_G") != NULL) == smem_g, "%s %lld: %s",
                       tk_op_name(op), (long long)e->cols, p.options);
         ck_assert_msg((strstr(p.options, "-DTK_SITERS=") != NULL) == fwd_smem &&

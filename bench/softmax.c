@@ -362,8 +362,7 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
 {
     const unsigned vec = 8;
     const unsigned itmax = 32u / (vec >= 2 ? vec / 2u : 1u);
-    /* TK_EDGE: room for a partial vector at each end */
-    const int64_t nvec = sweep_edge(s) ? (s->cols + 14) / 8 : s->cols / vec;
+    const int64_t nvec = s->cols / vec; /* whole vectors; TK_EDGE: the rest one per thread */
     const int clusters = has_clusters();
     variant v;
     if (nvec <= 256) {

@@ -41,86 +41,29 @@ static __device__ __forceinline__ float tk_neg_inf(void)
     return __int_as_float(0xff800000);
 }
 
-/* Rows that need not start on a vector boundary (TK_EDGE): a row is read as
- * the aligned vectors that overlap it, from the vector boundary at or before
- * its first element. tk_edge_a gives how many halves before the row that
- * boundary lies (0 .. TK_VEC - 1); vector j then holds the row's elements
- * j * TK_VEC - a .. j * TK_VEC - a + TK_VEC - 1, and a row of cols elements
- * spans tk_edge_nvec(cols, a) vectors. The first and last may be partial:
- * tk_ld_edge reads their elements one by one (the others read as fill),
- * tk_st_edge writes only the row's elements. Every array a kernel touches
- * must share the row's a (the host checks that base pointers agree modulo
- * 2 * TK_VEC bytes and leading dimensions modulo TK_VEC). Without TK_EDGE
- * rows start on a boundary (a = 0) and cols is a multiple of TK_VEC. */
 #ifdef TK_EDGE
-static __device__ __forceinline__ int tk_edge_a(const unsigned short *row)
+/* Rows that need not start or end on a vector boundary (TK_EDGE: odd
+ * widths, odd leading dimensions, offset pointers). A row splits into a
+ * head of h < TK_VEC halves before its first vector boundary, a body of
+ * whole aligned vectors, and a tail of < TK_VEC halves after the body: the
+ * body is read with vector loads as an aligned row would be, the head and
+ * tail (the row's edge, at most 2 * TK_VEC - 2 halves) one half at a time,
+ * edge half e (0 <= e < h + tail) by the thread of lane e modulo TK_G, into
+ * TK_EW registers per thread. Every array of a call must share the row's
+ * h: the host checks that base pointers agree modulo 2 * TK_VEC bytes and
+ * leading dimensions modulo TK_VEC. */
+#define TK_EW ((2 * TK_VEC - 2 + TK_G - 1) / TK_G)
+/* the head's length: halves before the first vector boundary, at most cols */
+static __device__ __forceinline__ int tk_edge_head(const unsigned short *row, long long cols)
 {
-    return (int)(((unsigned long long)row >> 1) & (TK_VEC - 1));
+    const int a = (int)(((unsigned long long)row >> 1) & (TK_VEC - 1));
+    const int h = (TK_VEC - a) & (TK_VEC - 1);
+    return cols < h ? (int)cols : h;
 }
-static __device__ __forceinline__ long long tk_edge_nvec(long long cols, int a)
+/* the row index of edge half e, the tail starting at ts */
+static __device__ __forceinline__ long long tk_edge_idx(int e, int h, long long ts)
 {
-    return (cols + a + TK_VEC - 1) / TK_VEC;
-}
-static __device__ __forceinline__ tk_vec tk_ld_edge(const tk_vec *p, long long j, int a,
-                                                    long long cols, unsigned short fill)
-{
-    const long long lo = j * TK_VEC - a;
-    if (lo >= 0 && lo + TK_VEC <= cols)
-        return p[j];
-    const unsigned short *h = reinterpret_cast<const unsigned short *>(p + j);
-    tk_vec v;
-#pragma unroll
-    for (int k = 0; k < TK_VEC; ++k)
-        v.h[k] = lo + k >= 0 && lo + k < cols ? h[k] : fill;
-    return v;
-}
-static __device__ __forceinline__ void tk_st_edge(tk_vec *p, long long j, int a, long long cols,
-                                                  const tk_vec &v)
-{
-    const long long lo = j * TK_VEC - a;
-    if (lo >= 0 && lo + TK_VEC <= cols) {
-        p[j] = v;
-        return;
-    }
-    unsigned short *h = reinterpret_cast<unsigned short *>(p + j);
-#pragma unroll
-    for (int k = 0; k < TK_VEC; ++k)
-        if (lo + k >= 0 && lo + k < cols)
-            h[k] = v.h[k];
-}
-/* a full vector (no element outside the row) */
-static __device__ __forceinline__ bool tk_edge_full(long long j, int a, long long cols)
-{
-    const long long lo = j * TK_VEC - a;
-    return lo >= 0 && lo + TK_VEC <= cols;
-}
-#else
-static __device__ __forceinline__ int tk_edge_a(const unsigned short *row)
-{
-    (void)row;
-    return 0;
-}
-static __device__ __forceinline__ long long tk_edge_nvec(long long cols, int a)
-{
-    (void)a;
-    return cols / TK_VEC;
-}
-static __device__ __forceinline__ tk_vec tk_ld_edge(const tk_vec *p, long long j, int a,
-                                                    long long cols, unsigned short fill)
-{
-    (void)a, (void)cols, (void)fill;
-    return p[j];
-}
-static __device__ __forceinline__ void tk_st_edge(tk_vec *p, long long j, int a, long long cols,
-                                                  const tk_vec &v)
-{
-    (void)a, (void)cols;
-    p[j] = v;
-}
-static __device__ __forceinline__ bool tk_edge_full(long long j, int a, long long cols)
-{
-    (void)j, (void)a, (void)cols;
-    return true;
+    return e < h ? (long long)e : ts + (e - h);
 }
 #endif
 

@@ -27,10 +27,10 @@
  * Defines: TK_VEC (1, 2, 4, 8: halves per load, the host checks alignment),
  * TK_G, TK_ITERS, TK_BLOCK (threads per block), optional TK_COLS (exact
  * policy: row length baked in; otherwise the cols argument), TK_EDGE (rows
- * may start anywhere and cols need not be a multiple of TK_VEC: aligned
- * vectors over the row, the partial first and last read and written one
- * half at a time; common_f16.cuh), TK_CLUSTER (+ TK_SITERS, TK_STORE_E,
- * TK_MINB) or TK_LONG for those kernels.
+ * may start anywhere and cols need not be a multiple of TK_VEC: the whole
+ * vectors of a row as above, the halves before and after them one at a
+ * time, common_f16.cuh; on the cluster path rank 0 holds those), TK_CLUSTER
+ * (+ TK_SITERS, TK_STORE_E, TK_MINB) or TK_LONG for those kernels.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -46,10 +46,6 @@
 #endif
 
 #include "common_f16.cuh"
-
-/* fp16 -inf: what a partial vector holds outside the row (no part in the
- * max, exp gives 0) */
-#define TK_H_NEG_INF 0xfc00u
 
 /* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
  * (m = -inf, s = 0) without forming inf - inf. */
@@ -90,9 +86,13 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #endif
     const bool row_ok = row < rows;
     const unsigned short *rin = in + (row_ok ? row : 0) * ld_in;
-    const int a = tk_edge_a(rin);
-    const int nvec = (int)tk_edge_nvec(cols, a);
-    const tk_vec *src = reinterpret_cast<const tk_vec *>(rin - a);
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rin, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h);
     tk_vec v[TK_ITERS];
 
     float mx = tk_neg_inf();
@@ -100,12 +100,23 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
         if (row_ok && c < nvec) {
-            v[i] = tk_ld_edge(src, c, a, cols, TK_H_NEG_INF);
+            v[i] = src[c];
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 mx = fmaxf(mx, tk_h2f(v[i].h[k]));
         }
     }
+#ifdef TK_EDGE
+    const long long ts = h + (long long)nvec * TK_VEC; /* the tail's start */
+    const int ne = h + (int)(cols - ts);
+    float ex[TK_EW];
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        ex[q] = row_ok && e < ne ? tk_h2f(rin[tk_edge_idx(e, h, ts)]) : tk_neg_inf();
+        mx = fmaxf(mx, ex[q]);
+    }
+#endif
     mx = tk_max_all(mx, red);
 
     float sum = 0.0f;
@@ -118,10 +129,17 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
                 sum += __expf(tk_h2f(v[i].h[k]) - mx);
         }
     }
+#ifdef TK_EDGE
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q)
+        if (row_ok && q * TK_G + lane < ne)
+            sum += __expf(ex[q] - mx);
+#endif
     sum = tk_sum_all(sum, red);
     const float inv = 1.0f / sum;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + (row_ok ? row : 0) * ld_out - a);
+    unsigned short *rout = out + (row_ok ? row : 0) * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -130,9 +148,17 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(__expf(tk_h2f(v[i].h[k]) - mx) * inv);
-            tk_st_edge(dst, c, a, cols, o);
+            dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        if (row_ok && e < ne)
+            rout[tk_edge_idx(e, h, ts)] = tk_f2h(__expf(ex[q] - mx) * inv);
+    }
+#endif
 }
 
 #elif defined(TK_LONG)
@@ -152,14 +178,31 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     __shared__ float red_s[32];
     const long long row = (long long)blockIdx.x;
     (void)rows;
-    const int a = tk_edge_a(in + row * ld_in);
-    const long long nvec = tk_edge_nvec(cols, a);
-    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in - a);
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
+    const unsigned short *rin = in + row * ld_in;
+    unsigned short *rout = out + row * ld_out;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rin, cols);
+#else
+    const int h = 0;
+#endif
+    const long long nvec = (cols - h) / TK_VEC;
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 
     float m = tk_neg_inf(), s = 0.0f;
+#ifdef TK_EDGE
+    /* TK_G >= 2 * TK_VEC - 2: one edge half per thread at most */
+    const long long ts = h + nvec * TK_VEC;
+    const int ne = h + (int)(cols - ts);
+    const int e = (int)threadIdx.x;
+    const float ex = e < ne ? tk_h2f(rin[tk_edge_idx(e, h, ts)]) : tk_neg_inf();
+    if (e < ne) {
+        m = ex;
+        s = 1.0f;
+    }
+#endif
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec x = tk_ld_edge(src, c, a, cols, TK_H_NEG_INF);
+        const tk_vec x = src[c];
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k) {
             const float f = tk_h2f(x.h[k]);
@@ -189,13 +232,17 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     const float inv = 1.0f / s;
 
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec x = tk_ld_edge(src, c, a, cols, TK_H_NEG_INF);
+        const tk_vec x = src[c];
         tk_vec o;
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k)
             o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - m) * inv);
-        tk_st_edge(dst, c, a, cols, o);
+        dst[c] = o;
     }
+#ifdef TK_EDGE
+    if (e < ne)
+        rout[tk_edge_idx(e, h, ts)] = tk_f2h(__expf(ex - m) * inv);
+#endif
 }
 
 #else /* TK_CLUSTER */
@@ -251,8 +298,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
     tk_vec *xs = reinterpret_cast<tk_vec *>(tk_dyn_smem);
     const long long row = (long long)(blockIdx.x / TK_CLUSTER);
-    const int a = tk_edge_a(in + row * ld_in);
-    const int nvec = (int)tk_edge_nvec(cols, a);
+    const unsigned short *rin = in + row * ld_in;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rin, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
     /* Slices of ceil(nvec / TK_CLUSTER) vectors; the host sizes TK_G *
      * TK_ITERS to hold one. */
     const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
@@ -264,20 +316,15 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     (void)rows;
 
     {
-        /* the row's vectors from the boundary at or before it; this
-         * block's slice starts at vector lo */
-        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in - a);
+        const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h) + lo;
 #pragma unroll
         for (int i = 0; i < TK_ITERS; ++i) {
             const int c = i * TK_G + lane;
             if (c < n) {
                 if (i < TK_RITERS)
-                    v[i < TK_RITERS ? i : 0] = tk_ld_edge(src, lo + c, a, cols, TK_H_NEG_INF);
-                else if (tk_edge_full(lo + c, a, cols))
-                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + lo + c);
-                else /* a partial vector: this thread alone reads it back */
-                    xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] =
-                        tk_ld_edge(src, lo + c, a, cols, TK_H_NEG_INF);
+                    v[i < TK_RITERS ? i : 0] = src[c];
+                else
+                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + c);
             }
         }
         if (TK_SITERS > 0) {
@@ -285,6 +332,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             tk_cp_async_wait();
         }
     }
+#ifdef TK_EDGE
+    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
+     * thread at most) */
+    const long long ts = h + (long long)nvec * TK_VEC;
+    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
+    float ex = own_e ? tk_h2f(rin[tk_edge_idx(lane, h, ts)]) : tk_neg_inf();
+#endif
 #define TK_X(i)                                                                                    \
     ((i) < TK_RITERS ? tk_vec(v[(i) < TK_RITERS ? (i) : 0])                                        \
                      : tk_vec(xs[((i) < TK_RITERS ? 0 : (i)-TK_RITERS) * TK_G + lane]))
@@ -304,6 +358,9 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 m = fmaxf(m, tk_h2f(x.h[k]));
         }
     }
+#ifdef TK_EDGE
+    m = fmaxf(m, ex);
+#endif
     /* re-read the halves rather than keep the first pass's floats */
 #pragma unroll
     for (int i = 0; i < TK_RITERS; ++i)
@@ -328,6 +385,11 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] = e;
         }
     }
+#ifdef TK_EDGE
+    /* m >= ex, finite, where the thread owns an edge half */
+    ex = own_e ? tk_exp2(fmaf(ex, 1.4426950408889634f, -ml)) : 0.0f;
+    s += ex;
+#endif
     const float m_own = m;
 #else
     /* this thread's (max, sum of exp), online: one conversion per
@@ -353,6 +415,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             m = mv;
         }
     }
+#ifdef TK_EDGE
+    if (own_e) {
+        const float mv = fmaxf(m, ex);
+        s = s * __expf(m - mv) + __expf(ex - mv);
+        m = mv;
+    }
+#endif
 #endif
 #pragma unroll
     for (int o = TK_WARP / 2; o > 0; o >>= 1) {
@@ -389,7 +458,8 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cluster_arrive();
     const float gm = whole.x, inv = whole.y;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
+    unsigned short *rout = out + row * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h) + lo;
 #ifdef TK_STORE_E
     /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
     const float sc =
@@ -403,9 +473,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(tk_h2f(e.h[k]) * sc);
-            tk_st_edge(dst, lo + c, a, cols, o);
+            dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(lane, h, ts)] = tk_f2h(ex * sc);
+#endif
 #else
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
@@ -416,9 +490,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - gm) * inv);
-            tk_st_edge(dst, lo + c, a, cols, o);
+            dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(lane, h, ts)] = tk_f2h(__expf(ex - gm) * inv);
+#endif
 #endif
 #undef TK_X
     tk_cluster_wait();

@@ -18,8 +18,7 @@
  * block per row, a dot pass and an output pass (inputs read twice).
  *
  * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, TK_EDGE,
- * TK_CLUSTER (+ TK_SMEM_G) or TK_LONG, as in softmax_f16.cu. TK_EDGE: the
- * positions outside the row in a partial vector read as s = g = 0.
+ * TK_CLUSTER (+ TK_SMEM_G) or TK_LONG, as in softmax_f16.cu.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -60,10 +59,15 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #endif
     const bool row_ok = row < rows;
     const long long r = row_ok ? row : 0;
-    const int a = tk_edge_a(s_in + r * ld_s);
-    const int nvec = (int)tk_edge_nvec(cols, a);
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + r * ld_s - a);
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + r * ld_g - a);
+    const unsigned short *rs = s_in + r * ld_s, *rg = g_in + r * ld_g;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rs, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(rs + h);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(rg + h);
     tk_vec sv[TK_ITERS], gv[TK_ITERS];
 
     float dot = 0.0f;
@@ -71,8 +75,8 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
         if (row_ok && c < nvec) {
-            sv[i] = tk_ld_edge(sp, c, a, cols, 0);
-            gv[i] = tk_ld_edge(gp, c, a, cols, 0);
+            sv[i] = sp[c];
+            gv[i] = gp[c];
         }
     }
 #pragma unroll
@@ -84,9 +88,23 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
                 dot += tk_h2f(sv[i].h[k]) * tk_h2f(gv[i].h[k]);
         }
     }
+#ifdef TK_EDGE
+    const long long ts = h + (long long)nvec * TK_VEC; /* the tail's start */
+    const int ne = h + (int)(cols - ts);
+    float es[TK_EW], eg[TK_EW];
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        const bool own = row_ok && e < ne;
+        es[q] = own ? tk_h2f(rs[tk_edge_idx(e, h, ts)]) : 0.0f;
+        eg[q] = own ? tk_h2f(rg[tk_edge_idx(e, h, ts)]) : 0.0f;
+        dot += es[q] * eg[q];
+    }
+#endif
     dot = tk_sum_all(dot, red);
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + r * ld_out - a);
+    unsigned short *rout = out + r * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -95,9 +113,17 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(tk_h2f(sv[i].h[k]) * (tk_h2f(gv[i].h[k]) - dot));
-            tk_st_edge(dst, c, a, cols, o);
+            dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        if (row_ok && e < ne)
+            rout[tk_edge_idx(e, h, ts)] = tk_f2h(es[q] * (eg[q] - dot));
+    }
+#endif
 }
 
 #elif defined(TK_LONG)
@@ -117,18 +143,33 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     __shared__ float red[32];
     const long long row = (long long)blockIdx.x;
     (void)rows;
-    const int a = tk_edge_a(s_in + row * ld_s);
-    const long long nvec = tk_edge_nvec(cols, a);
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s - a);
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g - a);
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
+    const unsigned short *rs = s_in + row * ld_s, *rg = g_in + row * ld_g;
+    unsigned short *rout = out + row * ld_out;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rs, cols);
+#else
+    const int h = 0;
+#endif
+    const long long nvec = (cols - h) / TK_VEC;
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(rs + h);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(rg + h);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 
     float dot = 0.0f;
+#ifdef TK_EDGE
+    /* TK_G >= 2 * TK_VEC - 2: one edge half per thread at most */
+    const long long ts = h + nvec * TK_VEC;
+    const int e = (int)threadIdx.x;
+    const bool own_e = e < h + (int)(cols - ts);
+    const float es = own_e ? tk_h2f(rs[tk_edge_idx(e, h, ts)]) : 0.0f;
+    const float eg = own_e ? tk_h2f(rg[tk_edge_idx(e, h, ts)]) : 0.0f;
+    dot = es * eg;
+#endif
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec x = tk_ld_edge(sp, c, a, cols, 0), y = tk_ld_edge(gp, c, a, cols, 0);
+        const tk_vec a = sp[c], b = gp[c];
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k)
-            dot += tk_h2f(x.h[k]) * tk_h2f(y.h[k]);
+            dot += tk_h2f(a.h[k]) * tk_h2f(b.h[k]);
     }
 #pragma unroll
     for (int o = TK_WARP / 2; o > 0; o >>= 1)
@@ -141,13 +182,17 @@ extern "C" __global__ void __launch_bounds__(TK_G)
         dot += red[w];
 
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
-        const tk_vec x = tk_ld_edge(sp, c, a, cols, 0), y = tk_ld_edge(gp, c, a, cols, 0);
+        const tk_vec a = sp[c], b = gp[c];
         tk_vec o;
 #pragma unroll
         for (int k = 0; k < TK_VEC; ++k)
-            o.h[k] = tk_f2h(tk_h2f(x.h[k]) * (tk_h2f(y.h[k]) - dot));
-        tk_st_edge(dst, c, a, cols, o);
+            o.h[k] = tk_f2h(tk_h2f(a.h[k]) * (tk_h2f(b.h[k]) - dot));
+        dst[c] = o;
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(e, h, ts)] = tk_f2h(es * (eg - dot));
+#endif
 }
 
 #else /* TK_CLUSTER */
@@ -169,16 +214,20 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     __shared__ float whole; /* the row's dot */
     (void)rows;
     const long long row = (long long)(blockIdx.x / TK_CLUSTER);
-    const int a = tk_edge_a(s_in + row * ld_s);
-    const int nvec = (int)tk_edge_nvec(cols, a);
+    const unsigned short *rs = s_in + row * ld_s, *rg = g_in + row * ld_g;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rs, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
     const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
     const unsigned rank = tk_cluster_rank();
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
     const int lane = (int)threadIdx.x;
-    /* the row's vectors from the boundary at or before it */
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s - a);
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g - a);
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(rs + h) + lo;
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(rg + h) + lo;
     tk_vec sv[TK_ITERS];
 #ifdef TK_SMEM_G
     /* gv[i * TK_G + lane]: consecutive threads, consecutive vectors */
@@ -195,14 +244,11 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
         const int c = i * TK_G + lane;
         if (c < n) {
 #ifdef TK_SMEM_G
-            if (tk_edge_full(lo + c, a, cols))
-                tk_cp_async(&TK_GV(i), gp + lo + c);
-            else /* a partial vector: this thread alone reads it back */
-                TK_GV(i) = tk_ld_edge(gp, lo + c, a, cols, 0);
+            tk_cp_async(&TK_GV(i), gp + c);
 #else
-            TK_GV(i) = tk_ld_edge(gp, lo + c, a, cols, 0);
+            TK_GV(i) = gp[c];
 #endif
-            sv[i] = tk_ld_edge(sp, lo + c, a, cols, 0);
+            sv[i] = sp[c];
         }
     }
 #ifdef TK_SMEM_G
@@ -210,6 +256,15 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cp_async_wait();
 #endif
     float dot = 0.0f;
+#ifdef TK_EDGE
+    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
+     * thread at most) */
+    const long long ts = h + (long long)nvec * TK_VEC;
+    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
+    const float es = own_e ? tk_h2f(rs[tk_edge_idx(lane, h, ts)]) : 0.0f;
+    const float eg = own_e ? tk_h2f(rg[tk_edge_idx(lane, h, ts)]) : 0.0f;
+    dot = es * eg;
+#endif
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -252,7 +307,8 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cluster_arrive();
     dot = whole;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out - a);
+    unsigned short *rout = out + row * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h) + lo;
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -262,9 +318,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(tk_h2f(sv[i].h[k]) * (tk_h2f(gi.h[k]) - dot));
-            tk_st_edge(dst, lo + c, a, cols, o);
+            dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(lane, h, ts)] = tk_f2h(es * (eg - dot));
+#endif
 #undef TK_GV
     tk_cluster_wait();
 }

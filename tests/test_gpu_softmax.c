@@ -113,9 +113,11 @@ static const sm_case cases[] = {
      * VEC 1), past 8 of those 8 larger blocks */
     {2, 32768, 0, 0, 'r', 0},
     {3, 32776, 0, 0, 'c', 0}, /* VEC 8, 4 blocks */
-    {3, 32767, 0, 0, 'c', 0}, /* odd: 4097 vectors at most, 4 blocks */
-    {5, 32769, 0, 0, 'c', 0},
-    {2, 16384, 0, 1, 'r', 0}, /* offset: 2049 vectors at most, one block */
+    {3, 32767, 0, 0, 'r', 0}, /* odd: 4095 whole vectors, one block */
+    {5, 32769, 0, 0, 'r', 0},
+    {3, 32775, 0, 0, 'r', 0}, /* 4096 whole vectors + 7 halves */
+    {3, 32777, 0, 0, 'c', 0}, /* 4097 + 1: 4 blocks */
+    {2, 16384, 0, 1, 'r', 0}, /* offset */
     /* cluster sizes */
     {2, 50304, 0, 0, 'c', 0},
     {257, 50304, 0, 0, 'c', 0}, /* many rows */
@@ -140,8 +142,9 @@ static const sm_case cases[] = {
     {3, 100003, 0, 0, 'c', 0},
     {2, 131073, 0, 0, 'c', 0},
     {3, 151937, 0, 0, 'c', 0},
-    {8, 262143, 0, 0, 'c', 0}, /* 32769 vectors: 8 blocks of 512 x 9 */
-    {2, 262151, 0, 0, 'l', 0},
+    {8, 262143, 0, 0, 'c', 0},
+    {3, 262151, 0, 0, 'c', 0}, /* 32768 whole vectors, + 7 */
+    {2, 262153, 0, 0, 'l', 0},
     /* aligned widths, unaligned rows: offset pointers, odd leading
      * dimensions */
     {6, 4096, 0, 3, 'r', 0},

@@ -125,18 +125,18 @@ static const expect sm90[] = {
     {262144, 'c', 8, 1},
     {262152, 'l', 0, 0},
     {300000, 'l', 0, 0},
-    /* widths that are not multiples of 8: VEC 8 with TK_EDGE, rows sized
-     * for one partial vector more at each end ((cols + 14) / 8 vectors) */
+    /* widths that are not multiples of 8: VEC 8 with TK_EDGE, laid out by
+     * their cols / 8 whole vectors (the other halves one per thread) */
     {1023, 'r', 0, 0},
-    {32767, 'c', 4, 0},
-    {32769, 'c', 4, 0},
+    {32767, 'r', 0, 0},
+    {32769, 'r', 0, 0},
     {50257, 'c', 4, 0},
     {100003, 'c', 8, 0},
-    {131073, 'c', 8, 1},
+    {131073, 'c', 8, 0},
     {151936, 'c', 8, 1},
-    {262143, 'c', 8, 1}, /* 32769 vectors: 8 blocks of 512 x 9 */
-    {262145, 'c', 8, 1}, /* 32769 too */
-    {262151, 'l', 0, 0},
+    {262143, 'c', 8, 1},
+    {262151, 'c', 8, 1},
+    {262153, 'l', 0, 0},
 };
 
 static void check_expect(tk_op op, const expect *e, int clusters)

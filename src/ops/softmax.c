@@ -8,12 +8,13 @@
  *    modulo 2 * VEC bytes, leading dimensions modulo VEC), else 1. Where
  *    that distance is not always 0 or cols is not a multiple of VEC
  *    (odd vocabularies such as 50257, offset or oddly padded rows),
- *    TK_EDGE: the kernels read each row as the aligned vectors that
- *    overlap it, the partial first and last one half at a time, so an odd
- *    width costs two partial vectors per row instead of 2-byte loads over
- *    the whole row (which ran at half the copy bandwidth at 50257
- *    columns). fp16 pointers only need 2-byte alignment; arrays that do not
- *    agree get a narrower variant, not an error.
+ *    TK_EDGE: the kernels read the whole aligned vectors of each row as
+ *    they would an aligned row's and the < 2 * VEC halves before and after
+ *    them one per thread, so an odd width costs a few scalar loads per row
+ *    instead of 2-byte loads over the whole row (0.5-0.7 of the copy
+ *    bandwidth at 50257 columns, measured on an H100). fp16 pointers only
+ *    need 2-byte alignment; arrays that do not agree get a narrower
+ *    variant, not an error.
  *  - Rows that fit in registers (ITERS * max(VEC/2,1) <= 32 registers per
  *    input, groups of at most 512 threads) are read once: up to 256 vectors
  *    per row a group of <= 32 threads per row (about one vector per thread,
@@ -136,8 +137,9 @@ static unsigned pick_vec(int64_t cols, const void *const *ptrs, const int64_t *l
 static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, unsigned vec,
                       int edge, int clusters, softmax_plan *p)
 {
-    /* TK_EDGE: up to two partial vectors, one at each end of a row */
-    const int64_t nvec = edge ? (cols + 2 * (int64_t)vec - 2) / vec : cols / vec;
+    /* TK_EDGE: the whole vectors of a row, at most cols / vec, are laid out
+     * as an aligned row's; its < 2 * vec other halves go one per thread */
+    const int64_t nvec = cols >= vec ? cols / vec : 1;
     const unsigned itmax = 32u / (vec >= 2 ? vec / 2u : 1u);
     const int fwd = op == TK_OP_SOFTMAX_F16_FWD;
 
@@ -155,9 +157,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
     } else if (nvec <= (int64_t)512 * itmax) {
         block_shape(nvec, 512, &p->g, &p->iters);
         p->block = p->g;
-    } else if (clusters && nvec <= (int64_t)CLUSTER_MAX * 512 * itmax + edge) {
-        /* (+ edge: an odd width just under 262144 columns spans one vector
-         * more than fits; its blocks take one ITERS more, in shared memory) */
+    } else if (clusters && nvec <= (int64_t)CLUSTER_MAX * 512 * itmax) {
         /* The fewest blocks of CLUSTER_G threads whose slices fit
          * (cap vectors each); 8 blocks beyond. */
         const int64_t cap = (int64_t)CLUSTER_G * itmax;

@@ -315,6 +315,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
     (void)rows;
 
+#ifdef TK_EDGE
+    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
+     * thread at most); loaded before the slice so both are in flight */
+    const long long ts = h + (long long)nvec * TK_VEC;
+    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
+    const unsigned short ex_h = own_e ? rin[tk_edge_idx(lane, h, ts)] : 0xfc00u; /* -inf */
+#endif
     {
         const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h) + lo;
 #pragma unroll
@@ -333,11 +340,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
         }
     }
 #ifdef TK_EDGE
-    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
-     * thread at most) */
-    const long long ts = h + (long long)nvec * TK_VEC;
-    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
-    float ex = own_e ? tk_h2f(rin[tk_edge_idx(lane, h, ts)]) : tk_neg_inf();
+    float ex = tk_h2f(ex_h);
 #endif
 #define TK_X(i)                                                                                    \
     ((i) < TK_RITERS ? tk_vec(v[(i) < TK_RITERS ? (i) : 0])                                        \

@@ -239,6 +239,14 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #define TK_GV(i) gv[i]
 #endif
 
+#ifdef TK_EDGE
+    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
+     * thread at most); loaded before the slice so both are in flight */
+    const long long ts = h + (long long)nvec * TK_VEC;
+    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
+    const unsigned short es_h = own_e ? rs[tk_edge_idx(lane, h, ts)] : 0;
+    const unsigned short eg_h = own_e ? rg[tk_edge_idx(lane, h, ts)] : 0;
+#endif
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -257,12 +265,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #endif
     float dot = 0.0f;
 #ifdef TK_EDGE
-    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
-     * thread at most) */
-    const long long ts = h + (long long)nvec * TK_VEC;
-    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
-    const float es = own_e ? tk_h2f(rs[tk_edge_idx(lane, h, ts)]) : 0.0f;
-    const float eg = own_e ? tk_h2f(rg[tk_edge_idx(lane, h, ts)]) : 0.0f;
+    const float es = tk_h2f(es_h), eg = tk_h2f(eg_h);
     dot = es * eg;
 #endif
 #pragma unroll

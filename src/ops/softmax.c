@@ -26,6 +26,8 @@
  *    still one read and one write. The fewest blocks of 256 threads
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
  *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
+ *    The forward at VEC >= 2 first takes 4, then 8, blocks of 256 threads
+ *    with up to 13 vectors each (CLUSTER_FWD_ITERS) before larger blocks.
  *    Measured on an H100 (bench/softmax --sweep): what
  *    limits these kernels is how many blocks are resident, a cluster being
  *    placed whole within one GPC. So the forward keeps exp(x - max) in
@@ -62,6 +64,15 @@
  * registers of g or more, g waits in shared memory instead (s and g both in
  * registers leave one block of 512 threads per SM). */
 #define CLUSTER_SMEM_G_REGS 20
+/* Forward on the cluster path: vectors per thread a block of CLUSTER_G
+ * threads holds before a cluster of 8 or blocks of 512 (measured on an H100
+ * at 151936 columns: 8 blocks of 256 x 10 vectors, 6 of them in shared
+ * memory, 0.93 of copy; 8 blocks of 512 x 5 0.83: at 3 blocks per SM half
+ * as many clusters fit at once), of which CLUSTER_FWD_REGS in registers. A
+ * cluster of 4 such blocks before one of 8 (8 blocks of 256 x 7: 0.86 of
+ * copy at 100003 columns, 4 blocks of 256 x 7 0.89 at 50257). */
+#define CLUSTER_FWD_ITERS 13
+#define CLUSTER_FWD_REGS 4
 /* Shared memory a launch gets without raising the kernel's limit. */
 #define SMEM_DEFAULT (48u * 1024u)
 
@@ -161,15 +172,26 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         /* The fewest blocks of CLUSTER_G threads whose slices fit
          * (cap vectors each); 8 blocks beyond. */
         const int64_t cap = (int64_t)CLUSTER_G * itmax;
+        /* forward at VEC >= 2: blocks of CLUSTER_G threads hold up to
+         * CLUSTER_FWD_ITERS vectors each, all but CLUSTER_FWD_REGS of them
+         * in shared memory, before a cluster of 8 or larger blocks */
+        const int ext = fwd && vec >= 2;
+        const int64_t cap_ext = (int64_t)CLUSTER_G * CLUSTER_FWD_ITERS;
         int64_t per;
         while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > cap)
             p->cluster *= 2;
+        if (ext && p->cluster == CLUSTER_MAX && (nvec + 3) / 4 > cap && (nvec + 3) / 4 <= cap_ext)
+            p->cluster = 4;
         per = (nvec + p->cluster - 1) / p->cluster;
         if (per <= cap) {
             block_shape(per, CLUSTER_G, &p->g, &p->iters);
             /* forward: half the slice in shared memory */
             if (fwd && vec >= 2)
                 p->siters = p->iters / 2;
+        } else if (ext && per <= cap_ext) {
+            p->g = CLUSTER_G;
+            p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
+            p->siters = p->iters - CLUSTER_FWD_REGS;
         } else {
             block_shape(per, 512, &p->g, &p->iters);
             /* forward: all of it in shared memory, 40 registers: 3 blocks

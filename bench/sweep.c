@@ -323,7 +323,7 @@ typedef struct batch_arg {
     double host_ms; /* the last batch's enqueue time on the host */
 } batch_arg;
 
-static tk_status run_batch_fn(void *user)
+static tk_status run_batch(void *user)
 {
     batch_arg *a = user;
     gemm_bufs *b = a->b;
@@ -347,10 +347,10 @@ static float sample_side(void *a)
     double dev = 0, host = 0;
     float ms = 0;
     if (g_stub) {
-        CHECK(tk_time_on_stream(g_ctx, NULL, run_batch_fn, a, &ms));
+        CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, a, &ms));
         return ms;
     }
-    CHECK(bench_sample(&g_tm, run_batch_fn, a, &dev, &host));
+    CHECK(bench_sample(&g_tm, run_batch, a, &dev, &host));
     return (float)dev;
 }
 
@@ -399,8 +399,8 @@ static void time_shape(gemm_bufs *b, const run_opts *o, shape *s)
 
     /* untimed: the first call of each side (cuBLAS's heuristics, and a compile
      * the precompile missed), then one call each to size the batch */
-    CHECK(run_batch_fn(&tk));
-    CHECK(run_batch_fn(&cb));
+    CHECK(run_batch(&tk));
+    CHECK(run_batch(&cb));
     CHECK(tk_stream_sync(g_ctx, NULL));
     c0 = compiles_now();
     a0 = ws_allocs_now();
@@ -416,8 +416,8 @@ static void time_shape(gemm_bufs *b, const run_opts *o, shape *s)
     if (batch > 800)
         batch = 800;
     tk.n = cb.n = batch;
-    CHECK(run_batch_fn(&tk)); /* warm the clocks at the batch's length */
-    CHECK(run_batch_fn(&cb));
+    CHECK(run_batch(&tk)); /* warm the clocks at the batch's length */
+    CHECK(run_batch(&cb));
     vt = malloc((size_t)n * sizeof *vt);
     vc = malloc((size_t)n * sizeof *vc);
     ht = malloc((size_t)n * sizeof *ht);
@@ -924,8 +924,7 @@ int main(int argc, char **argv)
             bench_shape(s, &o);
             if (check_only) {
                 printf("| %5lld x %4lld x %4lld | %-11s | checked: %s |\n", (long long)s->M,
-                       (long long)s->N, (long long)s->K, src_name[s->src],
-                       s->bad ? "FAILED" : "ok");
+                       (long long)s->N, (long long)s->K, src_name[s->src], s->bad ? "FAILED" : "ok");
                 sm[N_OPS].fails += s->bad != 0;
                 continue;
             }

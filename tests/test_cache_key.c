@@ -31,9 +31,8 @@ static void build(tk__key *key, const key_inputs *in)
     tk_assert_status(tk__key_finish(key), TK_OK);
 }
 
-static const key_inputs base = {
-    "cuda",      "nvrtc 13.0", "sm_90", "gemm", "__global__ void gemm(){}",
-    "-DTILE=64", "-O3",        100,     "xyz"};
+static const key_inputs base = {"cuda", "nvrtc 13.0", "sm_90", "gemm", "__global__ void gemm(){}",
+                                "-DTILE=64", "-O3", 100, "xyz"};
 
 START_TEST(key_same_inputs_same_fingerprint)
 {
@@ -67,10 +66,10 @@ START_TEST(key_changes_with_each_input)
     v[n++].entry = "gemm2";
     v[n++].source = "__global__ void gemm(){ }";
     v[n++].opt1 = "-DTILE=32";
-    v[n++].opt2 = NULL; /* NULL differs from any string */
-    v[n++].opt2 = "";   /* and "" from NULL */
+    v[n++].opt2 = NULL;          /* NULL differs from any string */
+    v[n++].opt2 = "";            /* and "" from NULL */
     v[n++].lib_version = 101;
-    v[n++].code = NULL; /* empty bytes */
+    v[n++].code = NULL;          /* empty bytes */
     /* Content moved across a field boundary must change the key. */
     v[n].opt1 = "-DTILE=64-O3";
     v[n++].opt2 = "";
@@ -188,21 +187,9 @@ START_TEST(parse_size_cases)
         tk_assert_status(tk_parse_size(good[i].text, &v), TK_OK);
         ck_assert_msg(v == good[i].value, "%s: got %llu", good[i].text, (unsigned long long)v);
     }
-    static const char *const bad[] = {"",
-                                      "-1",
-                                      "+1",
-                                      " 1",
-                                      "1 ",
-                                      "G",
-                                      "1X",
-                                      "1GG",
-                                      "1.5G",
-                                      "1iB",
-                                      "0x10",
-                                      "1KiBx",
-                                      "18446744073709551616",
-                                      "16777216T",
-                                      "99999999999999999999G"};
+    static const char *const bad[] = {"",    "-1",    "+1",  " 1",  "1 ", "G",   "1X",
+                                      "1GG", "1.5G",  "1iB", "0x10", "1KiBx",
+                                      "18446744073709551616", "16777216T", "99999999999999999999G"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v = 7;
         tk_assert_status(tk_parse_size(bad[i], &v), TK_INVALID_ARGUMENT);
@@ -237,8 +224,8 @@ START_TEST(entry_encode_parse_roundtrip)
     size_t len;
     uint8_t *bytes = encode_sample(&key, &meta, 1000, &len);
     ck_assert_uint_eq(len, TK__ENTRY_HEADER_SIZE + 36 + 4 * TK__ENTRY_N_STRINGS + strlen("kern") +
-                               strlen("user:1234") + strlen("stub") + strlen("sm_90") +
-                               strlen("stubcc 1.0") + key.len + 1000 + TK__ENTRY_TRAILER_SIZE);
+                                strlen("user:1234") + strlen("stub") + strlen("sm_90") +
+                                strlen("stubcc 1.0") + key.len + 1000 + TK__ENTRY_TRAILER_SIZE);
     tk__entry_view v;
     const char *why = NULL;
     tk_assert_status(tk__entry_parse(bytes, len, 1, &v, &why), TK_OK);
@@ -335,7 +322,8 @@ START_TEST(entry_fuzz_mutations)
         size_t n = len;
         if (iter % 3 == 0)
             n = (size_t)(NEXT() % len);
-        else {
+        else
+        {
             size_t at = (size_t)(NEXT() % len);
             buf[at] ^= (uint8_t)(1u << (NEXT() % 8));
         }

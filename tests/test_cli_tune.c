@@ -192,11 +192,9 @@ START_TEST(test_auto_tune_first_call)
     setenv("TOKITAI_JIT_TUNE", "auto", 1);
     tk_context *ctx = make_ctx(cache, 0, 0);
     const uint64_t first = fwd_launches(ctx, 100);
-    ck_assert_msg(first > 10, "the first call ran %llu kernels: no tuning",
-                  (unsigned long long)first);
+    ck_assert_msg(first > 10, "the first call ran %llu kernels: no tuning", (unsigned long long)first);
     const uint64_t second = fwd_launches(ctx, 100);
-    ck_assert_msg(second >= 1 && second <= 2, "second call: %llu launches",
-                  (unsigned long long)second);
+    ck_assert_msg(second >= 1 && second <= 2, "second call: %llu launches", (unsigned long long)second);
     tk_context_destroy(ctx);
     unsetenv("TOKITAI_JIT_TUNE");
     rec_seen r = records_in(cache);
@@ -243,8 +241,8 @@ START_TEST(test_cli_tune_list_export)
     ck_assert_ptr_nonnull(f);
     fputs("gemm_f16_fwd M=100,3000 N=2816 K=1024\nsoftmax_f16_fwd rows=4 cols=100\n", f);
     fclose(f);
-    int rc = cli_run(&out, &err, "--tune", "--manifest", mf, "--classes", "manifest", "--cache-dir",
-                     cache, NULL);
+    int rc = cli_run(&out, &err, "--tune", "--manifest", mf, "--classes", "manifest",
+                     "--cache-dir", cache, NULL);
     ck_assert_msg(rc == CLI_OK, "rc %d: %s%s", rc, out, err);
     ck_assert_msg(strstr(out, "gemm_f16_fwd N=2816 K=1024 M<=112") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "gemm_f16_fwd N=2816 K=1024 M<=3072") != NULL, "%s", out);
@@ -253,8 +251,7 @@ START_TEST(test_cli_tune_list_export)
 
     rc = cli_run(&out, &err, "--list", "--cache-dir", cache, NULL);
     ck_assert_int_eq(rc, CLI_OK);
-    ck_assert_msg(count_substr(out, "tuning gemm_f16_fwd N=2816 K=1024: 2 classes") == 1, "%s",
-                  out);
+    ck_assert_msg(count_substr(out, "tuning gemm_f16_fwd N=2816 K=1024: 2 classes") == 1, "%s", out);
     free(out), free(err);
 
     /* records go with their op in a bundle */

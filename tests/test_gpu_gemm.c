@@ -344,11 +344,12 @@ END_TEST
  * M, N and K and more than a wave of tiles in every layout (kernel shapes
  * 2100 x 2600, 2100 x 2200, 2200 x 2600 with K = 2200, 2600, 2100), sampled,
  * and with 136 tokens checked in full, with an odd output stride (scalar
- * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid,
- * stream-K (tiles shared across block boundaries), the TMA-store (also on widths that are not whole
- * 64-column chunks: the rest from registers) and staged epilogues, split-K on both kernels (the
- * reduce kernel after a one-wave split grid launched as its programmatic dependent), tile widths of
- * the TMA kernel from 64 to 256 columns (K-major B: 176 and 208 too), 64-row tiles (the consumer
+ * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid, stream-K (tiles shared
+ * across block boundaries), the TMA-store (also on widths that are not
+ * whole 64-column chunks: the rest from registers) and staged epilogues, split-K on
+ * both kernels (the reduce kernel after a one-wave split grid launched as its
+ * programmatic dependent), tile widths of the TMA kernel from 64 to 256
+ * columns (K-major B: 176 and 208 too), 64-row tiles (the consumer
  * warpgroups on alternate K steps, summed through shared memory; widths
  * whose halves are odd multiples of 8, split, swapped), 256-row
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
@@ -437,7 +438,7 @@ START_TEST(test_skinny)
 {
     static const shape shapes_sk[] = {
         {4097, 8, 1024, 2, 1, 0}, {5000, 5, 1000, 2, 0, 0}, {4096, 1, 2056, 0, 0, 0},
-        {6001, 7, 24, 2, 1, 0},   {4099, 8, 8, 0, 1, 0},
+        {6001, 7, 24, 2, 1, 0},  {4099, 8, 8, 0, 1, 0},
     };
     tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
     for (size_t i = 0; i < sizeof shapes_sk / sizeof shapes_sk[0]; i++)

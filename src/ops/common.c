@@ -302,7 +302,7 @@ tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
  * Never shrunk. Bound per stream, the largest of:
  *   1 MiB                       the smallest buffer;
  *   64 MiB                      GEMM split-K partials (splits x M x N fp32,
- *                               capped by SPLIT_WS_MAX in ops/gemm.c: a shape
+ *                               capped by SPLIT_WS_MAX in ops/gemm/plan.c: a shape
  *                               that would need more is not split);
  *   8 x 2^ceil(log2 Q) bytes    embedding backward with Q lookups (its sort
  *                               keys; 128 KiB at Q = 16384, 8 MiB at 2^20).

@@ -254,6 +254,12 @@ tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback
     return TK_OK;
 }
 
+void tk__op_kernel_request(tk_context *ctx, const tk_kernel_desc *desc)
+{
+    if (tk__ctx_has_device(ctx) && tk__ctx_build_mode(ctx) != TK_BUILD_SYNC)
+        tk__kernel_queue(ctx, desc);
+}
+
 tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
                              tk_kernel **kernel, int *used_fallback)

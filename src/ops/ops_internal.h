@@ -66,6 +66,10 @@ const tk__op_trace *tk__op_trace_get(void);
 tk_status tk__op_kernel_ready(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel);
 tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback, int compile,
                                  tk_kernel **kernel);
+/* Queues a background build of desc (unless it is known) on a device
+ * context in an asynchronous build mode; nothing otherwise. For a kernel a
+ * call will need with the one it requested (GEMM split-K's reduce). */
+void tk__op_kernel_request(tk_context *ctx, const tk_kernel_desc *desc);
 tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
                              tk_kernel **kernel, int *used_fallback);

@@ -130,9 +130,16 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                                 &kernel, &used_fallback);
         if (st != TK_OK)
             return st;
-        if (!used_fallback && p.splits > 1) {
-            /* Split-K needs its reduce kernel too: ready, or the universal
-             * kernel serves this call while it is built. */
+        if (used_fallback && p.splits > 1) {
+            /* Split-K needs its reduce kernel too: requested with the split
+             * kernel, so that both are built when the builds are waited for
+             * (else the first call after the wait would find the reduce
+             * missing and every call until its build ends would fall back). */
+            tk__gemm_build_reduce_desc(&p, &rd);
+            tk__op_kernel_request(ctx, &rd.desc);
+        } else if (p.splits > 1) {
+            /* ready, or the universal kernel serves this call while it is
+             * built */
             tk__gemm_build_reduce_desc(&p, &rd);
             st = tk__op_kernel_ready(ctx, &rd.desc, &reduce);
             if (st == TK_NOT_FOUND) {

@@ -260,6 +260,41 @@ void tk__op_kernel_request(tk_context *ctx, const tk_kernel_desc *desc)
         tk__kernel_queue(ctx, desc);
 }
 
+tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
+                                  const tk_kernel_desc *fast, const tk_kernel_desc *fallback,
+                                  tk_kernel **kernel, int *which)
+{
+    tk_status st;
+    tk_kernel *k = NULL;
+    *which = 0;
+    if (!tk__ctx_has_device(ctx) || tk__ctx_build_mode(ctx) == TK_BUILD_SYNC)
+        return tk__op_kernel(ctx, best, kernel, NULL, NULL);
+    st = tk__kernel_get_or_queue(ctx, best, 0, &k);
+    if (st == TK_OK) {
+        trace_record(best, k, 0);
+        *kernel = k;
+        return TK_OK;
+    }
+    if (st != TK_NOT_FOUND)
+        return st;
+    st = tk__op_kernel_fallback(ctx, fast, 0, kernel);
+    if (st == TK_OK) {
+        tk__kernel_queue(ctx, best);
+        *which = 1;
+        return TK_OK;
+    }
+    if (st != TK_NOT_FOUND)
+        return st;
+    /* the fast fallback is built first: it serves every shape of the layout */
+    tk__kernel_queue(ctx, fast);
+    st = tk__op_kernel_fallback(ctx, fallback, 1, kernel);
+    if (st != TK_OK)
+        return st;
+    tk__kernel_queue(ctx, best);
+    *which = 2;
+    return TK_OK;
+}
+
 tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
                              tk_kernel **kernel, int *used_fallback)

@@ -53,6 +53,28 @@
 
 #include "ops/gemm/gemm_internal.h"
 
+/* Fallbacks ($TOKITAI_JIT_GEMM_FALLBACK): "universal" only the mma.sync
+ * universal kernel serves calls whose kernel is being built; "fast" every
+ * call that the fast fallback (tk__gemm_plan_fast) can serve runs on it, its
+ * own kernel never used (for measuring it); else (default) the fast fallback
+ * when it is built, the universal kernel until then. */
+enum { FALLBACK_DEFAULT = 0, FALLBACK_UNIVERSAL = 1, FALLBACK_FORCE = 2 };
+static int fallback_mode(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("TOKITAI_JIT_GEMM_FALLBACK");
+        v = FALLBACK_DEFAULT;
+        if (e != NULL && strcmp(e, "universal") == 0)
+            v = FALLBACK_UNIVERSAL;
+        else if (e != NULL && strcmp(e, "fast") == 0)
+            v = FALLBACK_FORCE;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 /* Validates, plans and launches. The operand names are the op's own. */
 static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
                           const void *d_a, int64_t lda, const char *a_name, const char *lda_name,
@@ -60,8 +82,8 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                           void *d_c, int64_t ldc, const char *c_name, const char *ldc_name,
                           void *stream)
 {
-    gemm_plan p, u;
-    gemm_desc d, ud, rd;
+    gemm_plan p, u, f;
+    gemm_desc d, ud, fd, rd;
     tk_kernel *kernel = NULL, *reduce = NULL;
     int64_t blocks;
     unsigned threads, smem;
@@ -124,13 +146,35 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     tk__gemm_build_desc(&p, tk_context_policy(ctx), &d);
     tk__gemm_plan_universal(&p, &u);
     tk__gemm_build_desc(&u, TK_POLICY_GENERIC, &ud);
+    const int fmode = fallback_mode();
+    int fast = fmode != FALLBACK_UNIVERSAL && tk__gemm_plan_fast(&p, &f);
+    if (fast) {
+        tk__gemm_build_desc(&f, TK_POLICY_GENERIC, &fd);
+        fast = !tk__gemm_desc_same(&d, &fd);
+    }
+    if (fast && fmode == FALLBACK_FORCE) {
+        /* measuring the fast fallback: it serves the call as its kernel */
+        p = f;
+        d = fd;
+        fast = 0;
+        tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+        if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
+            return st;
+    }
     {
-        int used_fallback = 0;
-        st = tk__op_kernel_pick(ctx, &d.desc, tk__gemm_desc_same(&d, &ud) ? NULL : &ud.desc, 1,
-                                &kernel, &used_fallback);
+        /* 0: the call's own kernel; 1: the fast fallback; 2: the universal */
+        int which = 0;
+        if (tk__gemm_desc_same(&d, &ud)) {
+            st = tk__op_kernel_pick(ctx, &d.desc, NULL, 1, &kernel, &which);
+        } else if (fast) {
+            st = tk__op_kernel_pick_fast(ctx, &d.desc, &fd.desc, &ud.desc, &kernel, &which);
+        } else {
+            st = tk__op_kernel_pick(ctx, &d.desc, &ud.desc, 1, &kernel, &which);
+            which *= 2;
+        }
         if (st != TK_OK)
             return st;
-        if (used_fallback && p.splits > 1) {
+        if (which != 0 && p.splits > 1) {
             /* Split-K needs its reduce kernel too: requested with the split
              * kernel, so that both are built when the builds are waited for
              * (else the first call after the wait would find the reduce
@@ -138,19 +182,22 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
             tk__gemm_build_reduce_desc(&p, &rd);
             tk__op_kernel_request(ctx, &rd.desc);
         } else if (p.splits > 1) {
-            /* ready, or the universal kernel serves this call while it is
-             * built */
+            /* ready, or a fallback serves this call while it is built */
             tk__gemm_build_reduce_desc(&p, &rd);
             st = tk__op_kernel_ready(ctx, &rd.desc, &reduce);
+            if (st == TK_NOT_FOUND && fast) {
+                st = tk__op_kernel_fallback(ctx, &fd.desc, 0, &kernel);
+                which = 1;
+            }
             if (st == TK_NOT_FOUND) {
                 st = tk__op_kernel_fallback(ctx, &ud.desc, 1, &kernel);
-                used_fallback = 1;
+                which = 2;
             }
             if (st != TK_OK)
                 return st;
         }
-        if (used_fallback) {
-            p = u;
+        if (which != 0) {
+            p = which == 1 ? f : u;
             tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
             if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
                 return st;
@@ -248,6 +295,8 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
         for (int64_t m = 1; m <= M_CLASS_LIMIT; m++) {
             tk__gemm_plan_packed(ctx, op, m, dims[1], dims[2], &p);
             add_plan(set, &p, policy);
+            if (tk__gemm_plan_fast(&p, &u)) /* the fast fallback of the class */
+                add_plan(set, &u, TK_POLICY_GENERIC);
         }
         for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; i++) {
             if (tk__op_check_product(ctx, p.op, "M x K", beyond[i], dims[2], 4) != TK_OK ||

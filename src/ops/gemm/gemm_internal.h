@@ -150,6 +150,7 @@ void tk__gemm_plan_grid(gemm_plan *p);
 void tk__gemm_plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);
 void tk__gemm_plan_alignment(gemm_plan *p, const void *a, const void *b, const void *c);
 void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u);
+int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f);
 void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
                                     gemm_plan *p);
 void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);

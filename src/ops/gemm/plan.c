@@ -203,9 +203,9 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_
  * at 0.97 of cuBLAS): 0.76 at 64 columns to 0.94 from 128 on. */
 /* 128-row swapped tiles: narrower widths, for token counts whose 256-row
  * tiles would leave most of the chip idle. Their throughput weights, from
- * tokitai-jit --tune on an H100 with cold operands (bench/NOTES-gemm.md): fwd N=1024 K=2816 at 1152 tokens 120 tiles of 128 x 80
- * in 16.3 us against 18.4 for 72 of 128 x 128; 48 wide at 768 tokens and
- * 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
+ * tokitai-jit --tune on an H100 with cold operands (bench/NOTES-gemm.md): fwd N=1024 K=2816 at 1152
+ * tokens 120 tiles of 128 x 80 in 16.3 us against 18.4 for 72 of 128 x 128; 48 wide at 768 tokens
+ * and 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
 #define SWAP128_BN_MIN 32
 #define SWAP128_BN_MAX 96
 /* 64-row swapped tiles: ks_eff x this (the 128-row swapped tiles ran at
@@ -599,6 +599,35 @@ void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u)
     u->cluster = 0;
     u->splits = 1;
     u->tile = tk__gemm_nv_tiles[1];
+}
+
+/* The fast fallback of p's call: on sm_90 with aligned operands, the TMA
+ * kernel with nothing baked (M, N, K at run time), 128-row tiles 128 or 256
+ * wide (whichever the wave cost prefers), a persistent grid (a block per
+ * tile when the tiles fill less than the chip), the TMA-store epilogue where
+ * C allows it, no split, swap or cluster. At most two kernels per layout and
+ * output alignment, shared by every shape; they serve the calls whose own
+ * kernel is being built. 0 where it does not apply (the universal kernel
+ * then serves). */
+int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
+{
+    if (!TK_GEMM_TMA || p->amd || p->simple || !p->sm90 || !p->aligned)
+        return 0;
+    tk__gemm_plan_universal(p, f);
+    if (f->M >= INT32_MAX || f->N >= INT32_MAX || f->K >= INT32_MAX)
+        return 0;
+    const int64_t sms = f->sms > 0 ? f->sms : NV_SMS;
+    f->wgmma = 1;
+    f->tma = 1;
+    f->wg_bm = 128;
+    f->wg_bn = wave_cost(f->M, f->N, 128, 256, sms, tma_bn_eff[3]) <
+                       wave_cost(f->M, f->N, 128, 128, sms, tma_bn_eff[1]) * 0.999
+                   ? 256
+                   : 128;
+    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn);
+    f->persist = 1;
+    f->epi_tma = TK_GEMM_EPI_TMA && f->c16;
+    return 1;
 }
 
 /* The heuristics' plan of a packed call from an allocator (256-byte

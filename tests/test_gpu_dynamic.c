@@ -363,8 +363,11 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_gemm_swap, 0, 6);
     tcase_add_loop_test(tc, test_softmax_swap, 0, 6);
     tcase_add_loop_test(tc, test_embedding_swap, 0, 6);
-    tcase_add_test(tc, test_no_fallback_after_wait);
     suite_add_tcase(s, tc);
+    TCase *seen = tcase_create("seen");
+    tcase_set_timeout(seen, 600);
+    tcase_add_test(seen, test_no_fallback_after_wait);
+    suite_add_tcase(s, seen);
     return s;
 }
 

@@ -260,6 +260,18 @@ void tk__op_kernel_request(tk_context *ctx, const tk_kernel_desc *desc)
         tk__kernel_queue(ctx, desc);
 }
 
+tk_status tk__op_kernel_fast(tk_context *ctx, const tk_kernel_desc *fast, tk_kernel **kernel)
+{
+    tk_kernel *k = NULL;
+    tk_status st = tk__kernel_get_or_queue(ctx, fast, 1, &k);
+    if (st != TK_OK)
+        return st;
+    trace_record(fast, k, 1);
+    tk__ctx_count_fallback(ctx);
+    *kernel = k;
+    return TK_OK;
+}
+
 tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
                                   const tk_kernel_desc *fast, const tk_kernel_desc *fallback,
                                   tk_kernel **kernel, int *which)
@@ -277,7 +289,9 @@ tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
     }
     if (st != TK_NOT_FOUND)
         return st;
-    st = tk__op_kernel_fallback(ctx, fast, 0, kernel);
+    /* the fast fallback is requested first: it serves every shape of the
+     * layout */
+    st = tk__op_kernel_fast(ctx, fast, kernel);
     if (st == TK_OK) {
         tk__kernel_queue(ctx, best);
         *which = 1;
@@ -285,8 +299,6 @@ tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
     }
     if (st != TK_NOT_FOUND)
         return st;
-    /* the fast fallback is built first: it serves every shape of the layout */
-    tk__kernel_queue(ctx, fast);
     st = tk__op_kernel_fallback(ctx, fallback, 1, kernel);
     if (st != TK_OK)
         return st;

@@ -186,7 +186,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
             tk__gemm_build_reduce_desc(&p, &rd);
             st = tk__op_kernel_ready(ctx, &rd.desc, &reduce);
             if (st == TK_NOT_FOUND && fast) {
-                st = tk__op_kernel_fallback(ctx, &fd.desc, 0, &kernel);
+                st = tk__op_kernel_fast(ctx, &fd.desc, &kernel);
                 which = 1;
             }
             if (st == TK_NOT_FOUND) {

@@ -433,3 +433,18 @@ fn check_run_reports_on_the_stub() {
     assert!(r.markdown.contains("| result | FAIL |"), "{}", r.markdown);
     assert!(r.json.contains("\"op\":\"gemm_f16_fwd\""), "{}", r.json);
 }
+
+#[test]
+fn docs_show_the_quickstart_example_verbatim() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/rust.md");
+    let text = match std::fs::read_to_string(&docs) {
+        Ok(t) => t,
+        Err(_) => {
+            eprintln!("tokitai-jit-rust: SKIPPED (no {}: the crate is outside its source tree)", docs.display());
+            return;
+        }
+    };
+    let example = include_str!("../examples/quickstart.rs");
+    assert!(text.contains(example), "docs/rust.md does not hold examples/quickstart.rs as it is");
+    assert!(example.lines().count() <= 16);
+}

@@ -10,6 +10,8 @@ use crate::sys;
 /// `Send + Sync`. Closed on drop.
 pub struct Cache {
     raw: *mut sys::tk_cache,
+    // The config's log callback, should the cache log through it.
+    _log: Option<std::sync::Arc<crate::config::LogHolder>>,
 }
 
 unsafe impl Send for Cache {}
@@ -99,7 +101,7 @@ impl Cache {
         if st != sys::TK_OK {
             return Err(Error::from_status(st, "tk_cache_open failed".into()));
         }
-        Ok(Cache { raw })
+        Ok(Cache { raw, _log: cfg.and_then(|c| c.log.clone()) })
     }
 
     pub fn as_raw(&self) -> *mut sys::tk_cache {

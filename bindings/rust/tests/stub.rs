@@ -448,3 +448,28 @@ fn docs_show_the_quickstart_example_verbatim() {
     assert!(text.contains(example), "docs/rust.md does not hold examples/quickstart.rs as it is");
     assert!(example.lines().count() <= 16);
 }
+
+#[test]
+fn time_on_stream_and_wait_builds() {
+    let dir = TempDir::new("timing");
+    let ctx = stub_context(dir.path());
+    let (m, n, k) = (128, 256, 64);
+    let a = ctx.zeros::<u16>(m * k).unwrap();
+    let b = ctx.zeros::<u16>(k * n).unwrap();
+    let mut c = ctx.zeros::<f32>(m * n).unwrap();
+    let mut calls = 0;
+    let ms = ctx
+        .time_on_stream(Stream::DEFAULT, || {
+            calls += 1;
+            ctx.gemm_f16_fwd(m, n, k, &a, &b, &mut c, Stream::DEFAULT)
+        })
+        .unwrap();
+    assert_eq!(calls, 1);
+    assert!(ms >= 0.0);
+    ctx.wait_builds(Some(std::time::Duration::from_secs(60))).unwrap();
+    let s = ctx.stats().unwrap();
+    assert_eq!(s.builds_pending, 0);
+    // An error from the closure comes back as it is.
+    let e = ctx.time_on_stream(Stream::DEFAULT, || Err(Error::Timeout("mine".into()))).unwrap_err();
+    assert_eq!(e, Error::Timeout("mine".into()));
+}

@@ -137,10 +137,8 @@ impl<'ctx, T: Element> DeviceBuffer<'ctx, T> {
 
     /// The contents as a vector.
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        let mut v = Vec::with_capacity(self.len);
-        // SAFETY: T is an Element (any bit pattern valid); copy_to writes
-        // every element before the vector is read.
-        unsafe { v.set_len(self.len) };
+        // SAFETY: T is an Element: all-zero bytes are a valid value.
+        let mut v = vec![unsafe { std::mem::zeroed::<T>() }; self.len];
         self.copy_to(&mut v)?;
         Ok(v)
     }

@@ -1,19 +1,19 @@
-//! Finds libtokitai_jit and checks the C side's struct layouts.
-//!
-//! Where the library comes from, first match wins:
-//!   1. TOKITAI_JIT_LIB_DIR: the folder holding libtokitai_jit.so (a build
-//!      tree, or <prefix>/lib). Headers: TOKITAI_JIT_INCLUDE_DIR, else the
-//!      source tree this crate sits in, else LIB_DIR/../include.
-//!   2. pkg-config tokitai_jit (the .pc file `cmake --install` writes; set
-//!      PKG_CONFIG_PATH=<prefix>/lib/pkgconfig for a non-system prefix).
-//!   3. Neither: link -ltokitai_jit from the linker's default folders.
-//! The folder found is also written into the binaries' run path
-//! (DT_RUNPATH, so LD_LIBRARY_PATH still overrides it) unless
-//! TOKITAI_JIT_NO_RPATH is set.
-//!
-//! The layout probe: a small C program compiled with $CC (default cc)
-//! against the headers prints sizeof / offsetof of every struct and the value
-//! of every enum constant; tests/layout.rs compares them with src/sys.rs.
+// Finds libtokitai_jit and checks the C side's struct layouts.
+//
+// Where the library comes from, first match wins:
+//   1. TOKITAI_JIT_LIB_DIR: the folder holding libtokitai_jit.so (a build
+//      tree, or <prefix>/lib). Headers: TOKITAI_JIT_INCLUDE_DIR, else the
+//      source tree this crate sits in, else LIB_DIR/../include.
+//   2. pkg-config tokitai_jit (the .pc file `cmake --install` writes; set
+//      PKG_CONFIG_PATH=<prefix>/lib/pkgconfig for a non-system prefix).
+//   3. Neither: link -ltokitai_jit from the linker's default folders.
+// The folder found is also written into the binaries' run path
+// (DT_RUNPATH, so LD_LIBRARY_PATH still overrides it) unless
+// TOKITAI_JIT_NO_RPATH is set.
+//
+// The layout probe: a small C program compiled with $CC (default cc)
+// against the headers prints sizeof / offsetof of every struct and the value
+// of every enum constant; tests/layout.rs compares them with src/sys.rs.
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -88,6 +88,7 @@ fn need<T: crate::Element, S: DeviceSlice<T> + ?Sized>(what: &str, s: &S, a: usi
 /// dimensions.
 impl Context {
     /// C[M,N] (fp32) = A[M,K] x B[K,N].
+    #[allow(clippy::too_many_arguments)]
     pub fn gemm_f16_fwd(&self, m: usize, n: usize, k: usize, a: &impl DeviceSlice<u16>, b: &impl DeviceSlice<u16>,
                         c: &mut impl DeviceSliceMut<f32>, stream: Stream) -> Result<()> {
         need("gemm_f16_fwd A", a, m, k)?;
@@ -101,6 +102,7 @@ impl Context {
     }
 
     /// grad_A[M,K] = grad_C[M,N] x B^T, B stored [K,N].
+    #[allow(clippy::too_many_arguments)]
     pub fn gemm_f16_grad_a(&self, m: usize, n: usize, k: usize, grad_c: &impl DeviceSlice<u16>,
                            b: &impl DeviceSlice<u16>, grad_a: &mut impl DeviceSliceMut<u16>, stream: Stream) -> Result<()> {
         need("gemm_f16_grad_a grad_C", grad_c, m, n)?;
@@ -114,6 +116,7 @@ impl Context {
     }
 
     /// grad_B[K,N] = A^T x grad_C, A stored [M,K], grad_C [M,N].
+    #[allow(clippy::too_many_arguments)]
     pub fn gemm_f16_grad_b(&self, m: usize, n: usize, k: usize, a: &impl DeviceSlice<u16>,
                            grad_c: &impl DeviceSlice<u16>, grad_b: &mut impl DeviceSliceMut<u16>, stream: Stream) -> Result<()> {
         need("gemm_f16_grad_b A", a, m, k)?;
@@ -195,7 +198,7 @@ impl Context {
         let (mut compiled, mut cached) = (0, 0);
         let st = unsafe { sys::tk_op_precompile(self.as_raw(), op.raw(), p, n, &mut compiled, &mut cached) };
         self.check(st)?;
-        Ok((compiled as u32, cached as u32))
+        Ok((compiled, cached))
     }
 
     /// `tk_op_tune` (GEMM ops on a device): what was timed and kept.
@@ -261,8 +264,8 @@ impl TuneReport {
             chosen_us: r.chosen_us,
             heuristic_us: r.heuristic_us,
             timed_m: r.timed_m,
-            compiled: r.compiled as u32,
-            rejected: r.rejected as u32,
+            compiled: r.compiled,
+            rejected: r.rejected,
             timed: r.timed[..n].iter().map(|t| (chars(&t.config), t.us)).collect(),
             stored: r.stored != 0,
         }

@@ -267,8 +267,8 @@ fn user_kernel_runs_with_typed_arguments() {
     }
     ctx.sync(Stream::DEFAULT).unwrap();
     let y = dy.to_vec().unwrap();
-    for i in 0..n {
-        assert_eq!(y[i], 2.0 + 0.5 * i as f32 + 1.0, "y[{}]", i);
+    for (i, &yi) in y.iter().enumerate() {
+        assert_eq!(yi, 2.0 + 0.5 * i as f32 + 1.0, "y[{}]", i);
     }
     eprintln!("tokitai-jit-rust: user kernel axpy: {} elements exact", n);
 }

@@ -133,7 +133,7 @@ fn every_header_function_is_declared() {
         // Declarations can span lines: look at the text after each "TK_API ".
         for part in text.split("TK_API ").skip(1) {
             let head = &part[..part.find('(').unwrap_or(0)];
-            if let Some(name) = head.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.starts_with("tk_")).next_back() {
+            if let Some(name) = head.split(|c: char| !(c.is_alphanumeric() || c == '_')).rfind(|w| w.starts_with("tk_")) {
                 header_fns.insert(name.to_string());
             }
         }

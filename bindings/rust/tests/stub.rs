@@ -473,3 +473,16 @@ fn time_on_stream_and_wait_builds() {
     let e = ctx.time_on_stream(Stream::DEFAULT, || Err(Error::Timeout("mine".into()))).unwrap_err();
     assert_eq!(e, Error::Timeout("mine".into()));
 }
+
+#[test]
+fn thread_safety_follows_the_header() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    // tk_context and tk_cache: thread-safe; tk_config: not (moved, not shared).
+    send_sync::<Context>();
+    send_sync::<Cache>();
+    send_sync::<tokitai_jit::Kernel<'static>>();
+    send_sync::<tokitai_jit::DeviceBuffer<'static, u16>>();
+    send_sync::<Stream>();
+    send::<Config>();
+}

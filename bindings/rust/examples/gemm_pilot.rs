@@ -13,6 +13,11 @@
 //!     a checked run with the library's own tolerance), as processes timed
 //!     from start to exit.
 //!
+//! Both processes compute the same CPU reference (the library's
+//! tk_ref_gemm_f16_fwd, one thread) after the device result: the process
+//! wall times include it on both sides, the in-process first-result time
+//! does not; the Rust side prints the reference's time.
+//!
 //! Usage: gemm_pilot [M N K] [--cli PATH] [--seed S]
 //!   M N K default 1024 1024 1024 (the origin required M and N multiples of
 //!   16; the library does not). The C tool: --cli, else $TOKITAI_JIT_CLI,
@@ -63,6 +68,7 @@ fn child(cache: &Path, m: usize, n: usize, k: usize, seed: u64) -> Result<(), to
     ctx.sync(Stream::DEFAULT)?;
     let again = t_again.elapsed();
     let stats = ctx.stats()?;
+    let t_ref = Instant::now();
     let (check, err) = if ctx.backend_name() == "stub" {
         ("skipped-stub".to_string(), f32::NAN)
     } else {
@@ -70,8 +76,9 @@ fn child(cache: &Path, m: usize, n: usize, k: usize, seed: u64) -> Result<(), to
         let e = c.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0f32, |x, y| if y.is_nan() || x.is_nan() { f32::NAN } else { x.max(y) });
         ((if e < ORIGIN_TOLERANCE { "pass" } else { "FAIL" }).to_string(), e)
     };
+    let ref_ms = t_ref.elapsed().as_secs_f64() * 1e3;
     println!(
-        "RESULT backend={} target={} ctx_ms={:.1} first_ms={:.1} again_ms={:.3} compiles={} disk_hits={} fallback_calls={} check={} max_abs_error={} total_ms={:.1}",
+        "RESULT backend={} target={} ctx_ms={:.1} first_ms={:.1} again_ms={:.3} compiles={} disk_hits={} fallback_calls={} check={} max_abs_error={} ref_ms={:.1} total_ms={:.1}",
         ctx.backend_name(),
         ctx.target(),
         t_ctx.as_secs_f64() * 1e3,
@@ -82,6 +89,7 @@ fn child(cache: &Path, m: usize, n: usize, k: usize, seed: u64) -> Result<(), to
         stats.fallback_calls,
         check,
         err,
+        ref_ms,
         t0.elapsed().as_secs_f64() * 1e3
     );
     Ok(())
@@ -173,25 +181,25 @@ fn main() {
     let warm = run_child(&exe, &rust_cache, m, n, k, seed);
     let mut stub = false;
     println!();
-    println!("| path | cache | process wall ms | first result ms (in process) | same call again ms | compiles | check |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| path | cache | process wall ms | first result ms (in process) | same call again ms | compiles | CPU reference ms | check |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (name, r) in [("Rust crate", &cold), ("Rust crate", &warm)] {
         if !r.ok {
-            println!("| {} | - | {:.1} | failed (see above) | | | |", name, r.wall_ms);
+            println!("| {} | - | {:.1} | failed (see above) | | | | |", name, r.wall_ms);
             continue;
         }
         stub |= field(&r.line, "backend") == "stub";
         let which = if std::ptr::eq(r, &cold) { "cold (empty)" } else { "warm" };
         println!(
-            "| {} | {} | {:.1} | {} (context {}) | {} | {} | {} (max abs error {}) |",
+            "| {} | {} | {:.1} | {} (context {}) | {} | {} | {} | {} (max abs error {}) |",
             name, which, r.wall_ms, field(&r.line, "first_ms"), field(&r.line, "ctx_ms"), field(&r.line, "again_ms"),
-            field(&r.line, "compiles"), field(&r.line, "check"), field(&r.line, "max_abs_error")
+            field(&r.line, "compiles"), field(&r.line, "ref_ms"), field(&r.line, "check"), field(&r.line, "max_abs_error")
         );
     }
     for which in ["cold (empty)", "warm"] {
         match run_cli(&cli, &cli_cache, m, n, k, seed) {
-            Some((ms, rc, check)) => println!("| C tool --run | {} | {:.1} | - | - | - | {}, exit {} |", which, ms, check, rc),
-            None => println!("| C tool --run | {} | - | - | - | - | not run: cannot start {} (--cli PATH) |", which, cli.display()),
+            Some((ms, rc, check)) => println!("| C tool --run | {} | {:.1} | - | - | - | (included) | {}, exit {} |", which, ms, check, rc),
+            None => println!("| C tool --run | {} | - | - | - | - | - | not run: cannot start {} (--cli PATH) |", which, cli.display()),
         }
     }
     println!();

@@ -35,6 +35,11 @@ pub unsafe trait DeviceSlice<T: Element> {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Leading dimension in elements as the operators take it: 0 is packed
+    /// (the row length); `Strided` / `StridedMut` give another.
+    fn ld(&self) -> usize {
+        0
+    }
 }
 
 /// Device memory an operator writes.
@@ -205,5 +210,63 @@ unsafe impl<'a, T: Element> DeviceSlice<T> for DeviceView<'a, T> {
 unsafe impl<'a, T: Element> DeviceSliceMut<T> for DeviceView<'a, T> {
     fn device_ptr_mut(&mut self) -> *mut c_void {
         self.ptr
+    }
+}
+
+/// A matrix operand with a leading dimension (row stride, in elements)
+/// other than its row length: `Strided::new(&buf, ld)`. The operators check
+/// that the buffer holds (rows - 1) x ld + cols elements.
+pub struct Strided<'a, T: Element, S: DeviceSlice<T> + ?Sized> {
+    inner: &'a S,
+    ld: usize,
+    _t: PhantomData<T>,
+}
+
+impl<'a, T: Element, S: DeviceSlice<T> + ?Sized> Strided<'a, T, S> {
+    pub fn new(inner: &'a S, ld: usize) -> Self {
+        Strided { inner, ld, _t: PhantomData }
+    }
+}
+
+unsafe impl<'a, T: Element, S: DeviceSlice<T> + ?Sized> DeviceSlice<T> for Strided<'a, T, S> {
+    fn device_ptr(&self) -> *const c_void {
+        self.inner.device_ptr()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn ld(&self) -> usize {
+        self.ld
+    }
+}
+
+/// The written counterpart of `Strided`.
+pub struct StridedMut<'a, T: Element, S: DeviceSliceMut<T> + ?Sized> {
+    inner: &'a mut S,
+    ld: usize,
+    _t: PhantomData<T>,
+}
+
+impl<'a, T: Element, S: DeviceSliceMut<T> + ?Sized> StridedMut<'a, T, S> {
+    pub fn new(inner: &'a mut S, ld: usize) -> Self {
+        StridedMut { inner, ld, _t: PhantomData }
+    }
+}
+
+unsafe impl<'a, T: Element, S: DeviceSliceMut<T> + ?Sized> DeviceSlice<T> for StridedMut<'a, T, S> {
+    fn device_ptr(&self) -> *const c_void {
+        self.inner.device_ptr()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn ld(&self) -> usize {
+        self.ld
+    }
+}
+
+unsafe impl<'a, T: Element, S: DeviceSliceMut<T> + ?Sized> DeviceSliceMut<T> for StridedMut<'a, T, S> {
+    fn device_ptr_mut(&mut self) -> *mut c_void {
+        self.inner.device_ptr_mut()
     }
 }

@@ -66,6 +66,10 @@ impl Op {
     }
 }
 
+fn ld<T: crate::Element, S: DeviceSlice<T> + ?Sized>(s: &S) -> Result<i64> {
+    dim("leading dimension", s.ld())
+}
+
 fn dim(name: &str, v: usize) -> Result<i64> {
     if v > i64::MAX as usize {
         return Err(Error::Overflow(format!("{} = {} does not fit int64", name, v)));
@@ -73,19 +77,30 @@ fn dim(name: &str, v: usize) -> Result<i64> {
     Ok(v as i64)
 }
 
-fn need<T: crate::Element, S: DeviceSlice<T> + ?Sized>(what: &str, s: &S, a: usize, b: usize) -> Result<()> {
-    let n = a.checked_mul(b).ok_or_else(|| Error::Overflow(format!("{}: {} x {} elements overflow", what, a, b)))?;
+/// The buffer holds a rows x cols matrix with its leading dimension
+/// (packed: rows x cols elements; else (rows - 1) x ld + cols). A leading
+/// dimension below cols is left to the library, which names it.
+fn need<T: crate::Element, S: DeviceSlice<T> + ?Sized>(what: &str, s: &S, rows: usize, cols: usize) -> Result<()> {
+    let ld = s.ld();
+    let over = || Error::Overflow(format!("{}: {} x {} elements (ld {}) overflow", what, rows, cols, ld));
+    let n = if ld == 0 {
+        rows.checked_mul(cols).ok_or_else(over)?
+    } else if ld < cols || rows == 0 || cols == 0 {
+        return Ok(());
+    } else {
+        (rows - 1).checked_mul(ld).and_then(|x| x.checked_add(cols)).ok_or_else(over)?
+    };
     if s.len() < n {
         return Err(Error::invalid(format!("{}: {} elements needed, the buffer holds {}", what, n, s.len())));
     }
     Ok(())
 }
 
-/// The operators take packed row-major device arrays (leading dimension =
-/// row length) of fp16 bit patterns (`u16`); their lengths are checked
-/// before anything is enqueued. Work goes on `stream` and the call returns
-/// without waiting. Strided layouts: the `sys` functions take leading
-/// dimensions.
+/// The operators take row-major device arrays of fp16 bit patterns (`u16`),
+/// packed, or with a leading dimension through `Strided::new(&buf, ld)` /
+/// `StridedMut::new(&mut buf, ld)`; their lengths are checked before
+/// anything is enqueued. Work goes on `stream` and the call returns without
+/// waiting.
 impl Context {
     /// C[M,N] (fp32) = A[M,K] x B[K,N].
     #[allow(clippy::too_many_arguments)]
@@ -95,8 +110,8 @@ impl Context {
         need("gemm_f16_fwd B", b, k, n)?;
         need("gemm_f16_fwd C", c, m, n)?;
         let st = unsafe {
-            sys::tk_gemm_f16_fwd(self.as_raw(), dim("M", m)?, dim("N", n)?, dim("K", k)?, a.device_ptr(), 0,
-                                 b.device_ptr(), 0, c.device_ptr_mut() as *mut f32, 0, stream.as_raw())
+            sys::tk_gemm_f16_fwd(self.as_raw(), dim("M", m)?, dim("N", n)?, dim("K", k)?, a.device_ptr(), ld(a)?,
+                                 b.device_ptr(), ld(b)?, c.device_ptr_mut() as *mut f32, ld(c)?, stream.as_raw())
         };
         self.check(st)
     }
@@ -109,8 +124,8 @@ impl Context {
         need("gemm_f16_grad_a B", b, k, n)?;
         need("gemm_f16_grad_a grad_A", grad_a, m, k)?;
         let st = unsafe {
-            sys::tk_gemm_f16_grad_a(self.as_raw(), dim("M", m)?, dim("N", n)?, dim("K", k)?, grad_c.device_ptr(), 0,
-                                    b.device_ptr(), 0, grad_a.device_ptr_mut(), 0, stream.as_raw())
+            sys::tk_gemm_f16_grad_a(self.as_raw(), dim("M", m)?, dim("N", n)?, dim("K", k)?, grad_c.device_ptr(), ld(grad_c)?,
+                                    b.device_ptr(), ld(b)?, grad_a.device_ptr_mut(), ld(grad_a)?, stream.as_raw())
         };
         self.check(st)
     }
@@ -123,8 +138,8 @@ impl Context {
         need("gemm_f16_grad_b grad_C", grad_c, m, n)?;
         need("gemm_f16_grad_b grad_B", grad_b, k, n)?;
         let st = unsafe {
-            sys::tk_gemm_f16_grad_b(self.as_raw(), dim("M", m)?, dim("N", n)?, dim("K", k)?, a.device_ptr(), 0,
-                                    grad_c.device_ptr(), 0, grad_b.device_ptr_mut(), 0, stream.as_raw())
+            sys::tk_gemm_f16_grad_b(self.as_raw(), dim("M", m)?, dim("N", n)?, dim("K", k)?, a.device_ptr(), ld(a)?,
+                                    grad_c.device_ptr(), ld(grad_c)?, grad_b.device_ptr_mut(), ld(grad_b)?, stream.as_raw())
         };
         self.check(st)
     }
@@ -135,8 +150,8 @@ impl Context {
         need("softmax_f16_fwd in", input, rows, cols)?;
         need("softmax_f16_fwd out", out, rows, cols)?;
         let st = unsafe {
-            sys::tk_softmax_f16_fwd(self.as_raw(), dim("rows", rows)?, dim("cols", cols)?, input.device_ptr(), 0,
-                                    out.device_ptr_mut(), 0, stream.as_raw())
+            sys::tk_softmax_f16_fwd(self.as_raw(), dim("rows", rows)?, dim("cols", cols)?, input.device_ptr(), ld(input)?,
+                                    out.device_ptr_mut(), ld(out)?, stream.as_raw())
         };
         self.check(st)
     }
@@ -148,8 +163,8 @@ impl Context {
         need("softmax_xent_f16_bwd g", g, rows, cols)?;
         need("softmax_xent_f16_bwd grad_in", grad_in, rows, cols)?;
         let st = unsafe {
-            sys::tk_softmax_xent_f16_bwd(self.as_raw(), dim("rows", rows)?, dim("cols", cols)?, s.device_ptr(), 0,
-                                         g.device_ptr(), 0, grad_in.device_ptr_mut(), 0, stream.as_raw())
+            sys::tk_softmax_xent_f16_bwd(self.as_raw(), dim("rows", rows)?, dim("cols", cols)?, s.device_ptr(), ld(s)?,
+                                         g.device_ptr(), ld(g)?, grad_in.device_ptr_mut(), ld(grad_in)?, stream.as_raw())
         };
         self.check(st)
     }

@@ -272,3 +272,41 @@ fn user_kernel_runs_with_typed_arguments() {
     }
     eprintln!("tokitai-jit-rust: user kernel axpy: {} elements exact", n);
 }
+
+#[test]
+fn strided_gemm_and_softmax_match_reference() {
+    use tokitai_jit::{Strided, StridedMut};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ctx, _dir) = device_or_skip!();
+    // A [M,K] inside rows of lda; C [M,N] inside rows of ldc.
+    let (m, n, k, lda, ldc) = (300, 256, 128, 136, 264);
+    let a = random_f16(m * k, 21);
+    let b = random_f16(k * n, 22);
+    let want = reference::gemm_f16_fwd(m, n, k, &a, &b).unwrap();
+    let mut a_pad = vec![0u16; (m - 1) * lda + k];
+    for r in 0..m {
+        a_pad[r * lda..r * lda + k].copy_from_slice(&a[r * k..(r + 1) * k]);
+    }
+    let (da, db) = (ctx.upload(&a_pad).unwrap(), ctx.upload(&b).unwrap());
+    let mut dc = ctx.upload(&vec![f32::NAN; (m - 1) * ldc + n]).unwrap();
+    ctx.gemm_f16_fwd(m, n, k, &Strided::new(&da, lda), &db, &mut StridedMut::new(&mut dc, ldc), Stream::DEFAULT).unwrap();
+    ctx.sync(Stream::DEFAULT).unwrap();
+    let c = dc.to_vec().unwrap();
+    let got: Vec<f32> = (0..m).flat_map(|r| c[r * ldc..r * ldc + n].to_vec()).collect();
+    let (abs, rel) = gemm_tol(k);
+    compare(&format!("gemm_f16_fwd {}x{}x{} lda={} ldc={}", m, n, k, lda, ldc), &got, &want, abs, rel);
+    assert!(c[n..ldc].iter().all(|x| x.is_nan()), "gemm_f16_fwd wrote between rows");
+
+    let (rows, cols, ld) = (50, 1000, 1024);
+    let x = logits(rows * cols, 23);
+    let want = f16s(&reference::softmax_f16_fwd(rows, cols, &x).unwrap());
+    let mut x_pad = vec![0u16; (rows - 1) * ld + cols];
+    for r in 0..rows {
+        x_pad[r * ld..r * ld + cols].copy_from_slice(&x[r * cols..(r + 1) * cols]);
+    }
+    let dx = ctx.upload(&x_pad).unwrap();
+    let mut dy = ctx.zeros::<u16>(rows * cols).unwrap();
+    ctx.softmax_f16_fwd(rows, cols, &Strided::new(&dx, ld), &mut dy, Stream::DEFAULT).unwrap();
+    ctx.sync(Stream::DEFAULT).unwrap();
+    compare(&format!("softmax_f16_fwd {}x{} ld_in={}", rows, cols, ld), &f16s(&dy.to_vec().unwrap()), &want, 1e-3, 1e-2);
+}

@@ -486,3 +486,29 @@ fn thread_safety_follows_the_header() {
     send_sync::<Stream>();
     send::<Config>();
 }
+
+#[test]
+fn strided_operands_are_checked_with_their_leading_dimension() {
+    use tokitai_jit::{Strided, StridedMut};
+    let dir = TempDir::new("strided");
+    let ctx = stub_context(dir.path());
+    let (m, n, k, lda, ldc) = (16, 32, 24, 40, 48);
+    let a = ctx.zeros::<u16>((m - 1) * lda + k).unwrap();
+    let b = ctx.zeros::<u16>(k * n).unwrap();
+    let mut c = ctx.zeros::<f32>((m - 1) * ldc + n).unwrap();
+    ctx.gemm_f16_fwd(m, n, k, &Strided::new(&a, lda), &b, &mut StridedMut::new(&mut c, ldc), Stream::DEFAULT).unwrap();
+    // One element short of (M - 1) x lda + K.
+    let short = ctx.zeros::<u16>((m - 1) * lda + k - 1).unwrap();
+    match ctx.gemm_f16_fwd(m, n, k, &Strided::new(&short, lda), &b, &mut StridedMut::new(&mut c, ldc), Stream::DEFAULT) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("gemm_f16_fwd A: 624 elements needed, the buffer holds 623"), "{}", msg),
+        other => panic!("expected InvalidArgument, got {:?}", other),
+    }
+    // A leading dimension below the row length: the library's message.
+    match ctx.gemm_f16_fwd(m, n, k, &Strided::new(&a, k - 1), &b, &mut c, Stream::DEFAULT) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("lda must be 0 (packed) or >= 24 (got 23)"), "{}", msg),
+        other => panic!("expected InvalidArgument, got {:?}", other),
+    }
+    let x = ctx.zeros::<u16>(3 * 130).unwrap();
+    let mut y = ctx.zeros::<u16>(3 * 100).unwrap();
+    ctx.softmax_f16_fwd(3, 100, &Strided::new(&x, 130), &mut y, Stream::DEFAULT).unwrap();
+}

@@ -102,7 +102,7 @@ fn need<T: crate::Element, S: DeviceSlice<T> + ?Sized>(what: &str, s: &S, rows: 
 /// anything is enqueued. Work goes on `stream` and the call returns without
 /// waiting.
 impl Context {
-    /// C[M,N] (fp32) = A[M,K] x B[K,N].
+    /// `C[M,N] = A[M,K] x B[K,N]`, C in fp32.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_f16_fwd(&self, m: usize, n: usize, k: usize, a: &impl DeviceSlice<u16>, b: &impl DeviceSlice<u16>,
                         c: &mut impl DeviceSliceMut<f32>, stream: Stream) -> Result<()> {
@@ -116,7 +116,7 @@ impl Context {
         self.check(st)
     }
 
-    /// grad_A[M,K] = grad_C[M,N] x B^T, B stored [K,N].
+    /// `grad_A[M,K] = grad_C[M,N] x B^T`, B stored `[K,N]`.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_f16_grad_a(&self, m: usize, n: usize, k: usize, grad_c: &impl DeviceSlice<u16>,
                            b: &impl DeviceSlice<u16>, grad_a: &mut impl DeviceSliceMut<u16>, stream: Stream) -> Result<()> {
@@ -130,7 +130,7 @@ impl Context {
         self.check(st)
     }
 
-    /// grad_B[K,N] = A^T x grad_C, A stored [M,K], grad_C [M,N].
+    /// `grad_B[K,N] = A^T x grad_C`, A stored `[M,K]`, grad_C `[M,N]`.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_f16_grad_b(&self, m: usize, n: usize, k: usize, a: &impl DeviceSlice<u16>,
                            grad_c: &impl DeviceSlice<u16>, grad_b: &mut impl DeviceSliceMut<u16>, stream: Stream) -> Result<()> {
@@ -144,7 +144,7 @@ impl Context {
         self.check(st)
     }
 
-    /// out[r,:] = softmax(in[r,:]).
+    /// `out[r,:] = softmax(in[r,:])`.
     pub fn softmax_f16_fwd(&self, rows: usize, cols: usize, input: &impl DeviceSlice<u16>,
                            out: &mut impl DeviceSliceMut<u16>, stream: Stream) -> Result<()> {
         need("softmax_f16_fwd in", input, rows, cols)?;
@@ -169,7 +169,7 @@ impl Context {
         self.check(st)
     }
 
-    /// out[q,:] = weight[idx[q],:]; rows of out-of-range indices are zeros,
+    /// `out[q,:] = weight[idx[q],:]`; rows of out-of-range indices are zeros,
     /// counted into `bad_count[0]` when given.
     #[allow(clippy::too_many_arguments)]
     pub fn embedding_f16_fwd(&self, v: usize, d: usize, weight: &impl DeviceSlice<u16>, q: usize,
@@ -186,7 +186,7 @@ impl Context {
         self.check(st)
     }
 
-    /// grad_weight[idx[q],:] += grad_out[q,:]; `deterministic` fixes the
+    /// `grad_weight[idx[q],:] += grad_out[q,:]`; `deterministic` fixes the
     /// summation order (TK_EMBEDDING_DETERMINISTIC).
     #[allow(clippy::too_many_arguments)]
     pub fn embedding_f16_bwd(&self, v: usize, d: usize, grad_weight: &mut impl DeviceSliceMut<u16>, q: usize,

@@ -32,7 +32,7 @@ fn st(s: sys::tk_status, what: &str) -> Result<()> {
     }
 }
 
-/// C[M,N] = A[M,K] x B[K,N], fp32 result.
+/// `C[M,N] = A[M,K] x B[K,N]`, fp32 result.
 pub fn gemm_f16_fwd(m: usize, n: usize, k: usize, a: &[u16], b: &[u16]) -> Result<Vec<f32>> {
     len("A", a.len(), m, k)?;
     len("B", b.len(), k, n)?;
@@ -41,7 +41,7 @@ pub fn gemm_f16_fwd(m: usize, n: usize, k: usize, a: &[u16], b: &[u16]) -> Resul
     Ok(c)
 }
 
-/// grad_A[M,K] = grad_C[M,N] x B^T.
+/// `grad_A[M,K] = grad_C[M,N] x B^T`.
 pub fn gemm_f16_grad_a(m: usize, n: usize, k: usize, grad_c: &[u16], b: &[u16]) -> Result<Vec<u16>> {
     len("grad_C", grad_c.len(), m, n)?;
     len("B", b.len(), k, n)?;
@@ -51,7 +51,7 @@ pub fn gemm_f16_grad_a(m: usize, n: usize, k: usize, grad_c: &[u16], b: &[u16]) 
     Ok(out)
 }
 
-/// grad_B[K,N] = A^T x grad_C.
+/// `grad_B[K,N] = A^T x grad_C`.
 pub fn gemm_f16_grad_b(m: usize, n: usize, k: usize, a: &[u16], grad_c: &[u16]) -> Result<Vec<u16>> {
     len("A", a.len(), m, k)?;
     len("grad_C", grad_c.len(), m, n)?;
@@ -77,7 +77,7 @@ pub fn softmax_xent_f16_bwd(rows: usize, cols: usize, s: &[u16], g: &[u16]) -> R
     Ok(out)
 }
 
-/// (out[Q,D], number of out-of-range indices).
+/// (`out[Q,D]`, number of out-of-range indices).
 pub fn embedding_f16_fwd(v: usize, d: usize, weight: &[u16], idx: &[i32]) -> Result<(Vec<u16>, u64)> {
     len("weight", weight.len(), v, d)?;
     let q = idx.len();
@@ -88,7 +88,7 @@ pub fn embedding_f16_fwd(v: usize, d: usize, weight: &[u16], idx: &[i32]) -> Res
     Ok((out, bad))
 }
 
-/// grad_weight[idx[q],:] += grad_out[q,:] in place; the number of
+/// `grad_weight[idx[q],:] += grad_out[q,:]` in place; the number of
 /// out-of-range indices.
 pub fn embedding_f16_bwd(v: usize, d: usize, grad_weight: &mut [u16], idx: &[i32], grad_out: &[u16]) -> Result<u64> {
     len("grad_weight", grad_weight.len(), v, d)?;

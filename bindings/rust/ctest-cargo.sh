@@ -1,8 +1,8 @@
 #!/bin/sh
 # CTest driver of the Rust crate's tests against the library just built.
 #   ctest-cargo.sh cpu|gpu LIBDIR TARGETDIR [sanitize]
-# cpu: the layout and stub suites (and the examples built) on the stub
-#      backend; gpu: the device suite, exit 77 (CTest: Skipped) when every
+# cpu: the layout and stub suites, the examples built and the doc examples
+#      compiled, on the stub backend; gpu: the device suite, exit 77 (CTest: Skipped) when every
 #      test skipped for want of a device.
 # cargo: $CARGO, else Debian's /usr/bin/cargo (with /usr/bin/rustc), else
 # the first on PATH; none: exit 77 with the reason.
@@ -31,8 +31,10 @@ unset TOKITAI_JIT_CACHE_DIR
 echo "cargo: $cargo ($("$cargo" --version)), rustc: ${RUSTC:-rustc} ($("${RUSTC:-rustc}" --version)), library: $libdir"
 case $mode in
 cpu)
-    TOKITAI_JIT_BACKEND=stub exec "$cargo" test --offline --manifest-path "$here/Cargo.toml" \
-        --lib --test layout --test stub --examples
+    export TOKITAI_JIT_BACKEND=stub
+    "$cargo" test --offline --manifest-path "$here/Cargo.toml" --lib --test layout --test stub --examples || exit $?
+    [ -n "${RUSTC:-}" ] && [ -z "${RUSTDOC:-}" ] && [ -x "${RUSTC%rustc}rustdoc" ] && export RUSTDOC="${RUSTC%rustc}rustdoc"
+    exec "$cargo" test --offline --manifest-path "$here/Cargo.toml" --doc
     ;;
 gpu)
     log=$target/gpu-test.log

@@ -342,6 +342,8 @@ static int parse(dm *d, const char *mangled, item *name, item *params, size_t ma
         if (!type(d, &ret))
             return 0;
     }
+    if (!*d->p)
+        return 0; /* a function always has a parameter list ("v": none) */
     if (strcmp(d->p, "v") == 0)
         return 1; /* no parameters */
     while (*d->p) {

@@ -425,6 +425,7 @@ static const char *stub_prelude(void)
 }
 
 static const char *stub_text(const void *code, size_t size);
+static int is_ident(char c);
 
 static tk_status stub_inspect(const void *code, size_t size, const char *entry,
                               tk_resource_usage *out, tk__err *err)
@@ -438,7 +439,11 @@ static tk_status stub_inspect(const void *code, size_t size, const char *entry,
     if (copy) {
         memcpy(copy, text, tlen);
         copy[tlen] = '\0';
-        int present = strstr(copy, entry) != NULL;
+        /* As a whole word: "scal" is not the kernel "scale". */
+        int present = 0;
+        size_t n = strlen(entry);
+        for (const char *h = strstr(copy, entry); h && !present; h = strstr(h + 1, entry))
+            present = (h == copy || !is_ident(h[-1])) && !is_ident(h[n]);
         free(copy);
         if (!present)
             return tk__err_set(err, TK_NOT_FOUND, "stub: no symbol %s", entry);

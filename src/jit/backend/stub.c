@@ -425,7 +425,6 @@ static const char *stub_prelude(void)
 }
 
 static const char *stub_text(const void *code, size_t size);
-static int is_ident(char c);
 
 static tk_status stub_inspect(const void *code, size_t size, const char *entry,
                               tk_resource_usage *out, tk__err *err)
@@ -439,11 +438,7 @@ static tk_status stub_inspect(const void *code, size_t size, const char *entry,
     if (copy) {
         memcpy(copy, text, tlen);
         copy[tlen] = '\0';
-        /* As a whole word: "scal" is not the kernel "scale". */
-        int present = 0;
-        size_t n = strlen(entry);
-        for (const char *h = strstr(copy, entry); h && !present; h = strstr(h + 1, entry))
-            present = (h == copy || !is_ident(h[-1])) && !is_ident(h[n]);
+        int present = strstr(copy, entry) != NULL;
         free(copy);
         if (!present)
             return tk__err_set(err, TK_NOT_FOUND, "stub: no symbol %s", entry);

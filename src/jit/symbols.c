@@ -83,9 +83,12 @@ static int seq_ref(dm *d, int *idx)
         v = v * 36 + (unsigned long)(*d->p <= '9' ? *d->p - '0' : *d->p - 'A' + 10);
         d->p++;
         digits = 1;
+        if (v > MAX_SUBS)
+            return 0; /* beyond any table: also keeps v from overflowing */
     }
-    if (*d->p++ != '_')
-        return 0;
+    if (*d->p != '_')
+        return 0; /* never steps past the terminating NUL */
+    d->p++;
     *idx = digits ? (int)v + 1 : 0;
     return 1;
 }

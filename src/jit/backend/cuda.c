@@ -716,7 +716,9 @@ static int sec(const elf_view *v, unsigned i, shdr *s)
 /* NUL-terminated string at off of a string section, or NULL. */
 static const char *str_at(const elf_view *v, const shdr *strsec, uint32_t off)
 {
-    if (off >= strsec->size)
+    /* A SHT_NOBITS section has no bytes in the file (sec() leaves its
+     * offset and size unchecked). */
+    if (strsec->type == 8 || off >= strsec->size)
         return NULL;
     const char *s = (const char *)v->d + strsec->offset + off;
     if (!memchr(s, '\0', strsec->size - off))
@@ -748,7 +750,7 @@ static long symbol_index(const elf_view *v, const char *name, int *reserved_smem
     shdr symtab, strtab;
     long found = -1;
     *reserved_smem = 0;
-    if (!sec_named(v, ".symtab", &symtab) || !sec(v, symtab.link, &strtab))
+    if (!sec_named(v, ".symtab", &symtab) || !sec(v, symtab.link, &strtab) || symtab.type == 8)
         return -1;
     for (uint64_t i = 0; i < symtab.size / 24; i++) {
         const unsigned char *p = v->d + symtab.offset + i * 24;
@@ -768,6 +770,8 @@ typedef void (*attr_fn)(void *user, unsigned attr, const unsigned char *val, uns
 
 static void walk_attrs(const elf_view *v, const shdr *s, attr_fn fn, void *user)
 {
+    if (s->type == 8) /* SHT_NOBITS: nothing in the file to read */
+        return;
     const unsigned char *p = v->d + s->offset, *end = p + s->size;
     while (p + 4 <= end) {
         unsigned fmt = p[0], attr = p[1], h;

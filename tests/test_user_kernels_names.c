@@ -170,7 +170,8 @@ START_TEST(test_demangler)
         {"_ZN2ns4gemmILi128ELb1EEEvPf", "ns::gemm<128, true>(float*)", {1}, 1},
         {"_ZN2ns1kEPNS_3FooES1_", "ns::k(ns::Foo*, ns::Foo*)", {1, 1}, 2},
         {"_Z1kv", "k()", {0}, 0},
-        {"_Z5adamwPfS_mfy6__half", "adamw(float*, float*, unsigned long, float, unsigned long long, __half)",
+        {"_Z5adamwPfS_mfy6__half",
+         "adamw(float*, float*, unsigned long, float, unsigned long long, __half)",
          {1, 1, 3, 4, 3, 4},
          6},
     };
@@ -344,11 +345,10 @@ static void rtc_names(tk_backend_kind kind, const char *target)
     expect_params(k, ln, 8);
 
     tk_kernel *s = get_ok(ctx, k_rtc_src, "sizes");
-    const want_param sz[] = {{0, 1, TK_PARAM_INT},    {2, 2, TK_PARAM_INT},
-                             {4, 4, TK_PARAM_INT},    {8, 8, TK_PARAM_INT},
-                             {16, 4, TK_PARAM_FLOAT}, {24, 8, TK_PARAM_FLOAT},
-                             {32, 12, TK_PARAM_STRUCT}, {44, 1, TK_PARAM_UINT},
-                             {48, 8, TK_PARAM_POINTER}};
+    const want_param sz[] = {
+        {0, 1, TK_PARAM_INT},      {2, 2, TK_PARAM_INT},    {4, 4, TK_PARAM_INT},
+        {8, 8, TK_PARAM_INT},      {16, 4, TK_PARAM_FLOAT}, {24, 8, TK_PARAM_FLOAT},
+        {32, 12, TK_PARAM_STRUCT}, {44, 1, TK_PARAM_UINT},  {48, 8, TK_PARAM_POINTER}};
     expect_params(s, sz, 9);
     /* extern "C": sizes and offsets only, except that comgr says which
      * parameters are pointers. */

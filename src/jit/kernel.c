@@ -31,7 +31,13 @@
  * found"), and a stored entry is used only when today's record is the same
  * (entry_current); otherwise the kernel is compiled and its entry replaced.
  * A C++ name expression as entry is compiled through the name-expression
- * API and its lowered name stored in the entry for the next disk hit.
+ * API and its lowered name stored in the entry for the next disk hit. A
+ * user source's plain name goes through the same API up front (the
+ * backend compiles once more without it only when the name alone fails),
+ * so a C++ function resolves like an extern "C" one; a name that resolves
+ * to nothing fails with the kernels the code object lists. A kernel's
+ * parameter layout is read from its code object on first request
+ * (tk_kernel_get_params).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -469,13 +469,25 @@ typedef struct tk_header {
  * zero-initialised before its fields are set keeps working as new fields are
  * appended.
  *
- * entry: an extern "C" name ("gemm"), or a C++ name expression naming one
+ * entry: the kernel's name as written in the source ("layernorm", whether
+ * or not the function is extern "C"), or a C++ name expression naming one
  * __global__ function: a template instance ("fill<4, float>",
- * "ns::gemm<128, true>") or a qualified name ("ns::k", "::k" for a C++
- * function that is not extern "C"). Anything that is not a plain identifier is
- * compiled through the compiler's name-expression API
- * (nvrtcAddNameExpression / hiprtcAddNameExpression); the lowered (mangled)
- * name is stored in the cache entry, so a disk hit needs no compiler.
+ * "ns::gemm<128, true>"), a qualified name ("ns::k"), or one overload
+ * ("static_cast<void (*)(float *)>(k)"). A name expression is compiled
+ * through the compiler's name-expression API (nvrtcAddNameExpression /
+ * hiprtcAddNameExpression). For a user source a plain identifier is
+ * registered there too, up front, so that the one compile serves both an
+ * extern "C" function (its symbol is the name) and a C++ one (its symbol is
+ * the mangled name); this costs nothing measurable when the name resolves.
+ * When it does not (no such function, or an overloaded name), the compiler's
+ * complaint about the name alone is not an error: the source is compiled a
+ * second time without it (the only case that pays two compiles), and the
+ * kernel is looked up by its plain name, failing with TK_NOT_FOUND and a
+ * message listing the kernels the code object does contain ("did you mean")
+ * and, for an overload, how to pick one. The lowered (mangled) name is
+ * stored in the cache entry, so a disk hit needs no compiler; listings
+ * (tokitai-jit --list, tk_cache_list) show entry as written. Embedded
+ * sources take plain extern "C" names only. docs/user-kernels.md has more.
  *
  * User headers (user sources only). The library resolves every
  * `#include "x"` / `#include <x>` of the source and of the headers it finds
@@ -542,6 +554,46 @@ typedef struct tk_kernel_info {
 } tk_kernel_info;
 
 TK_API tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out);
+
+/* What a kernel parameter is, as far as the code object (and, for a C++
+ * function, its mangled name) tells. */
+typedef enum tk_param_kind {
+    TK_PARAM_UNKNOWN = 0, /* only size and offset are known (extern "C" on NVIDIA:
+                           * an 8-byte parameter is a pointer or a 64-bit scalar) */
+    TK_PARAM_POINTER = 1,
+    TK_PARAM_INT = 2,    /* signed integer (char, short, int, long, long long) */
+    TK_PARAM_UINT = 3,   /* unsigned integer, bool */
+    TK_PARAM_FLOAT = 4,  /* float, double, __half */
+    TK_PARAM_STRUCT = 5  /* another type passed by value (struct, vector type) */
+} tk_param_kind;
+
+/* One parameter. Its layout is frozen (the array is indexed); new facts
+ * would come as another array appended to tk_kernel_params. */
+typedef struct tk_kernel_param {
+    uint32_t offset; /* bytes from the start of the argument block */
+    uint32_t size;   /* bytes */
+    int32_t kind;    /* tk_param_kind */
+    uint32_t reserved;
+} tk_kernel_param;
+
+/* The parameter layout the compiler recorded for a kernel: NVIDIA from the
+ * cubin's per-kernel parameter info (EIATTR_KPARAM_INFO), kinds from the
+ * mangled name of a C++ function; AMD from comgr's kernel metadata (.args,
+ * hidden arguments left out); the stub backend from the source's
+ * signature. Read from the code object, so a kernel loaded from the disk
+ * cache or obtained on an offline context has it too. A sized struct: set
+ * struct_size first (TK_STRUCT_INIT). */
+typedef struct tk_kernel_params {
+    size_t struct_size;
+    size_t n_params;
+    const tk_kernel_param *params; /* n_params entries in order; borrowed, valid
+                                    * for the kernel's lifetime */
+} tk_kernel_params;
+
+/* TK_NOT_FOUND when the code object records no parameters for the kernel.
+ * Thread-safe; the first call parses the code object (microseconds on
+ * NVIDIA, a comgr metadata read on AMD), later calls return the same array. */
+TK_API tk_status tk_kernel_get_params(const tk_kernel *kernel, tk_kernel_params *out);
 
 /* Enqueues the kernel. stream is the caller's hipStream_t / CUstream /
  * cudaStream_t (NULL: the default stream). args is an array of pointers to

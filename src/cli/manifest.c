@@ -432,8 +432,8 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
         return oom(p);
     if (!valid_entry(k->entry))
         return fail(p, tok[2],
-                    "not an entry point: an extern \"C\" name or a C++ name expression "
-                    "such as \"fill<4, float>\" (quoted when it holds blanks)");
+                    "not an entry point: a kernel's name (extern \"C\" or not) or a C++ name "
+                    "expression such as \"fill<4, float>\" (quoted when it holds blanks)");
     size_t n = (size_t)ntok;
     k->defines = calloc(n, sizeof *k->defines);
     k->define_text = calloc(n, sizeof *k->define_text);

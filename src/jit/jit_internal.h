@@ -110,6 +110,15 @@ struct tk_kernel {
      * 48 KiB); raised by the first launch that asks for more. Atomic. */
     unsigned shared_limit;
     struct tk_kernel *next_owned;
+    /* The symbol in the code object when it is not entry (a C++ function's
+     * mangled name), else NULL. */
+    char *symbol;
+    const tk__backend *be;
+    /* Parameter layout, read from code on the first tk_kernel_get_params:
+     * params_state 0 not read, 1 read, -1 none recorded (acquire/release). */
+    int params_state;
+    tk_kernel_param *params;
+    size_t n_params;
 };
 
 typedef struct tk__slot {

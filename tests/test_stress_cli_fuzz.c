@@ -1,7 +1,7 @@
 /*
  * Reliability: bad input to the tool (no GPU). Random argument vectors and
  * mutated manifests through tokitai-jit: every run ends with a defined exit
- * code (0-4), a usage error with exactly one line on stderr, never a crash
+ * code (0-5), a usage error with exactly one line on stderr, never a crash
  * or a hang (each run has a time limit). Manifests run as --dry-run; those
  * that parse into at most 64 jobs also compile with the stub backend.
  * TK_STRESS_SCALE=N multiplies the trial counts; TK_STRESS_SEED replays.
@@ -12,7 +12,7 @@
 #define LIMIT_S 60.0
 
 typedef struct fuzz_figures {
-    uint64_t runs, crashes, hangs, bad_exit, multi_line_usage, by_code[5];
+    uint64_t runs, crashes, hangs, bad_exit, multi_line_usage, by_code[6];
 } fuzz_figures;
 
 static void check_run(const run_result *r, fuzz_figures *f, char *const argv[], const char *input)
@@ -165,13 +165,13 @@ START_TEST(test_fuzz_arguments)
         run_result_free(&rr);
     }
     printf("FIGURE fuzz-arguments: %llu random argument vectors: %llu crashes, %llu hangs, %llu "
-           "undefined exit codes, %llu multi-line usage errors; exit 0/1/2/3/4: "
-           "%llu/%llu/%llu/%llu/%llu, %.1f s\n",
+           "undefined exit codes, %llu multi-line usage errors; exit 0/1/2/3/4/5: "
+           "%llu/%llu/%llu/%llu/%llu/%llu, %.1f s\n",
            (unsigned long long)f.runs, (unsigned long long)f.crashes, (unsigned long long)f.hangs,
            (unsigned long long)f.bad_exit, (unsigned long long)f.multi_line_usage,
            (unsigned long long)f.by_code[0], (unsigned long long)f.by_code[1],
            (unsigned long long)f.by_code[2], (unsigned long long)f.by_code[3],
-           (unsigned long long)f.by_code[4], now_s() - t0);
+           (unsigned long long)f.by_code[4], (unsigned long long)f.by_code[5], now_s() - t0);
     fflush(stdout);
     unsetenv("TOKITAI_JIT_CACHE_DIR");
     unsetenv("TOKITAI_JIT_BACKEND");
@@ -379,14 +379,14 @@ START_TEST(test_fuzz_manifests)
     }
     printf("FIGURE fuzz-manifests: %d mutated manifests through --precompile --dry-run (%llu "
            "parsed, %llu also compiled with the stub backend), %llu runs: %llu crashes, %llu "
-           "hangs, %llu undefined exit codes, %llu multi-line usage errors; exit 0/1/2/3/4: "
-           "%llu/%llu/%llu/%llu/%llu, %.1f s\n",
+           "hangs, %llu undefined exit codes, %llu multi-line usage errors; exit 0/1/2/3/4/5: "
+           "%llu/%llu/%llu/%llu/%llu/%llu, %.1f s\n",
            trials, (unsigned long long)parsed, (unsigned long long)compiled_runs,
            (unsigned long long)f.runs, (unsigned long long)f.crashes, (unsigned long long)f.hangs,
            (unsigned long long)f.bad_exit, (unsigned long long)f.multi_line_usage,
            (unsigned long long)f.by_code[0], (unsigned long long)f.by_code[1],
            (unsigned long long)f.by_code[2], (unsigned long long)f.by_code[3],
-           (unsigned long long)f.by_code[4], now_s() - t0);
+           (unsigned long long)f.by_code[4], (unsigned long long)f.by_code[5], now_s() - t0);
     fflush(stdout);
     unsetenv("TOKITAI_JIT_BACKEND");
     free(def);

@@ -17,6 +17,7 @@
 #define TK__EXIT_USAGE 2       /* unknown option, bad value, invalid manifest */
 #define TK__EXIT_NO_DEVICE 3   /* --run without a usable GPU */
 #define TK__EXIT_UNAVAILABLE 4 /* a requested target's compiler is missing or does not know it */
+#define TK__EXIT_NOT_KEPT 5    /* compiled, but not stored in the cache or not published to the remote */
 
 typedef enum tk__cli_command {
     TK__CMD_NONE = 0,

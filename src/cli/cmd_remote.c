@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -157,6 +158,15 @@ int tk__cmd_push(const tk__cli_opts *opts)
     if (!opts->remote && (!env || !*env)) {
         tk__cli_error("--push needs --remote URL (or TOKITAI_JIT_REMOTE)");
         return TK__EXIT_USAGE;
+    }
+    if (opts->bundle) {
+        char why[1200];
+        int fd = tk__cli_open_regular(opts->bundle, 0, NULL, why, sizeof why);
+        if (fd < 0) { /* a FIFO or a device would hang or flood the reader */
+            tk__cli_error("cannot push %s", why);
+            return TK__EXIT_FAIL;
+        }
+        close(fd);
     }
     tk_cache *cache = open_remote(opts);
     if (!cache)

@@ -576,8 +576,7 @@ START_TEST(test_invalid_define_names)
     }
     /* Good names still pass. */
     char path[1024];
-    write_manifest("good.tkm",
-                   "arch stub\nkernel user.cu user_entry -DTILE=4 -D_X9=1 -DFLAG\n",
+    write_manifest("good.tkm", "arch stub\nkernel user.cu user_entry -DTILE=4 -D_X9=1 -DFLAG\n",
                    path, sizeof path);
     char *out, *err;
     int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
@@ -598,8 +597,9 @@ static double tk__now_test(void)
 static int cli_bounded(char **err, const char *a1, const char *a2, const char *a3, const char *a4,
                        const char *a5)
 {
-    char *argv[16] = {"/usr/bin/prlimit", "--as=4294967296", "/usr/bin/timeout", "-s", "KILL",
-                      "20", (char *)tk_test_cli()};
+    char *argv[16] = {
+        "/usr/bin/prlimit",   "--as=4294967296", "/usr/bin/timeout", "-s", "KILL", "20",
+        (char *)tk_test_cli()};
     int n = 7;
     const char *args[] = {a1, a2, a3, a4, a5};
     for (int i = 0; i < 5 && args[i]; i++)
@@ -630,8 +630,7 @@ START_TEST(test_special_files_refused)
     free(err);
     snprintf(kfifo, sizeof kfifo, "%s/k.cu", g_dir);
     ck_assert_int_eq(mkfifo(kfifo, 0600), 0);
-    write_manifest("fifo.tkm", "arch stub\nkernel k.cu user_entry -DTILE=1\n", mpath,
-                   sizeof mpath);
+    write_manifest("fifo.tkm", "arch stub\nkernel k.cu user_entry -DTILE=1\n", mpath, sizeof mpath);
     rc = cli_bounded(&err, "--precompile", "--manifest", mpath, "--cache-dir", g_root);
     ck_assert_msg(rc == CLI_USAGE && strstr(err, "not a regular file"), "exit %d: %s", rc, err);
     free(err);
@@ -661,9 +660,9 @@ START_TEST(test_store_count_is_exact)
     char text[256];
     snprintf(text, sizeof text, "arch stub\nkernel user.cu user_entry -DTILE=%d\n", t1);
     write_manifest("m1.tkm", text, m1, sizeof m1);
-    ck_assert_int_eq(cli_run(NULL, NULL, "--precompile", "--manifest", m1, "--cache-dir", g_root2,
-                             NULL),
-                     CLI_OK);
+    ck_assert_int_eq(
+        cli_run(NULL, NULL, "--precompile", "--manifest", m1, "--cache-dir", g_root2, NULL),
+        CLI_OK);
     key_set *ks = cache_keys(g_root2);
     ck_assert_int_eq(ks->n, 1);
     memcpy(k1, ks->keys[0], 33);
@@ -672,9 +671,9 @@ START_TEST(test_store_count_is_exact)
         snprintf(text, sizeof text, "arch stub\nkernel user.cu user_entry -DTILE=%d\n", t);
         write_manifest("m2.tkm", text, m2, sizeof m2);
         ck_assert_int_eq(cli_run(NULL, NULL, "--clear", "--cache-dir", g_root2, NULL), CLI_OK);
-        ck_assert_int_eq(cli_run(NULL, NULL, "--precompile", "--manifest", m2, "--cache-dir",
-                                 g_root2, NULL),
-                         CLI_OK);
+        ck_assert_int_eq(
+            cli_run(NULL, NULL, "--precompile", "--manifest", m2, "--cache-dir", g_root2, NULL),
+            CLI_OK);
         ks = cache_keys(g_root2);
         ck_assert_int_eq(ks->n, 1);
         if (memcmp(ks->keys[0], k1, 2) != 0) {

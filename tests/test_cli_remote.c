@@ -194,8 +194,7 @@ static long long lease_count(const redis_srv *srv)
 {
     redisContext *c = redis_client(srv);
     char pattern[128];
-    snprintf(pattern, sizeof pattern, "tkjit:%s:%d:lease:*", TK_VERSION_STRING,
-             TK__CACHE_FORMAT);
+    snprintf(pattern, sizeof pattern, "tkjit:%s:%d:lease:*", TK_VERSION_STRING, TK__CACHE_FORMAT);
     redisReply *r = redisCommand(c, "KEYS %s", pattern);
     ck_assert(r && r->type == REDIS_REPLY_ARRAY);
     long long n = (long long)r->elements;
@@ -311,8 +310,8 @@ START_TEST(precompile_to_a_full_server_fails)
     write_in_dir("user.cu", user_kernel, kpath, sizeof kpath);
     write_in_dir("m.tkm", manifest, mpath, sizeof mpath);
     char *out, *err;
-    int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir",
-                     g_a, "--remote", full.url, NULL);
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir", g_a,
+                     "--remote", full.url, NULL);
     ck_assert_msg(rc == CLI_NOT_KEPT, "exit %d\n%s\n%s", rc, out, err);
     ck_assert_msg(strstr(err, "compiled but 0 published"), "%s", err);
     free(out), free(err);
@@ -352,8 +351,8 @@ START_TEST(precompile_with_a_stalled_server)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, pause_server, &ps), 0);
     char *out, *err;
-    int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir",
-                     g_a, "--remote", g_srv.url, NULL);
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir", g_a,
+                     "--remote", g_srv.url, NULL);
     pthread_join(th, NULL);
     unsetenv("TK__CACHE_TEST_WRITE_DELAY_MS");
     long long leases = lease_count(&g_srv);

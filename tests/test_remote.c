@@ -795,8 +795,10 @@ static void lease_name(const char *hex, char *buf, size_t size)
 static void redis_do(const char *cmd, const char *key, const char *arg)
 {
     redisContext *c = redis_client(&g_srv);
-    redisReply *r = arg ? redisCommand(c, "%s %s %s", cmd, key, arg) : redisCommand(c, "%s %s", cmd, key);
-    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "%s %s: %s", cmd, key, r ? r->str : "no reply");
+    redisReply *r =
+        arg ? redisCommand(c, "%s %s %s", cmd, key, arg) : redisCommand(c, "%s %s", cmd, key);
+    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "%s %s: %s", cmd, key,
+                  r ? r->str : "no reply");
     freeReplyObject(r);
     redisFree(c);
 }
@@ -952,7 +954,7 @@ START_TEST(leases_released_after_a_stalled_server)
     kill(g_srv.pid, SIGCONT);
     tk_context_stats st = stats_of(ctx);
     ck_assert_uint_eq(st.compiles, 1);
-    ck_assert_uint_eq(st.remote_publishes, 0); /* the server was stopped */
+    ck_assert_uint_eq(st.remote_publishes, 0);       /* the server was stopped */
     ck_assert_int_eq(redis_int("EXISTS", lease), 1); /* still held: the release missed */
     tk_context_destroy(ctx);
     printf("stalled server: lease left after destroy: %lld\n", redis_int("EXISTS", lease));
@@ -982,7 +984,8 @@ START_TEST(oversized_values_are_not_read)
     redisContext *c = redis_client(&g_srv);
     redisReply *r = redisCommand(c, "INFO commandstats");
     ck_assert_ptr_nonnull(r);
-    int read_it = strstr(r->str, "cmdstat_getrange:") != NULL; /* (the release script GETs its lease) */
+    int read_it =
+        strstr(r->str, "cmdstat_getrange:") != NULL; /* (the release script GETs its lease) */
     int sized = strstr(r->str, "cmdstat_strlen:") != NULL;
     freeReplyObject(r);
     redisFree(c);

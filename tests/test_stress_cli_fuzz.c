@@ -406,10 +406,10 @@ START_TEST(test_fuzz_manifests)
            trials, (unsigned long long)parsed, (unsigned long long)compiled_runs,
            (unsigned long long)f.runs, (unsigned long long)f.crashes, (unsigned long long)f.hangs,
            (unsigned long long)f.bad_exit, (unsigned long long)f.multi_line_usage,
-           (unsigned long long)check_missed,
-           (unsigned long long)f.by_code[0], (unsigned long long)f.by_code[1],
-           (unsigned long long)f.by_code[2], (unsigned long long)f.by_code[3],
-           (unsigned long long)f.by_code[4], (unsigned long long)f.by_code[5], now_s() - t0);
+           (unsigned long long)check_missed, (unsigned long long)f.by_code[0],
+           (unsigned long long)f.by_code[1], (unsigned long long)f.by_code[2],
+           (unsigned long long)f.by_code[3], (unsigned long long)f.by_code[4],
+           (unsigned long long)f.by_code[5], now_s() - t0);
     fflush(stdout);
     unsetenv("TOKITAI_JIT_BACKEND");
     free(def);

@@ -80,6 +80,8 @@ static tk_cache *tools_cache(const char *dir, const char *url, const char *key)
     tk_assert_status(tk_config_set_cache_dir(cfg, dir), TK_OK);
     tk_assert_status(tk_config_set_remote(cfg, url), TK_OK);
     tk_assert_status(tk_config_set_remote_key(cfg, key ? key : "", key ? strlen(key) : 0), TK_OK);
+    /* The tools' timeouts (the command-line tool's): nobody waits on a kernel. */
+    tk_assert_status(tk_config_set_remote_timeouts(cfg, 2000, 10000), TK_OK);
     tk_cache *cache = NULL;
     tk_assert_status(tk_cache_open(cfg, &cache), TK_OK);
     tk_config_destroy(cfg);
@@ -98,9 +100,9 @@ static redisReply *cmd(redisContext *c, const char *fmt, ...)
 
 #define N_ATTACKS 11
 static const char *const attack_names[N_ATTACKS] = {
-    "lease, no expiry",   "lease, 1 h expiry",  "lease, a list",  "lease, unsigned",
-    "lease, forged",      "value, garbage",     "value, truncated", "value, a list",
-    "value, a hash",      "value, oversized",   "value, other secret"};
+    "lease, no expiry", "lease, 1 h expiry", "lease, a list",      "lease, unsigned",
+    "lease, forged",    "value, garbage",    "value, truncated",   "value, a list",
+    "value, a hash",    "value, oversized",  "value, other secret"};
 
 /* Plants attack a at kernel hex's keys; good/len: a genuine value (signed
  * under the fleet's secret), other/olen: one signed under another. */
@@ -108,22 +110,39 @@ static void plant(redisContext *c, int a, const char *hex, const uint8_t *good, 
                   const uint8_t *other, size_t olen)
 {
     char lease[160], value[160];
-    snprintf(lease, sizeof lease, "tkjit:%s:%d:lease:%s", TK_VERSION_STRING, TK__CACHE_FORMAT,
-             hex);
+    snprintf(lease, sizeof lease, "tkjit:%s:%d:lease:%s", TK_VERSION_STRING, TK__CACHE_FORMAT, hex);
     value_name(hex, value, sizeof value);
     freeReplyObject(cmd(c, "DEL %s %s", lease, value));
     char forged[200];
     snprintf(forged, sizeof forged, "host:1:0000000000000000.%064d", 0);
     switch (a) {
-    case 0: freeReplyObject(cmd(c, "SET %s attacker", lease)); break;
-    case 1: freeReplyObject(cmd(c, "SET %s attacker PX 3600000", lease)); break;
-    case 2: freeReplyObject(cmd(c, "RPUSH %s attacker", lease)); break;
-    case 3: freeReplyObject(cmd(c, "SET %s attacker PX 30000", lease)); break;
-    case 4: freeReplyObject(cmd(c, "SET %s %s PX 30000", lease, forged)); break;
-    case 5: freeReplyObject(cmd(c, "SET %s %b", value, "hello, world", (size_t)12)); break;
-    case 6: freeReplyObject(cmd(c, "SET %s %b", value, good, len / 2)); break;
-    case 7: freeReplyObject(cmd(c, "RPUSH %s attacker", value)); break;
-    case 8: freeReplyObject(cmd(c, "HSET %s f v", value)); break;
+    case 0:
+        freeReplyObject(cmd(c, "SET %s attacker", lease));
+        break;
+    case 1:
+        freeReplyObject(cmd(c, "SET %s attacker PX 3600000", lease));
+        break;
+    case 2:
+        freeReplyObject(cmd(c, "RPUSH %s attacker", lease));
+        break;
+    case 3:
+        freeReplyObject(cmd(c, "SET %s attacker PX 30000", lease));
+        break;
+    case 4:
+        freeReplyObject(cmd(c, "SET %s %s PX 30000", lease, forged));
+        break;
+    case 5:
+        freeReplyObject(cmd(c, "SET %s %b", value, "hello, world", (size_t)12));
+        break;
+    case 6:
+        freeReplyObject(cmd(c, "SET %s %b", value, good, len / 2));
+        break;
+    case 7:
+        freeReplyObject(cmd(c, "RPUSH %s attacker", value));
+        break;
+    case 8:
+        freeReplyObject(cmd(c, "HSET %s f v", value));
+        break;
     case 9: {
         /* Over the reader's limit (lowered to 64 KiB by a test hook). */
         size_t n = 200 << 10;
@@ -134,7 +153,9 @@ static void plant(redisContext *c, int a, const char *hex, const uint8_t *good, 
         free(big);
         break;
     }
-    default: freeReplyObject(cmd(c, "SET %s %b", value, other, olen)); break;
+    default:
+        freeReplyObject(cmd(c, "SET %s %b", value, other, olen));
+        break;
     }
 }
 
@@ -221,8 +242,8 @@ START_TEST(test_hostile_writer)
         tk_test_rmtree(node);
         /* No lease left; the tools still answer. */
         char lease[160];
-        snprintf(lease, sizeof lease, "tkjit:%s:%d:lease:%s", TK_VERSION_STRING,
-                 TK__CACHE_FORMAT, hex);
+        snprintf(lease, sizeof lease, "tkjit:%s:%d:lease:%s", TK_VERSION_STRING, TK__CACHE_FORMAT,
+                 hex);
         redisReply *e = cmd(c, "EXISTS %s", lease);
         ck_assert_msg(e->integer == 0, "%s: a lease was left", attack_names[a]);
         freeReplyObject(e);
@@ -233,11 +254,17 @@ START_TEST(test_hostile_writer)
             tk_cache *cache = tools_cache(tdir, srv.url, SECRET);
             tk_cache_stats st = TK_STRUCT_INIT(tk_cache_stats);
             uint64_t skipped = 0, listed = 0;
-            tool_failures += tk_cache_remote_get_stats(cache, &st) != TK_OK;
-            tool_failures += st.bad_files < 1;
-            tool_failures +=
-                tk_cache_remote_list_counted(cache, count_visit, &listed, &skipped) != TK_OK;
-            tool_failures += skipped < 1 || listed != st.entries;
+            tk_status s1 = tk_cache_remote_get_stats(cache, &st);
+            tk_status s2 = tk_cache_remote_list_counted(cache, count_visit, &listed, &skipped);
+            if (s1 != TK_OK || s2 != TK_OK || st.bad_files < 1 || skipped < 1 ||
+                listed != st.entries) {
+                tool_failures++;
+                printf("tool failure in round %d: stats %s, list %s (%s), bad %llu, skipped "
+                       "%llu, listed %llu of %llu\n",
+                       t, tk_status_str(s1), tk_status_str(s2), tk_cache_last_error(cache),
+                       (unsigned long long)st.bad_files, (unsigned long long)skipped,
+                       (unsigned long long)listed, (unsigned long long)st.entries);
+            }
             tk_cache_close(cache);
         }
     }

@@ -326,8 +326,8 @@ struct tk__remote {
     unsigned failures;
     int64_t open_until_ns;
     int warned_down, warned_bad;
-    char problem[256];       /* what the server or the transport said last (r->mu) */
-    struct lease *orphans;   /* leases whose release failed, retried later (r->mu) */
+    char problem[256];     /* what the server or the transport said last (r->mu) */
+    struct lease *orphans; /* leases whose release failed, retried later (r->mu) */
 
     uint64_t hits, misses, errors, rejected, publishes; /* __atomic */
 };
@@ -578,7 +578,7 @@ static redisReply *run(remote *r, int argc, const char **argv, const size_t *len
 
 /* ---------------------------------------------------------------- values */
 
-static const char k_mac_domain[] = "tokitai-jit remote v1";      /* with its NUL */
+static const char k_mac_domain[] = "tokitai-jit remote v1";         /* with its NUL */
 static const char k_lease_domain[] = "tokitai-jit remote lease v1"; /* with its NUL */
 
 /* HMAC-SHA256 under the shared secret over domain (NUL included), the 32
@@ -1026,8 +1026,8 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
     char forged[256] = "";
     int warned_forged = 0;
     for (;;) {
-        const char *argv[8] = {"EVAL",   k_lease_script, "2", l->name, value_name,
-                               l->token, px,             forged};
+        const char *argv[8] = {"EVAL",     k_lease_script, "2", l->name,
+                               value_name, l->token,       px,  forged};
         size_t lens[8] = {4,
                           sizeof(k_lease_script) - 1,
                           1,

@@ -413,8 +413,8 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
         snprintf(k->path, plen, "%s", file);
     char why[1024];
     size_t len = 0;
-    if (tk__cli_read_regular(k->path, TK__CLI_MAX_TEXT_FILE, &k->source, &len, why,
-                             sizeof why) != 0)
+    if (tk__cli_read_regular(k->path, TK__CLI_MAX_TEXT_FILE, &k->source, &len, why, sizeof why) !=
+        0)
         return fail(p, file, "cannot read %s", why);
     if (strlen(k->source) != len || len == 0)
         return fail(p, file, "%s is empty or not a text file", k->path);

@@ -205,8 +205,7 @@ int tk__target_name_valid(const char *t)
     return 0;
 }
 
-int tk__cli_open_regular(const char *path, uint64_t max, uint64_t *size, char *err,
-                         size_t err_size)
+int tk__cli_open_regular(const char *path, uint64_t max, uint64_t *size, char *err, size_t err_size)
 {
     /* Non-blocking: opening a FIFO with no writer must not hang the tool. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);

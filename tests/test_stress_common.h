@@ -198,7 +198,7 @@ static inline int cli_contract(const run_result *r, char *why, size_t size)
         snprintf(why, size, "crash (signal %d)", r->sig);
         return -1;
     }
-    if (r->code < 0 || r->code > 4) {
+    if (r->code < 0 || r->code > 5) {
         snprintf(why, size, "exit code %d", r->code);
         return -1;
     }

@@ -358,16 +358,41 @@ TK_API tk_status tk_cache_remote_describe(tk_cache *cache, char *buf, size_t siz
 TK_API tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *user);
 /* entries: good values; bytes: all values of this version; max_bytes: the
  * server's maxmemory (0: none or not readable); temp_files: compile leases
- * held now; bad_files: values a lookup would refuse. */
+ * held now; bad_files: values a lookup would refuse, keys of another Redis
+ * type and values over the size limit (not read) included. */
 TK_API tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out);
 /* Uploads the entries of the cache (user and read-only tiers; bundle NULL)
  * or of a bundle file (tk_cache_export's format), each checked first
- * (structure, checksum, key) and signed when a key is set. A key the server
- * already holds is left alone (*n_present). Bad entries are reported through
+ * (structure, checksum, key) and signed when a key is set. A key whose
+ * value on the server verifies (as a lookup would check it) is left alone
+ * (*n_present); anything else there is overwritten. Bad entries are reported through
  * bad and counted in *n_rejected. Counts may be NULL. */
 TK_API tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
                                       void *user, uint64_t *n_pushed, uint64_t *n_present,
                                       uint64_t *n_rejected);
+
+/* tk_cache_remote_list, and the number of keys it skipped (values a lookup
+ * would refuse, keys of another Redis type, oversized values) in
+ * *n_skipped (may be NULL). */
+TK_API tk_status tk_cache_remote_list_counted(tk_cache *cache, tk_cache_visit_fn visit,
+                                              void *user, uint64_t *n_skipped);
+
+/* What a push did. A sized struct: set struct_size first (TK_STRUCT_INIT). */
+typedef struct tk_cache_push_counts {
+    size_t struct_size;
+    uint64_t pushed;   /* sent: the server held nothing at the key */
+    uint64_t present;  /* the server held a value that verifies: left alone */
+    uint64_t replaced; /* the server held something that does not verify (not a
+                        * value, another type, another key's entry, a signature
+                        * under another secret, oversized): overwritten */
+    uint64_t rejected; /* local entries that do not verify: not sent */
+} tk_cache_push_counts;
+
+/* tk_cache_remote_push with the replaced values counted apart (the older
+ * call counts them in *n_pushed). out may be NULL. */
+TK_API tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle,
+                                             tk_cache_bad_fn bad, void *user,
+                                             tk_cache_push_counts *out);
 
 /* ---------------------------------------------------------------- context */
 

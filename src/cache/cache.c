@@ -197,6 +197,67 @@ int tk__cache_unlink(const char *path)
     return r;
 }
 
+static int remove_at(int dfd, const char *name, int depth)
+{
+    if (unlinkat(dfd, name, 0) == 0)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -1;
+    if (depth >= 8) {
+        errno = ENOTEMPTY;
+        return -1;
+    }
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int failed = 0, saved = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (remove_at(dirfd(d), e->d_name, depth + 1) != 0 && !failed) {
+            failed = 1;
+            saved = errno;
+        }
+    }
+    closedir(d);
+    if (failed) {
+        errno = saved;
+        return -1;
+    }
+    return unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+int tk__cache_remove_any(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || !slash[1]) {
+        errno = EINVAL;
+        return -1;
+    }
+    char dir[PATH_MAX];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof(dir)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    int dfd = tk__cache_open_dir(n ? dir : "/");
+    if (dfd < 0)
+        return -1;
+    int r = remove_at(dfd, slash + 1, 0);
+    int saved = errno;
+    close(dfd);
+    errno = saved;
+    return r;
+}
+
 /* ------------------------------------------------------------------- open */
 
 static int env_true(const char *name)
@@ -235,6 +296,13 @@ static tk_status open_user_tier(tk_cache *cache)
     if (!cache->root[0])
         return set_problem(cache, "no cache folder: HOME is not set");
     int create = !cache->disabled && !cache->read_only;
+    /* A root that is a symbolic link: the link must be the user's (its
+     * target then gets a real folder's checks below), else whoever owns it
+     * chooses where stores, --prune and --clear act. Checked before
+     * anything is created through it. */
+    if (lstat(cache->root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid())
+        return set_problem(cache, "cache folder %s refused: a symbolic link owned by another user",
+                           cache->root);
     if (create && mkdir_p(cache->fmt_dir) != 0 && errno != EACCES && errno != EROFS &&
         errno != EPERM && errno != ENOENT)
         return set_problem(cache, "cannot create cache folder %s: %s", cache->fmt_dir,
@@ -312,8 +380,12 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
                 free(root);
                 return TK_OUT_OF_MEMORY;
             }
-            /* A missing tier is simply empty; a writable-by-others one is refused. */
-            if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
+            /* A missing tier is simply empty; a writable-by-others one is
+             * refused, and so is a link to it that another user owns. */
+            if (lstat(root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() &&
+                st.st_uid != 0)
+                why = "a symbolic link owned by another user";
+            else if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
                 why = tk__cache_dir_unsafe(fmt, 1);
             if (why && !cache->disabled)
                 tk__cache_warn_once(cache, TK__WARN_SETUP,
@@ -798,7 +870,25 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
         bad = 1;
         saved = errno;
     }
-    if (bad || rename(tmp, path) != 0) {
+    int renamed = !bad && rename(tmp, path) == 0;
+    if (!bad && !renamed && (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)) {
+        /* A folder where the entry belongs (the folder is ours, checked
+         * above): it would make this kernel recompile forever. */
+        int in_way = errno;
+        if (tk__cache_remove_any(path) == 0) {
+            tk__cache_warn_once(cache, TK__WARN_BAD,
+                                "cache entry %s was a folder, not a file: removed it", path);
+            renamed = rename(tmp, path) == 0;
+        } else {
+            int why = errno;
+            tk__cache_warn_once(cache, TK__WARN_WRITE,
+                                "cannot store %s: a folder is in the way and cannot be removed "
+                                "(%s); remove it or run tokitai-jit --clear",
+                                path, strerror(why));
+            errno = in_way;
+        }
+    }
+    if (bad || !renamed) {
         if (!bad)
             saved = errno;
         tk__cache_unlink(tmp);
@@ -975,8 +1065,15 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 st = TK_OUT_OF_MEMORY;
                 break;
             }
-            if (fstatat(dirfd(dir), e->d_name, &fst, AT_SYMLINK_NOFOLLOW) != 0 ||
-                !S_ISREG(fst.st_mode)) {
+            if (fstatat(dirfd(dir), e->d_name, &fst, AT_SYMLINK_NOFOLLOW) != 0) {
+                free(path);
+                continue;
+            }
+            if (!S_ISREG(fst.st_mode)) {
+                /* A folder, link or special file at an entry's name: never
+                 * loadable; a tool's prune removes it (not followed). */
+                if (n_removed && !temp && tk__cache_remove_any(path) == 0)
+                    removed++;
                 free(path);
                 continue;
             }

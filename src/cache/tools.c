@@ -427,7 +427,10 @@ static int clear_one(void *p, const char *path, enum file_kind kind, const char 
      * real folder refused for its owner or mode is left alone. */
     if (kind == FILE_BAD_DIR && (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)))
         return 0;
-    if ((kind == FILE_BAD_DIR ? unlink(path) : tk__cache_unlink(path)) == 0) {
+    int r = kind == FILE_BAD_DIR ? unlink(path) : tk__cache_unlink(path);
+    if (r != 0 && kind != FILE_BAD_DIR && (errno == EISDIR || errno == EPERM))
+        r = tk__cache_remove_any(path); /* a folder at an entry's name: it goes too */
+    if (r == 0) {
         c->removed += kind == FILE_ENTRY;
     } else if (errno != ENOENT) {
         c->failed = 1;

@@ -17,6 +17,7 @@
 #define TK__EXIT_USAGE 2       /* unknown option, bad value, invalid manifest */
 #define TK__EXIT_NO_DEVICE 3   /* --run without a usable GPU */
 #define TK__EXIT_UNAVAILABLE 4 /* a requested target's compiler is missing or does not know it */
+#define TK__EXIT_NOT_KEPT 5    /* compiled, but not stored in the cache or not published to the remote */
 
 typedef enum tk__cli_command {
     TK__CMD_NONE = 0,
@@ -61,6 +62,19 @@ typedef struct tk__cli_opts {
     const char *bundle; /* --push --bundle FILE */
     const char *classes; /* --tune --classes all|manifest */
 } tk__cli_opts;
+
+/* Largest manifest or kernel source file the tool reads. */
+#define TK__CLI_MAX_TEXT_FILE ((uint64_t)64 << 20)
+
+/* Opens path for reading, refusing what is not a regular file (a FIFO, a
+ * device: opened non-blocking, then checked) or is larger than max bytes
+ * (0: any size); the descriptor, or -1 with "path: why" in err. */
+int tk__cli_open_regular(const char *path, uint64_t max, uint64_t *size, char *err,
+                         size_t err_size);
+/* Reads a whole regular file of at most max bytes into *out (malloc'd,
+ * NUL-terminated, *len bytes); 0, or -1 with "path: why" in err. */
+int tk__cli_read_regular(const char *path, uint64_t max, char **out, size_t *len, char *err,
+                         size_t err_size);
 
 /* "tokitai-jit: <message>" on stderr, one line. */
 void tk__cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -535,6 +536,13 @@ static void print_rejected(void *user, const char *what, const char *why)
 
 int tk__cmd_import(const tk__cli_opts *opts)
 {
+    char why[1200];
+    int fd = tk__cli_open_regular(opts->file, 0, NULL, why, sizeof why);
+    if (fd < 0) { /* a FIFO or a device would hang or flood the reader */
+        tk__cli_error("cannot import %s", why);
+        return TK__EXIT_FAIL;
+    }
+    close(fd);
     tk_cache *cache = open_cache(opts);
     if (!cache)
         return TK__EXIT_FAIL;

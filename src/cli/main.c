@@ -108,7 +108,9 @@ static const char usage_text[] =
     "  2  usage: unknown option, bad value, invalid manifest (nothing was done)\n"
     "  3  no device: --run found no usable GPU\n"
     "  4  unavailable: a requested target's compiler library is missing or does not\n"
-    "     know the target; --remote on a build without the remote tier\n";
+    "     know the target; --remote on a build without the remote tier\n"
+    "  5  not kept: --precompile compiled kernels that the cache did not store or\n"
+    "     (with --remote) the remote cache did not take\n";
 
 /* Which commands accept an option. */
 #define C(x) (1u << (x))

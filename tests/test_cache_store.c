@@ -1035,6 +1035,11 @@ START_TEST(full_disk_stores_fail_quietly)
         make_key(&key, "big");
         tk__entry_meta meta = make_meta("big");
         static unsigned char big[8192];
+        uint32_t x = 2463534242u; /* incompressible: zstd cannot shrink it below the limit */
+        for (size_t i = 0; i < sizeof(big); i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            big[i] = (unsigned char)x;
+        }
         for (int i = 0; i < 3; i++)
             if (tk__cache_put(cache, &key, &meta, big, sizeof(big)) != TK_IO_ERROR)
                 _exit(11);

@@ -13,13 +13,25 @@
 #include "tokitai/tokitai.h"
 
 /* Bumped whenever the entry layout or the key encoding changes. */
-#define TK__CACHE_FORMAT 2
+#define TK__CACHE_FORMAT 3
 
 /* ------------------------------------------------------------------ keys */
 
 /* Canonical key material: a byte string of tagged, length-prefixed fields in
  * the order they are added. The engine adds fields in a fixed order; two
  * builders with the same fields in the same order give the same bytes. */
+/* Key values longer than this enter the key material as their XXH3-128 and
+ * length (so an entry does not carry a 95 KB source); the value itself is
+ * kept in the key (blobs) for tk__cache_put to store once per content. */
+#define TK__KEY_INLINE_MAX 256
+#define TK__KEY_MAX_BLOBS 4
+
+typedef struct tk__key_blob {
+    uint64_t hi, lo; /* XXH3-128 of data */
+    char *data;      /* owned copy */
+    size_t len;
+} tk__key_blob;
+
 typedef struct tk__key {
     uint8_t *bytes;
     size_t len;
@@ -28,6 +40,8 @@ typedef struct tk__key {
     uint64_t fp_hi;    /* XXH3-128 of bytes, valid after tk__key_finish */
     uint64_t fp_lo;
     char hex[33];      /* fingerprint, 32 lowercase hex digits + NUL */
+    tk__key_blob blobs[TK__KEY_MAX_BLOBS]; /* hashed values (the first few) */
+    size_t n_blobs;
 } tk__key;
 
 void tk__key_init(tk__key *key);

@@ -108,7 +108,15 @@ tk_status tk__entry_encode(const void *key, size_t key_len, uint64_t fp_hi, uint
     uint32_t codec = TK__CODEC_RAW;
     size_t stored_size = payload_size;
     if (payload_size) {
-        size_t z = ZSTD_compress(stored, bound, payload, payload_size, ZSTD_LEVEL);
+        /* The frame carries its content checksum: a payload that decodes to
+         * other bytes of the right size is refused, not loaded. */
+        size_t z = (size_t)-1;
+        ZSTD_CCtx *cctx = ZSTD_createCCtx();
+        if (cctx && !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel,
+                                                         ZSTD_LEVEL)) &&
+            !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
+            z = ZSTD_compress2(cctx, stored, bound, payload, payload_size);
+        ZSTD_freeCCtx(cctx);
         if (!ZSTD_isError(z) && z < payload_size) {
             codec = TK__CODEC_ZSTD;
             stored_size = z;

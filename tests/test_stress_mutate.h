@@ -62,7 +62,7 @@ static inline size_t boundaries(const uint8_t *b, size_t len, size_t *out, size_
             out[n++] = key;
             out[n++] = key + v.key_size / 2;
             out[n++] = key + v.key_size;
-            out[n++] = key + v.key_size + (size_t)v.payload_size / 2;
+            out[n++] = key + v.key_size + (size_t)v.stored_size / 2;
             out[n++] = len - TK__ENTRY_TRAILER_SIZE;
         }
     }

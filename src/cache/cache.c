@@ -377,6 +377,14 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
         if (env && *env && tk_parse_size(env, &v) != TK_OK)
             tk__cache_warn_once(cache, TK__WARN_SETUP,
                                 "TOKITAI_JIT_CACHE_MAX_SIZE=%s is not a size; using 5G", env);
+        if (!v) {
+            /* The cache's own setting (tokitai-jit -M) under the caller's and
+             * the environment's. */
+            char why[512];
+            tk_status cs = tk__cache_config_max_size(cache->root, &v, why, sizeof why);
+            if (cs == TK_CORRUPT)
+                tk__cache_warn_once(cache, TK__WARN_SETUP, "%s; using 5G", why);
+        }
         cache->max_size = v ? v : DEFAULT_MAX_SIZE; /* "0", like the API, is the default */
     }
     const char *delay = getenv("TK__CACHE_TEST_WRITE_DELAY_MS");
@@ -408,6 +416,7 @@ void tk_cache_close(tk_cache *cache)
 {
     if (!cache)
         return;
+    tk__cache_stats_flush(cache);
     tk__cache_remote_close(cache);
     free(cache->root);
     free(cache->fmt_dir);

@@ -132,6 +132,20 @@ int tk__cache_usable(const tk_cache *cache);
  * (the cache has already logged why, once). */
 int tk__cache_writable(const tk_cache *cache);
 
+/* Persistent statistics: what a process adds to the cache's counts
+ * (stats.c). Kept in the handle (atomic adds, no I/O) and written once when
+ * the handle closes. */
+enum {
+    TK__PSTAT_HITS,
+    TK__PSTAT_MISSES,
+    TK__PSTAT_COMPILES,
+    TK__PSTAT_COMPILE_NS,
+    TK__PSTAT_FALLBACKS,
+    TK__PSTAT_ERRORS,
+    TK__PSTAT_COUNT
+};
+void tk__cache_stats_add(tk_cache *cache, const uint64_t v[TK__PSTAT_COUNT]);
+
 /* Resolves the default root into buf (no creation). */
 tk_status tk__cache_default_root(char *buf, size_t size);
 

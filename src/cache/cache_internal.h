@@ -169,6 +169,7 @@ struct tk_cache {
     uint64_t added_total; /* bytes this handle has stored, ever */
     char last_error[512];
     struct tk__remote *remote; /* the remote tier (remote.c), NULL when off */
+    uint64_t pstat[TK__PSTAT_COUNT]; /* counts not yet in the stats file (stats.c) */
 };
 
 /* Logs msg at WARN once per category per handle. */
@@ -211,6 +212,17 @@ tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t 
 const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
+
+/* Persistent statistics (stats.c): the sum of the stats file's records;
+ * *since: when they were last zeroed (0: never). */
+tk_status tk__cache_stats_read(tk_cache *cache, uint64_t v[TK__PSTAT_COUNT], int64_t *since);
+/* Appends the handle's pending counts to the stats file (at close). */
+void tk__cache_stats_flush(tk_cache *cache);
+/* The limit set in <root>/config (tk_cache_set_max_size): TK_OK and *out,
+ * TK_NOT_FOUND when none, TK_CORRUPT with why when the file is bad. */
+tk_status tk__cache_config_max_size(const char *root, uint64_t *out, char *why, size_t why_size);
+
+#define TK__CACHE_DEFAULT_MAX_SIZE ((uint64_t)5 << 30) /* like ccache's default */
 
 /* Reads a whole file (regular, at most TK__ENTRY_MAX_FILE bytes) from fd. */
 tk_status tk__read_fd(int fd, uint64_t size, uint8_t **out);

@@ -298,6 +298,19 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
     if (cache->root_state == TK__ROOT_OK &&
         walk_tier(cache->fmt_dir, 0, stats_one, &c, &stopped) != TK_OK)
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
+    uint64_t v[TK__PSTAT_COUNT];
+    int64_t since = 0;
+    if (cache->root_state == TK__ROOT_OK)
+        tk__cache_stats_read(cache, v, &since);
+    else
+        memset(v, 0, sizeof v);
+    c.s.hits = v[TK__PSTAT_HITS];
+    c.s.misses = v[TK__PSTAT_MISSES];
+    c.s.compiles = v[TK__PSTAT_COMPILES];
+    c.s.compile_seconds = (double)v[TK__PSTAT_COMPILE_NS] / 1e9;
+    c.s.fallback_calls = v[TK__PSTAT_FALLBACKS];
+    c.s.errors = v[TK__PSTAT_ERRORS];
+    c.s.stats_since = since;
     tk__out_copy(out, &c.s, sizeof c.s);
     return TK_OK;
 }

@@ -296,8 +296,10 @@ static int col_width(const entry_list *l, size_t offset, const char *header, int
 static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
 {
     if (l->n == 0) {
-        printf("cache %s: no entries%s\n", tk_cache_root(cache),
-               l->sel || l->kernel_glob || l->used_before ? " match" : "");
+        if (l->sel || l->kernel_glob || l->used_before)
+            printf("cache %s: no entries match\n", tk_cache_root(cache));
+        else
+            printf("cache %s is empty\n", tk_cache_root(cache));
         return;
     }
     int wk = col_width(l, offsetof(entry, label), "KERNEL", 80);

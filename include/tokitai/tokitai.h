@@ -259,6 +259,19 @@ typedef struct tk_resource_usage {
     int32_t max_threads;    /* maximum threads per block the code allows */
 } tk_resource_usage;
 
+/* ------------------------------------------------------------ environment */
+
+/* Checks every TOKITAI_JIT_* variable that is set against the values the
+ * library accepts (docs/environment.md) and calls fn (may be NULL) for each
+ * one it refuses and for each TOKITAI_JIT_* name it does not read. name,
+ * value and why are borrowed for the call. fatal: the library refuses to
+ * create a context with that value (a default would be dangerous); the
+ * others are ignored with a warning on each context's log. Returns the
+ * number of problems. Thread-safe as getenv is. */
+typedef void (*tk_env_problem_fn)(void *user, const char *name, const char *value,
+                                  const char *why, int fatal);
+TK_API unsigned tk_env_check(tk_env_problem_fn fn, void *user);
+
 /* ------------------------------------------------------------------ cache */
 
 /* A handle on an on-disk cache, for tools: list, verify, prune, clear.

@@ -171,6 +171,7 @@ static tk_status context_init(tk_context *ctx, const tk_config *cfg)
     ctx->log_user = cfg->log_user;
     ctx->log_level = cfg->log_level;
     ctx->env_log_level = tk__log_env_level();
+    tk__env_log_problems(ctx);
     return TK_OK;
 }
 

@@ -24,7 +24,7 @@ static const var_case cases[] = {
     {"TOKITAI_JIT_BUILD", "sync", "later", 0},
     {"TOKITAI_JIT_TUNE", "off", "sometimes", 0},
     {"TOKITAI_JIT_LOG", "warn", "loud", 0},
-    {"TOKITAI_JIT_GEMM_PDL", "0", "maybe", 0},
+    {"TOKITAI_JIT_GEMM_PDL", "0", "false", 0},
     {"TOKITAI_JIT_CACHE_MAX_SIZE", "2G", "abc", 0},
     {"TOKITAI_JIT_CACHE_DISABLE", "0", "ture", 0},
     {"TOKITAI_JIT_REMOTE", "redis://127.0.0.1:1/0", "http://x", 0},

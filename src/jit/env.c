@@ -31,7 +31,7 @@ static const env_var vars[] = {
     {"TOKITAI_JIT_BUILD", P_WORDS, "async sync", 0},
     {"TOKITAI_JIT_TUNE", P_WORDS, "records off auto", 0},
     {"TOKITAI_JIT_LOG", P_WORDS, "0 1 debug info warn error", 0},
-    {"TOKITAI_JIT_GEMM_PDL", P_BOOL, NULL, 0},
+    {"TOKITAI_JIT_GEMM_PDL", P_WORDS, "0 1", 0},
     {"TOKITAI_JIT_CACHE_DIR", P_PATH, NULL, 0},
     {"TOKITAI_JIT_CACHE_PATH", P_PATHS, NULL, 0},
     {"TOKITAI_JIT_CACHE_MAX_SIZE", P_SIZE, NULL, 0},

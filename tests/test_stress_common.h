@@ -268,8 +268,9 @@ static inline int read_cache_files(const char *root, blob_set *s, int *n_temps)
         return 0;
     struct dirent *d;
     while ((d = readdir(top)) != NULL) {
+        /* Not entries: locks, kept sources, the statistics file. */
         if (d->d_name[0] == '.' || strcmp(d->d_name, TK__LOCK_DIR) == 0 ||
-            strcmp(d->d_name, TK__SRC_DIR) == 0)
+            strcmp(d->d_name, TK__SRC_DIR) == 0 || strcmp(d->d_name, "stats") == 0)
             continue;
         char sub[PATH_MAX * 2];
         snprintf(sub, sizeof(sub), "%s/%s", fmt, d->d_name);

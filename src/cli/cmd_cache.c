@@ -566,9 +566,13 @@ static void capped_end(const msg_cap *c)
     }
 }
 
+/* --verify names every bad file (each is a file the user may want to see):
+ * no cap there. */
 static void print_bad(void *user, const char *path, const char *why)
 {
-    capped_line(user, path, why ? why : "unreadable");
+    (void)user;
+    fflush(stdout);
+    fprintf(stderr, "bad: %s: %s\n", path, why ? why : "unreadable");
 }
 
 int tk__cmd_verify(const tk__cli_opts *opts)
@@ -577,9 +581,7 @@ int tk__cmd_verify(const tk__cli_opts *opts)
     if (!cache)
         return TK__EXIT_FAIL;
     uint64_t n_bad = 0;
-    msg_cap cap = {"bad", 0};
-    tk_status st = tk_cache_verify(cache, print_bad, &cap, &n_bad);
-    capped_end(&cap);
+    tk_status st = tk_cache_verify(cache, print_bad, NULL, &n_bad);
     int rc = TK__EXIT_OK;
     if (st != TK_OK) {
         tk__cli_error("cannot verify %s: %s: %s", tk_cache_root(cache), tk_status_str(st),

@@ -23,27 +23,29 @@ typedef struct env_var {
     parser kind;
     const char *words; /* P_WORDS: the accepted values, space-separated */
     int fatal;         /* a bad value is an error, not a warning */
+    int own_warning;   /* the layer that reads it logs its own warning: the
+                        * context does not add a second one */
 } env_var;
 
 static const env_var vars[] = {
-    {"TOKITAI_JIT_BACKEND", P_WORDS, "auto cuda hip stub", 1},
-    {"TOKITAI_JIT_POLICY", P_WORDS, "stable exact generic", 0},
-    {"TOKITAI_JIT_BUILD", P_WORDS, "async sync", 0},
-    {"TOKITAI_JIT_TUNE", P_WORDS, "records off auto", 0},
-    {"TOKITAI_JIT_LOG", P_WORDS, "0 1 debug info warn error", 0},
-    {"TOKITAI_JIT_GEMM_PDL", P_WORDS, "0 1", 0},
-    {"TOKITAI_JIT_CACHE_DIR", P_PATH, NULL, 0},
-    {"TOKITAI_JIT_CACHE_PATH", P_PATHS, NULL, 0},
-    {"TOKITAI_JIT_CACHE_MAX_SIZE", P_SIZE, NULL, 0},
-    {"TOKITAI_JIT_CACHE_DISABLE", P_BOOL, NULL, 0},
-    {"TOKITAI_JIT_REMOTE", P_URL, NULL, 0},
-    {"TOKITAI_JIT_REMOTE_KEY", P_TEXT, NULL, 0},
-    {"TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS", P_MS, NULL, 0},
-    {"TOKITAI_JIT_REMOTE_IO_TIMEOUT_MS", P_MS, NULL, 0},
-    {"TOKITAI_JIT_REMOTE_LEASE_MS", P_MS, NULL, 0},
-    {"TOKITAI_JIT_REMOTE_WAIT_MS", P_MS, NULL, 0},
+    {"TOKITAI_JIT_BACKEND", P_WORDS, "auto cuda hip stub", 1, 0},
+    {"TOKITAI_JIT_POLICY", P_WORDS, "stable exact generic", 0, 0},
+    {"TOKITAI_JIT_BUILD", P_WORDS, "async sync", 0, 0},
+    {"TOKITAI_JIT_TUNE", P_WORDS, "records off auto", 0, 0},
+    {"TOKITAI_JIT_LOG", P_WORDS, "0 1 debug info warn error", 0, 0},
+    {"TOKITAI_JIT_GEMM_PDL", P_WORDS, "0 1", 0, 0},
+    {"TOKITAI_JIT_CACHE_DIR", P_PATH, NULL, 0, 1},
+    {"TOKITAI_JIT_CACHE_PATH", P_PATHS, NULL, 0, 1},
+    {"TOKITAI_JIT_CACHE_MAX_SIZE", P_SIZE, NULL, 0, 1},
+    {"TOKITAI_JIT_CACHE_DISABLE", P_BOOL, NULL, 0, 0},
+    {"TOKITAI_JIT_REMOTE", P_URL, NULL, 0, 0},
+    {"TOKITAI_JIT_REMOTE_KEY", P_TEXT, NULL, 0, 0},
+    {"TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS", P_MS, NULL, 0, 0},
+    {"TOKITAI_JIT_REMOTE_IO_TIMEOUT_MS", P_MS, NULL, 0, 0},
+    {"TOKITAI_JIT_REMOTE_LEASE_MS", P_MS, NULL, 0, 0},
+    {"TOKITAI_JIT_REMOTE_WAIT_MS", P_MS, NULL, 0, 0},
     /* Read by the Python package, not the library: known, not checked. */
-    {"TOKITAI_JIT_LIBRARY", P_TEXT, NULL, 0},
+    {"TOKITAI_JIT_LIBRARY", P_TEXT, NULL, 0, 0},
 };
 
 static int word_in(const char *v, const char *words)
@@ -93,9 +95,9 @@ static const char *check(const env_var *e, const char *v, char *buf, size_t size
                    : "expected milliseconds, 1 to 3600000";
     }
     case P_PATH:
-        return strlen(v) < 4096 ? NULL : "path too long";
+        return strlen(v) < 4096 ? NULL : "longer than a path can be (4095 bytes)";
     case P_PATHS:
-        return strlen(v) < 65536 ? NULL : "list too long";
+        return NULL; /* each folder is checked, and refused with a reason, by the cache */
     case P_URL: {
         tk_config *cfg = NULL;
         tk_status st = tk_config_create(&cfg);
@@ -147,10 +149,20 @@ unsigned tk_env_check(tk_env_problem_fn fn, void *user)
     return n;
 }
 
+static int own_warning(const char *name)
+{
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (strcmp(vars[i].name, name) == 0)
+            return vars[i].own_warning;
+    return 0;
+}
+
 static void log_problem(void *user, const char *name, const char *value, const char *why,
                         int fatal)
 {
-    if (!fatal) /* fatal ones fail the context creation with their own message */
+    /* Fatal ones fail the context creation with their own message; some
+     * are warned about by the layer that reads them (the cache). */
+    if (!fatal && !own_warning(name))
         tk__log(user, TK_LOG_WARN, "environment: %s=%.200s ignored: %s; using the default", name,
                 value, why);
 }

@@ -11,7 +11,7 @@
  *   uid 65534 (nobody), reached with setuid in a forked child (needs root;
  *   skipped visibly otherwise).
  * - TOKITAI_JIT_CACHE_DIR naming a file, an over-long path, HOME unset, a
- *   full file system (a 64 KiB tmpfs in a private mount namespace where
+ *   full file system (a 8 KiB tmpfs in a private mount namespace where
  *   mount is permitted, else RLIMIT_FSIZE): correct results, one warning.
  */
 #include <grp.h>
@@ -708,14 +708,14 @@ static int full_disk_child(const char *root, int use_rlimit)
 {
     if (use_rlimit) {
         signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {8 * 1024, 8 * 1024}; /* below one entry: every store fails */
+        struct rlimit rl = {256, 256}; /* below one compressed entry: every store fails */
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             return 30;
     }
     int warnings = 0;
     int fails = stub_compiles(root, &warnings);
     printf("  full file system (%s): %d failures, %d warnings\n",
-           use_rlimit ? "RLIMIT_FSIZE" : "64 KiB tmpfs", fails, warnings);
+           use_rlimit ? "RLIMIT_FSIZE" : "8 KiB tmpfs", fails, warnings);
     fflush(stdout);
     if (fails)
         return 31;
@@ -771,7 +771,7 @@ START_TEST(test_full_disk)
             printf("  TK_TEST_FULL_DISK_RLIMIT set: RLIMIT_FSIZE stands in for a full disk\n");
         else if (unshare(CLONE_NEWNS) == 0 &&
                  mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-                 mount("tmpfs", root, "tmpfs", 0, "size=64k,mode=0700") == 0)
+                 mount("tmpfs", root, "tmpfs", 0, "size=8k,mode=0700") == 0)
             use_rlimit = 0;
         else
             printf("  mount not permitted here (%s): RLIMIT_FSIZE stands in for a full disk\n",

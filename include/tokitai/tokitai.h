@@ -259,6 +259,19 @@ typedef struct tk_resource_usage {
     int32_t max_threads;    /* maximum threads per block the code allows */
 } tk_resource_usage;
 
+/* ------------------------------------------------------------ environment */
+
+/* Checks every TOKITAI_JIT_* variable that is set against the values the
+ * library accepts (docs/environment.md) and calls fn (may be NULL) for each
+ * one it refuses and for each TOKITAI_JIT_* name it does not read. name,
+ * value and why are borrowed for the call. fatal: the library refuses to
+ * create a context with that value (a default would be dangerous); the
+ * others are ignored with a warning on each context's log. Returns the
+ * number of problems. Thread-safe as getenv is. */
+typedef void (*tk_env_problem_fn)(void *user, const char *name, const char *value,
+                                  const char *why, int fatal);
+TK_API unsigned tk_env_check(tk_env_problem_fn fn, void *user);
+
 /* ------------------------------------------------------------------ cache */
 
 /* A handle on an on-disk cache, for tools: list, verify, prune, clear.
@@ -310,9 +323,27 @@ typedef struct tk_cache_stats {
     uint64_t max_bytes;
     uint64_t temp_files; /* leftovers of interrupted writes */
     uint64_t bad_files;  /* files that do not parse as entries */
+    /* Counted across processes since the last tk_cache_zero_stats, as each
+     * context using this cache was destroyed (nothing is written per
+     * lookup; a process killed before then adds nothing). */
+    uint64_t hits;            /* kernels read from the cache (disk or remote) */
+    uint64_t misses;          /* lookups that ended in a compile */
+    uint64_t compiles;        /* successful compiles */
+    double compile_seconds;   /* time in the compiler */
+    uint64_t fallback_calls;  /* operator calls served by a generic kernel meanwhile */
+    uint64_t errors;          /* failed compiles, refused loads, cache trouble */
+    int64_t stats_since;      /* last tk_cache_zero_stats, seconds since the epoch; 0: never */
 } tk_cache_stats;
 
 TK_API tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out);
+/* Sets the persistent counters of tk_cache_stats to zero (for every
+ * process). TK_IO_ERROR when the cache is not writable. */
+TK_API tk_status tk_cache_zero_stats(tk_cache *cache);
+/* Sets the cache's own size limit, kept in <root>/config (0: back to the
+ * default). It applies to every later open that sets no limit itself
+ * (tk_config_set_cache_max_size and TOKITAI_JIT_CACHE_MAX_SIZE come first),
+ * and to this handle at once. */
+TK_API tk_status tk_cache_set_max_size(tk_cache *cache, uint64_t max_bytes);
 
 /* Called for each bad file found by tk_cache_verify; path and why are borrowed. */
 typedef void (*tk_cache_bad_fn)(void *user, const char *path, const char *why);

@@ -156,6 +156,13 @@ class tk_cache_stats(ctypes.Structure):
         ("max_bytes", c_uint64),
         ("temp_files", c_uint64),
         ("bad_files", c_uint64),
+        ("hits", c_uint64),
+        ("misses", c_uint64),
+        ("compiles", c_uint64),
+        ("compile_seconds", c_double),
+        ("fallback_calls", c_uint64),
+        ("errors", c_uint64),
+        ("stats_since", c_int64),
     ]
 
 
@@ -412,6 +419,7 @@ _REQUIRED: Dict[str, Tuple[Any, List[Any]]] = {
 _OPTIONAL: Dict[str, Tuple[Any, List[Any]]] = {
     "tk_config_set_build_mode": (_st, [_cfg, c_int]),
     "tk_context_wait_builds": (_st, [_ctx, c_int]),
+    "tk_cache_zero_stats": (_st, [_cache]),
 }
 
 # --------------------------------------------------------------- loading

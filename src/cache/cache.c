@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
 
@@ -447,6 +449,14 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
         if (env && *env && tk_parse_size(env, &v) != TK_OK)
             tk__cache_warn_once(cache, TK__WARN_SETUP,
                                 "TOKITAI_JIT_CACHE_MAX_SIZE=%s is not a size; using 5G", env);
+        if (!v) {
+            /* The cache's own setting (tokitai-jit -M) under the caller's and
+             * the environment's. */
+            char why[512];
+            tk_status cs = tk__cache_config_max_size(cache->root, &v, why, sizeof why);
+            if (cs == TK_CORRUPT)
+                tk__cache_warn_once(cache, TK__WARN_SETUP, "%s; using 5G", why);
+        }
         cache->max_size = v ? v : DEFAULT_MAX_SIZE; /* "0", like the API, is the default */
     }
     const char *delay = getenv("TK__CACHE_TEST_WRITE_DELAY_MS");
@@ -478,6 +488,7 @@ void tk_cache_close(tk_cache *cache)
 {
     if (!cache)
         return;
+    tk__cache_stats_flush(cache);
     tk__cache_remote_close(cache);
     free(cache->root);
     free(cache->fmt_dir);
@@ -534,7 +545,11 @@ static tk_status fill_entry(const tk__entry_view *v, int64_t mtime, tk__entry *o
         ptrs[i] = v->strings[i].ptr ? p : NULL;
         p += v->strings[i].len + 1;
     }
-    memcpy(payload, v->payload, (size_t)v->payload_size);
+    if (tk__entry_payload(v, payload) != TK_OK) {
+        free(strings);
+        free(payload);
+        return TK_CORRUPT;
+    }
     memset(out, 0, sizeof(*out));
     out->meta.kernel = ptrs[0];
     out->meta.source = ptrs[1];
@@ -641,6 +656,10 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
         goto bad;
     }
     tk_status fs = fill_entry(&v, (int64_t)st.st_mtim.tv_sec, out);
+    if (fs == TK_CORRUPT) {
+        why = "compressed code object does not decode";
+        goto bad;
+    }
     if (fs != TK_OK) {
         *err = fs;
         result = LOAD_MISS;
@@ -902,6 +921,40 @@ fail_io:
     return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: %s", path, strerror(errno));
 }
 
+/* Keeps a hashed key value (a kernel's source) once per content, so that
+ * the source of any entry can be shown. Best effort: an entry never depends
+ * on it, and a file already there is not rewritten (its name is its hash). */
+static void store_source(tk_cache *cache, const tk__key_blob *b)
+{
+    char hex[33], dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
+    tk__fp_hex(b->hi, b->lo, hex);
+    snprintf(dir, sizeof(dir), "%s/" TK__SRC_DIR, cache->fmt_dir);
+    int n = snprintf(path, sizeof(path), "%s/%s.zst", dir, hex);
+    int m = snprintf(tmp, sizeof(tmp), "%s/" TK__TEMP_PREFIX "%s.XXXXXX", dir, hex);
+    if (n < 0 || (size_t)n >= sizeof(path) || m < 0 || (size_t)m >= sizeof(tmp))
+        return;
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return;
+    if (tk__cache_dir_unsafe(dir, 0))
+        return;
+    size_t bound = ZSTD_compressBound(b->len);
+    uint8_t *z = malloc(bound);
+    if (!z)
+        return;
+    size_t zn = ZSTD_compress(z, bound, b->data, b->len, 9);
+    int fd = ZSTD_isError(zn) ? -1 : mkostemp(tmp, O_CLOEXEC);
+    if (fd >= 0) {
+        int bad = write_all(fd, z, zn) != 0;
+        bad = close(fd) != 0 || bad;
+        if (bad || rename(tmp, path) != 0)
+            tk__cache_unlink(tmp);
+    }
+    free(z);
+}
+
 tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_meta *meta,
                         const void *payload, size_t payload_size)
 {
@@ -920,6 +973,9 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
     st = tk__cache_store_bytes(cache, key->hex, buf, len);
     tk__cache_remote_publish(cache, key, buf, len); /* a local compile, for the fleet */
     free(buf);
+    if (st == TK_OK)
+        for (size_t i = 0; i < key->n_blobs; i++)
+            store_source(cache, &key->blobs[i]);
     return st;
 }
 

@@ -34,7 +34,9 @@ typedef enum tk__cli_command {
     TK__CMD_EXPORT,
     TK__CMD_IMPORT,
     TK__CMD_PUSH, /* issue 12 */
-    TK__CMD_TUNE
+    TK__CMD_TUNE,
+    TK__CMD_ZERO_STATS,  /* -z, --zero-stats */
+    TK__CMD_SET_MAX_SIZE /* -M SIZE alone: the cache's own limit */
 } tk__cli_command;
 
 /* Everything the command line said; strings borrowed from argv. */
@@ -61,6 +63,12 @@ typedef struct tk__cli_opts {
     const char *remote; /* --remote URL (issue 12) */
     const char *bundle; /* --push --bundle FILE */
     const char *classes; /* --tune --classes all|manifest */
+    /* --list: filters, order, amount */
+    const char *kernel_glob; /* --kernel GLOB */
+    int64_t older_than;      /* --older-than AGE, seconds; 0: none */
+    const char *sort;        /* --sort FIELD */
+    uint64_t limit;          /* --limit N; 0: none */
+    int all_rows;            /* --all: one row per entry even for a large cache */
 } tk__cli_opts;
 
 /* Largest manifest or kernel source file the tool reads. */
@@ -112,6 +120,8 @@ int tk__cmd_prune(const tk__cli_opts *opts);
 int tk__cmd_clear(const tk__cli_opts *opts);
 int tk__cmd_export(const tk__cli_opts *opts);
 int tk__cmd_import(const tk__cli_opts *opts);
+int tk__cmd_zero_stats(const tk__cli_opts *opts);
+int tk__cmd_set_max_size(const tk__cli_opts *opts);
 int tk__cmd_info(const tk__cli_opts *opts);
 int tk__cmd_run(const tk__cli_opts *opts);
 int tk__cmd_precompile(const tk__cli_opts *opts);

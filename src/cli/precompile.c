@@ -526,7 +526,21 @@ typedef struct progress {
     int verbose;
     size_t done, total;
     uint64_t compiled, cached, failed;
+    double t_start; /* for the elapsed time and the estimate */
 } progress;
+
+/* "1h02m", "3m07s", "12s". */
+static const char *fmt_secs(double t, char *buf, size_t size)
+{
+    long s = t < 0 ? 0 : (long)(t + 0.5);
+    if (s >= 3600)
+        snprintf(buf, size, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else if (s >= 60)
+        snprintf(buf, size, "%ldm%02lds", s / 60, s % 60);
+    else
+        snprintf(buf, size, "%lds", s);
+    return buf;
+}
 
 static void describe_item(const run_state *s, const item *it, char *buf, size_t size)
 {
@@ -550,11 +564,23 @@ static void show_progress(const run_state *s, progress *p, const item *it, const
             cols = ws.ws_col;
         const int bar = 24;
         int filled = p->total ? (int)((double)bar * (double)p->done / (double)p->total) : bar;
-        char line[1024];
+        char line[1024], el[32], left[48];
+        double elapsed = tk__now() - p->t_start;
+        /* The estimate: the mean time of a job so far, for the jobs left. */
+        if (p->done && p->done < p->total) {
+            char l[32];
+            snprintf(left, sizeof left, ", ~%s left",
+                     fmt_secs(elapsed / (double)p->done * (double)(p->total - p->done), l,
+                              sizeof l));
+        } else {
+            left[0] = 0;
+        }
         int n = snprintf(line, sizeof line,
-                         "[%.*s%.*s] %zu/%zu  new %llu  cached %llu  failed %llu  %s", filled,
-                         "########################", bar - filled, "........................",
-                         p->done, p->total, (unsigned long long)p->compiled,
+                         "[%.*s%.*s] %zu/%zu jobs  %s%s  kernels: new %llu  cached %llu  "
+                         "failed %llu  %s",
+                         filled, "########################", bar - filled,
+                         "........................", p->done, p->total,
+                         fmt_secs(elapsed, el, sizeof el), left, (unsigned long long)p->compiled,
                          (unsigned long long)p->cached, (unsigned long long)p->failed, what);
         if (n >= cols)
             line[cols - 1] = 0;
@@ -650,7 +676,7 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
     worker *ws = calloc((size_t)n_workers, sizeof *ws);
     failure *fails = NULL;
     size_t n_fails = 0;
-    progress p = {isatty(STDOUT_FILENO), s->opts->verbose, 0, s->n_items, 0, 0, 0};
+    progress p = {isatty(STDOUT_FILENO), s->opts->verbose, 0, s->n_items, 0, 0, 0, t_start};
     size_t next = 0;
     int alive = 0;
     if (!ws) {

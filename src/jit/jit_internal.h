@@ -239,4 +239,8 @@ void tk__hip_stream_destroy(void *stream);
 /* ISA name comgr reads from an AMD code object (tests, tools). */
 tk_status tk__hip_code_isa(const void *code, size_t size, char *buf, size_t buf_size, tk__err *err);
 
+/* Logs a warning for each TOKITAI_JIT_* variable with a value refused by
+ * its parser (env.c); called once the context can log. */
+void tk__env_log_problems(tk_context *ctx);
+
 #endif

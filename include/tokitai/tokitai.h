@@ -421,7 +421,7 @@ typedef struct tk_context_stats {
     uint64_t sync_compiles;  /* compiles on callers' threads (compiles - background) */
     uint64_t builds_failed;  /* background builds that failed (never retried) */
     uint64_t builds_dropped; /* requests refused because the queue was full */
-    /* ---- remote tier (issue 12); a remote hit also counts in disk_hits,
+    /* ---- remote tier; a remote hit also counts in disk_hits,
      * since the value is written to and loaded like a disk entry ---- */
     uint64_t remote_hits;      /* values taken from the remote */
     uint64_t remote_misses;    /* keys the remote did not hold */

@@ -30,4 +30,112 @@ static void *dalloc(size_t bytes)
     return p;
 }
 
+/* ------------------------------------------------- device time, host cost
+ *
+ * Device time with the host's cost left out: a kernel that sleeps on the
+ * device is enqueued first, then the start event, the timed calls and the
+ * stop event, so the calls queue up while the device sleeps and run back to
+ * back however long the host took to enqueue them; the events measure the
+ * device alone. The host's enqueue time of the same calls is measured
+ * around them (wall clock), its own figure. The sleep lasts 1.5 x the
+ * previous sample's enqueue time + 0.5 ms (capped at 100 ms), so it
+ * outlasts the enqueue; bench_timing.overran counts the samples whose
+ * enqueue took longer than the sleep before them. Keep a sample's calls
+ * under ~1000 launches: beyond the driver's queue the host waits for the
+ * device, and the host figure includes that wait. */
+
+#include <time.h>
+
+typedef struct bench_timing {
+    double sleep_ms; /* the next sleep */
+    int overran;     /* samples whose enqueue outlasted the sleep */
+    int samples;
+    tk_kernel *sleep_k; /* the sleep kernel (the first call compiles it) */
+} bench_timing;
+
+
+static inline double bench_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Enqueues the sleep kernel (one thread) for ms on the NULL stream. */
+static inline tk_status bench_sleep(bench_timing *t, double ms)
+{
+    /* CUDA: the global nanosecond timer, polled between __nanosleep naps.
+     * HIP (gfx9): s_memrealtime, a 100 MHz counter. */
+    static const char src[] =
+        "extern \"C\" __global__ void tk_bench_sleep(unsigned long long ns)\n"
+        "{\n"
+        "#if defined(__HIPCC_RTC__) || defined(__HIP__)\n"
+        "    const unsigned long long t0 = __builtin_amdgcn_s_memrealtime();\n"
+        "    while ((__builtin_amdgcn_s_memrealtime() - t0) * 10ull < ns)\n"
+        "        __builtin_amdgcn_s_sleep(127);\n"
+        "#else\n"
+        "    unsigned long long t0, t;\n"
+        "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
+        "    do {\n"
+        "        __nanosleep(20000);\n"
+        "        asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));\n"
+        "    } while (t - t0 < ns);\n"
+        "#endif\n"
+        "}\n";
+    if (t->sleep_k == NULL) {
+        tk_kernel_desc d = {0};
+        tk_status st;
+        d.source = src;
+        d.entry = "tk_bench_sleep";
+        d.source_label = "bench_sleep.cu";
+        if ((st = tk_kernel_get(g_ctx, &d, &t->sleep_k)) != TK_OK)
+            return st;
+    }
+    {
+        unsigned long long ns = (unsigned long long)(ms * 1e6);
+        void *args[] = {&ns};
+        const unsigned one[3] = {1, 1, 1};
+        return tk_kernel_launch(g_ctx, t->sleep_k, one, one, 0, NULL, args);
+    }
+}
+
+typedef struct bench_wrap {
+    tk_timed_fn run;
+    void *user;
+    double host_ms;
+} bench_wrap;
+
+static inline tk_status bench_wrapped(void *user)
+{
+    bench_wrap *w = user;
+    const double t0 = bench_now_ms();
+    tk_status st = w->run(w->user);
+    w->host_ms = bench_now_ms() - t0;
+    return st;
+}
+
+/* One sample: the sleep, then run(user) between two events. *dev_ms: the
+ * device time of what run enqueued; *host_ms: how long run took on the
+ * host. */
+static inline tk_status bench_sample(bench_timing *t, tk_timed_fn run, void *user, double *dev_ms,
+                                     double *host_ms)
+{
+    bench_wrap w = {run, user, 0.0};
+    float ms = 0.0f;
+    const double sleep = t->sleep_ms > 0.0 ? t->sleep_ms : 2.0;
+    tk_status st = bench_sleep(t, sleep);
+    if (st == TK_OK)
+        st = tk_time_on_stream(g_ctx, NULL, bench_wrapped, &w, &ms);
+    if (st != TK_OK)
+        return st;
+    t->samples++;
+    t->overran += w.host_ms >= sleep;
+    t->sleep_ms = 1.5 * w.host_ms + 0.5;
+    if (t->sleep_ms > 100.0)
+        t->sleep_ms = 100.0;
+    *dev_ms = ms;
+    *host_ms = w.host_ms;
+    return TK_OK;
+}
+
 #endif

@@ -23,6 +23,13 @@
  * (events; median of 7 samples of 10 back-to-back runs). One output per step is checked against
  * cuBLAS's.
  *
+ * "fallbacks" (stable/async/fallbacks): a cold cache in which the GEMM's fast
+ * fallbacks were built first (on other N and K; not timed). The summary gives
+ * the step from which no call fell back and when (no_fallback_from_step,
+ * no_fallback_after_s, counted from the first step's start, settling
+ * included), and the first 20 steps' mean against the loaded step
+ * (first20_ms, first20_over_loaded).
+ *
  *   dynamic [--steps N] [--tokens T] [--layers L] [--seed S]
  *           [--warm-cache DIR] [--only POLICY/MODE/CACHE[,...]] [--quiet] [--stub]
  *
@@ -289,13 +296,54 @@ static const char *policy_text(tk_policy p)
     return p == TK_POLICY_EXACT ? "exact" : p == TK_POLICY_GENERIC ? "generic" : "stable";
 }
 
+/* "cold": an empty cache; "warm": --warm-cache (the default precompile);
+ * "fallbacks": an empty cache into which the GEMM's fast fallbacks (one per
+ * layout and tile width, src/ops/gemm/plan.c tk__gemm_plan_fast) were built
+ * first by calls of other N and K than the model's: the model's own kernels
+ * are all cold. */
+static const char *cache_text(int warm)
+{
+    return warm == 1 ? "warm" : warm == 2 ? "fallbacks" : "cold";
+}
+
+/* Builds the fast fallbacks of the three layouts, both tile widths: a call
+ * of each op on a kernel output of 16384 x 2048 (256-wide tiles) and of
+ * 256 x 128 (128-wide), then the wait for the background builds. */
+static void prime_fallbacks(void)
+{
+    static const int64_t shapes[6][4] = {
+        {0, 16384, 2048, 64}, {0, 256, 128, 64},    {1, 16384, 64, 2048},
+        {1, 256, 64, 128},    {2, 64, 2048, 16384}, {2, 64, 128, 256},
+    };
+    const size_t bytes = (size_t)16384 * 2048 * 4;
+    void *x = dalloc(bytes), *y = dalloc(bytes), *z = dalloc(bytes);
+    CHECK(tk_mem_set(g_ctx, x, 0, bytes));
+    CHECK(tk_mem_set(g_ctx, y, 0, bytes));
+    const double t0 = now_ms();
+    for (int i = 0; i < 6; i++) {
+        const int64_t M = shapes[i][1], N = shapes[i][2], K = shapes[i][3];
+        if (shapes[i][0] == 0)
+            CHECK(tk_gemm_f16_fwd(g_ctx, M, N, K, x, 0, y, 0, z, 0, NULL));
+        else if (shapes[i][0] == 1)
+            CHECK(tk_gemm_f16_grad_a(g_ctx, M, N, K, x, 0, y, 0, z, 0, NULL));
+        else
+            CHECK(tk_gemm_f16_grad_b(g_ctx, M, N, K, x, 0, y, 0, z, 0, NULL));
+    }
+    CHECK(tk_context_wait_builds(g_ctx, -1));
+    CHECK(tk_stream_sync(g_ctx, NULL));
+    printf("fallbacks built in %.1f s (not part of the steps)\n", (now_ms() - t0) / 1e3);
+    CHECK(tk_mem_free(g_ctx, x));
+    CHECK(tk_mem_free(g_ctx, y));
+    CHECK(tk_mem_free(g_ctx, z));
+}
+
 /* One configuration, in a child process. Prints its step table and one
  * summary line starting with "SUMMARY". Returns the exit code. */
 static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, int warm, int steps)
 {
     tk_config *cfg = NULL;
     char why[512] = "", dir[] = "/tmp/tk-dynamic-XXXXXX";
-    const char *cache = warm ? c->warm_cache : mkdtemp(dir);
+    const char *cache = warm == 1 ? c->warm_cache : mkdtemp(dir);
     static int64_t m[MAX_LAYERS][EXPERTS];
     static call calls[MAX_CALLS];
     static double step_ms[MAX_STEPS];
@@ -306,7 +354,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
     tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
 
-    if (!warm && cache != NULL) {
+    if (warm != 1 && cache != NULL) {
         /* A fresh node: NVRTC 12.9+ keeps its own cache of compiled programs in
          * the driver's compute cache (~/.nv/ComputeCache), which would make a
          * kernel any earlier run compiled come back in ~30 ms. */
@@ -332,14 +380,20 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     }
     bufs_make(c, &b);
     CHECK(tk_stream_sync(g_ctx, NULL));
+    if (warm == 2)
+        prime_fallbacks();
 
     const char *mode_text = mode == TK_BUILD_ASYNC ? "async" : "sync";
     if (!c->quiet) {
-        printf("\n### %s / %s / %s cache\n\n", policy_text(policy), mode_text,
-               warm ? "warm" : "cold");
+        printf("\n### %s / %s / %s cache\n\n", policy_text(policy), mode_text, cache_text(warm));
         printf("| step | ms | caller compiles | fallback calls | wait ms | builds pending |\n");
         printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
     }
+    /* the last step (1-based, settling included) with a call on a fallback,
+     * and when it ended (ms from the first step's start) */
+    int last_fb_step = 0;
+    double last_fb_ms = 0, first20 = 0;
+    const double t_start = now_ms();
     for (int s = 0; s < steps; s++) {
         route(c, s, m);
         const int n = step_calls(c, &b, m, calls);
@@ -352,6 +406,12 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
         wait_total += wait;
         compiles_total += comp;
         fallback_total += fb;
+        if (fb > 0) {
+            last_fb_step = s + 1;
+            last_fb_ms = now_ms() - t_start;
+        }
+        if (s < 20)
+            first20 += step_ms[s];
         if (s >= 2) {
             wait_after2 += wait;
             waits_after2 += s1.waits - s0.waits;
@@ -381,8 +441,15 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
             CHECK(tk_context_get_stats(g_ctx, &s1));
             if (s1.builds_pending == 0 || now_ms() - t0 > 60e3 || s_next >= MAX_STEPS * 50)
                 break;
+            tk_context_stats a = TK_STRUCT_INIT(tk_context_stats);
+            CHECK(tk_context_get_stats(g_ctx, &a));
             route(c, s_next++, m);
             run_step(calls, step_calls(c, &b, m, calls), 0);
+            CHECK(tk_context_get_stats(g_ctx, &s1));
+            if (s1.fallback_calls > a.fallback_calls) {
+                last_fb_step = s_next;
+                last_fb_ms = now_ms() - t_start;
+            }
         }
         settle_ms = now_ms() - t0;
     }
@@ -437,7 +504,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
         static const char *const names[6] = {"up fwd",      "down fwd",  "down grad_a",
                                              "down grad_b", "up grad_a", "up grad_b"};
         printf("GROUPS %s %s %s", policy_text(policy), mode == TK_BUILD_ASYNC ? "async" : "sync",
-               warm ? "warm" : "cold");
+               cache_text(warm));
         for (int g = 0; g < 6; g++)
             printf(" | %s %.3f", names[g], g_n[g] ? exp(g_log[g] / g_n[g]) : 0.0);
         printf("\n");
@@ -452,8 +519,9 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
            "cublas_step_ms=%.3f "
            "loaded_over_cublas=%.3f host_us_per_call=%.2f cublas_host_us_per_call=%.2f "
            "gemm_geomean_vs_cublas=%.3f gemm_sum_vs_cublas=%.3f worst_call=%s:%lldx%lldx%lld:%.3f "
-           "max_err=%.2e check=%s\n",
-           policy_text(policy), mode_text, warm ? "warm" : "cold", steps, wait_total / 1e3,
+           "max_err=%.2e no_fallback_from_step=%d no_fallback_after_s=%.3f first20_ms=%.3f "
+           "first20_over_loaded=%.3f check=%s\n",
+           policy_text(policy), mode_text, cache_text(warm), steps, wait_total / 1e3,
            wait_after2 / 1e3, (unsigned long long)waits_after2, (unsigned long long)compiles_total,
            (unsigned long long)fallback_total, (unsigned long long)s1.builds_done,
            (unsigned long long)s1.builds_failed, (unsigned long long)s1.builds_dropped, settled_at,
@@ -463,10 +531,11 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
            enq_cub * 1e3 / n_enq, exp(log_sum / n), cub_sum / ours_sum,
            worst ? tk_op_name(worst->op) : "-", worst ? (long long)worst->M : 0,
            worst ? (long long)worst->N : 0, worst ? (long long)worst->K : 0, worst_ratio, worst_err,
-           ok ? "pass" : "FAIL");
+           last_fb_step + 1, last_fb_ms / 1e3, first20 / (steps < 20 ? steps : 20),
+           first20 / (steps < 20 ? steps : 20) / (loaded / half), ok ? "pass" : "FAIL");
     fflush(stdout);
     tk_context_destroy(g_ctx);
-    if (!warm) {
+    if (warm != 1) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         if (system(cmd) != 0)
@@ -521,6 +590,7 @@ int main(int argc, char **argv)
         {TK_POLICY_GENERIC, TK_BUILD_ASYNC, 0, 0}, {TK_POLICY_GENERIC, TK_BUILD_SYNC, 0, 0},
         {TK_POLICY_EXACT, TK_BUILD_ASYNC, 0, 0},   {TK_POLICY_EXACT, TK_BUILD_SYNC, 0, 3},
         {TK_POLICY_STABLE, TK_BUILD_ASYNC, 1, 0},  {TK_POLICY_STABLE, TK_BUILD_SYNC, 1, 0},
+        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 2, 0},
     };
     int rc_all = 0;
     printf("# bench/dynamic: %d tokens, %d layers, %d experts top-2, d=%d, ffn=%d, seed %llu\n",
@@ -528,10 +598,10 @@ int main(int argc, char **argv)
     fflush(stdout);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char name[64];
-        if (runs[i].warm && c.warm_cache == NULL)
+        if (runs[i].warm == 1 && c.warm_cache == NULL)
             continue;
         snprintf(name, sizeof name, "%s/%s/%s", policy_text(runs[i].policy),
-                 runs[i].mode == TK_BUILD_ASYNC ? "async" : "sync", runs[i].warm ? "warm" : "cold");
+                 runs[i].mode == TK_BUILD_ASYNC ? "async" : "sync", cache_text(runs[i].warm));
         if (only != NULL && strstr(only, name) == NULL)
             continue;
         /* A child per configuration: a fresh process, as a training job. The

@@ -1,18 +1,26 @@
 /*
- * bench/softmax: softmax forward and softmax + cross-entropy backward at the
- * column counts of issue 11 (64 .. 256000), rows filling the GPU (256 MiB
- * per fp16 tensor), against the device-to-device copy bandwidth measured in
- * the same run: cuMemcpyDtoDAsync of the op's own byte count (read + write:
- * a copy of half the op's traffic), looked up in libcuda with dlopen.
+ * bench/softmax: softmax forward and softmax + cross-entropy backward at
+ * column counts 64 .. 262144 (odd vocabularies included: 50257, 100003,
+ * 151936 = GPT-2's, a prime, Qwen's), rows filling the GPU (256 MiB per
+ * fp16 tensor), against the device-to-device copy bandwidth measured in the
+ * same run: cuMemcpyDtoDAsync of the op's own byte count (read + write: a
+ * copy of half the op's traffic), looked up in libcuda with dlopen.
  *
  * Bytes counted as the fewest an op must move: forward 2 * rows * cols * 2
  * (x read, y written), backward 3 * rows * cols * 2 (s, g read; grad
- * written). Each figure is the median over samples timed with device events
- * (tk_time_on_stream), a sample being a batch of back-to-back launches after
- * a warm-up. One sample of rows (8 random ones and the last) is checked
+ * written). Each figure is the median over samples of device time: a
+ * sample is a batch of back-to-back launches enqueued behind a sleep kernel
+ * and timed with device events (bench_util.h), so the host's cost is not in
+ * it; the host's enqueue time per call is its own column (median over the
+ * same samples). One sample of rows (8 random ones and the last) is checked
  * against the CPU reference with the tolerance of tests/test_gpu_ops.c.
  *
  *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N[,N...]]
+ *           [--odd N] [--seed S] [--offset H]
+ *
+ * --odd N adds N odd column counts drawn log-uniformly from 1024..262144
+ * with the seed S (default 1); --offset H moves every pointer H halves
+ * past the allocation's start (H odd: no row starts on a 16-byte boundary).
  *
  * --sweep also launches the embedded kernels directly with other block,
  * ITERS and cluster shapes than the library picks (the tuning behind
@@ -44,8 +52,12 @@
 #define WARM 3
 #define ITERS 25
 #define BATCH 10
+#define MAX_COLS 48
 
-static const int64_t default_cols[] = {64, 1024, 4096, 32000, 50304, 128256, 256000};
+static const int64_t default_cols[] = {64,     1024,   4096,   32000,  50257, 50304,
+                                       100003, 128256, 151936, 256000, 262144};
+
+static bench_timing g_tm; /* zero: no kernel yet, a 2 ms first sleep */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next_u64(void)
@@ -81,22 +93,29 @@ static tk_status timed_call(void *user)
     return TK_OK;
 }
 
-/* Median per-launch milliseconds; 0 when a launch fails (message printed). */
-static float median_ms(tk_status (*fn)(void *), void *user)
+/* Median per-launch device milliseconds; 0 when a launch fails (message
+ * printed). host_us (may be NULL): the median host enqueue time per call,
+ * microseconds. */
+static float median_ms(tk_status (*fn)(void *), void *user, double *host_us)
 {
     timed t = {fn, user, 1};
-    float v[ITERS], ms = 0;
+    float v[ITERS], h[ITERS];
     for (int i = 0; i < WARM; i++)
         if (timed_call(&t) != TK_OK)
             return 0;
     CHECK(tk_stream_sync(g_ctx, NULL));
     t.batch = BATCH;
     for (int i = 0; i < ITERS; i++) {
-        if (tk_time_on_stream(g_ctx, NULL, timed_call, &t, &ms) != TK_OK)
+        double dev = 0, host = 0;
+        if (bench_sample(&g_tm, timed_call, &t, &dev, &host) != TK_OK)
             return 0;
-        v[i] = ms / (float)BATCH;
+        v[i] = (float)(dev / BATCH);
+        h[i] = (float)(host * 1e3 / BATCH);
     }
     qsort(v, ITERS, sizeof v[0], cmp_float);
+    qsort(h, ITERS, sizeof h[0], cmp_float);
+    if (host_us != NULL)
+        *host_us = h[ITERS / 2];
     return v[ITERS / 2];
 }
 
@@ -135,7 +154,7 @@ static tk_status run_copy(void *user)
 static double copy_gbs(void *src, void *dst, double traffic)
 {
     copy_case c = {src, dst, (size_t)(traffic / 2)};
-    const float ms = median_ms(run_copy, &c);
+    const float ms = median_ms(run_copy, &c, NULL);
     return ms > 0 ? traffic / ms / 1e6 : 0;
 }
 
@@ -231,6 +250,14 @@ static int has_clusters(void)
            atoi(t + 3) >= 90;
 }
 
+/* The sweep's variants load 16-byte vectors (as the library does for
+ * packed rows of buffers that share their alignment); TK_EDGE where rows do
+ * not all start on a 16-byte boundary or end on one. */
+static int sweep_edge(const sm_case *s)
+{
+    return s->cols % 8 != 0 || (uintptr_t)s->x % 16 != 0;
+}
+
 /* One variant launched directly; prints a row. Returns GB/s (0: failed). */
 static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, double copy)
 {
@@ -242,7 +269,8 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     tk_kernel_desc d;
     tk_kernel *k = NULL;
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
-    const unsigned vec = (unsigned)tk__op_vec_width(s->cols, NULL, 0);
+    const unsigned vec = 8;
+    const int edge = sweep_edge(s);
     snprintf(d_vec, sizeof d_vec, "%u", vec);
     snprintf(d_g, sizeof d_g, "%u", v->g);
     snprintf(d_block, sizeof d_block, "%u", v->block);
@@ -254,6 +282,8 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     defs[nd++] = (tk_define){"TK_G", d_g};
     defs[nd++] = (tk_define){"TK_BLOCK", d_block};
     defs[nd++] = (tk_define){"TK_COLS", d_cols};
+    if (edge)
+        defs[nd++] = (tk_define){"TK_EDGE", NULL};
     if (v->is_long)
         defs[nd++] = (tk_define){"TK_LONG", NULL};
     else
@@ -318,7 +348,7 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         snprintf(what + strlen(what), sizeof what - strlen(what), " E");
     if (v->minb)
         snprintf(what + strlen(what), sizeof what - strlen(what), " m%u", v->minb);
-    const float ms = ok ? median_ms(run_direct, s) : 0;
+    const float ms = ok ? median_ms(run_direct, s, NULL) : 0;
     const double traffic = (s->bwd ? 3.0 : 2.0) * (double)(s->rows * s->cols) * 2;
     const double gbs = ms > 0 ? traffic / ms / 1e6 : 0;
     printf("| %-4s | %7lld | %-28s | %4d | %6u | %4d | %8.1f | %5.2f | %-5s |\n",
@@ -330,9 +360,9 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
 
 static void sweep(sm_case *s, const uint16_t *x_host, double copy)
 {
-    const unsigned vec = (unsigned)tk__op_vec_width(s->cols, NULL, 0);
+    const unsigned vec = 8;
     const unsigned itmax = 32u / (vec >= 2 ? vec / 2u : 1u);
-    const int64_t nvec = s->cols / vec;
+    const int64_t nvec = s->cols / vec; /* whole vectors; TK_EDGE: the rest one per thread */
     const int clusters = has_clusters();
     variant v;
     if (nvec <= 256) {
@@ -416,7 +446,7 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
 typedef struct result {
     int bwd;
     int64_t rows, cols;
-    double gbs, copy;
+    double gbs, copy, us, host_us;
     int ok;
     char kernel[48];
     int regs;
@@ -428,8 +458,10 @@ int main(int argc, char **argv)
     char why[512] = "";
     tk_policy policy = TK_POLICY_STABLE;
     int do_sweep = 0, all_ok = 1;
-    int64_t cols_list[32];
+    int64_t cols_list[MAX_COLS];
     int n_cols = (int)(sizeof default_cols / sizeof default_cols[0]);
+    int n_odd = 0, offset = 0;
+    uint64_t seed = 1;
     memcpy(cols_list, default_cols, sizeof default_cols);
 
     for (int i = 1; i < argc; i++) {
@@ -445,7 +477,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--cols") == 0 && i + 1 < argc) {
             char *p = argv[++i];
             n_cols = 0;
-            while (*p && n_cols < 32) {
+            while (*p && n_cols < MAX_COLS - 16) {
                 cols_list[n_cols] = strtoll(p, &p, 10);
                 if (cols_list[n_cols] < 1 || cols_list[n_cols] > ELEMS) {
                     fprintf(stderr, "--cols: each in 1..%lld\n", (long long)ELEMS);
@@ -455,12 +487,38 @@ int main(int argc, char **argv)
                 if (*p == ',')
                     p++;
             }
+        } else if (strcmp(argv[i], "--odd") == 0 && i + 1 < argc) {
+            n_odd = atoi(argv[++i]);
+            if (n_odd < 0 || n_odd > 16) {
+                fprintf(stderr, "--odd: 0..16\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--offset") == 0 && i + 1 < argc) {
+            offset = atoi(argv[++i]);
+            if (offset < 0 || offset > 64) {
+                fprintf(stderr, "--offset: 0..64 halves\n");
+                return 2;
+            }
         } else {
             fprintf(stderr,
                     "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
-                    "N,...]\n",
+                    "N,...] [--odd N] [--seed S] [--offset H]\n",
                     argv[0]);
             return 2;
+        }
+    }
+    {
+        /* odd widths, log-uniform in 1024..262144 (splitmix64 of the seed) */
+        uint64_t z = seed;
+        for (int i = 0; i < n_odd; i++) {
+            uint64_t r = (z += 0x9E3779B97F4A7C15ull);
+            r = (r ^ (r >> 30)) * 0xBF58476D1CE4E5B9ull;
+            r = (r ^ (r >> 27)) * 0x94D049BB133111EBull;
+            r ^= r >> 31;
+            const double u = (double)(r >> 11) / 9007199254740992.0;
+            cols_list[n_cols++] = ((int64_t)(1024.0 * pow(256.0, u))) | 1;
         }
     }
     /* Sync builds: every figure is the policy's own kernel, never a fallback
@@ -488,14 +546,18 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    printf("device %s (%s), compiler %s, policy %s, %lld halves per tensor\n\n",
+    printf("device %s (%s), compiler %s, policy %s, %lld halves per tensor, pointers offset by "
+           "%d halves\n",
            tk_context_target(g_ctx), tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx),
-           tk__op_policy_name(policy), (long long)ELEMS);
+           tk__op_policy_name(policy), (long long)ELEMS, offset);
+    printf("device time: batches of %d calls behind a sleep kernel (host cost excluded), median "
+           "of %d; host: enqueue time per call, median\n\n",
+           BATCH, ITERS);
 
     /* One set of inputs serves every shape: rows * cols <= ELEMS. */
-    const size_t bytes = (size_t)ELEMS * 2;
+    const size_t bytes = (size_t)(ELEMS + 64) * 2;
     uint16_t *x_host = malloc(bytes), *g_host = malloc(bytes);
-    for (int64_t i = 0; i < ELEMS; i++) {
+    for (int64_t i = 0; i < ELEMS + 64; i++) {
         x_host[i] = tk_f32_to_f16(8.0f * (float)((int)(next_u64() % 4096) - 2048) / 2048.0f);
         g_host[i] = tk_f32_to_f16((float)((int)(next_u64() % 4096) - 2048) / 2048.0f);
     }
@@ -505,7 +567,7 @@ int main(int argc, char **argv)
     CHECK(tk_mem_upload(g_ctx, dg, g_host, bytes));
     CHECK(tk_mem_set(g_ctx, csrc, 0x3C, bytes * 3 / 2));
 
-    result res[64];
+    result res[2 * MAX_COLS];
     int n_res = 0;
     if (do_sweep) {
         printf("sweep (kernels launched directly; C: blocks per row, g: threads per row, b: "
@@ -522,22 +584,23 @@ int main(int argc, char **argv)
             sm_case s;
             memset(&s, 0, sizeof s);
             s.bwd = bwd, s.rows = rows, s.cols = cols;
-            s.x = dx, s.g = dg, s.out = dout;
+            s.x = (uint16_t *)dx + offset, s.g = (uint16_t *)dg + offset;
+            s.out = (uint16_t *)dout + offset;
             if (bwd) {
                 /* s: the forward's output */
-                sm_case f = {0, rows, cols, dx, NULL, ds, NULL, 0, 0, 0};
+                sm_case f = {0, rows, cols, s.x, NULL, (uint16_t *)ds + offset, NULL, 0, 0, 0};
                 CHECK(run_lib(&f));
-                s.x = ds;
+                s.x = f.out;
             }
             const double traffic = (bwd ? 3.0 : 2.0) * (double)(rows * cols) * 2;
             const double copy = copy_gbs(csrc, cdst, traffic);
             if (do_sweep & (1 << bwd))
-                sweep(&s, x_host, copy);
+                sweep(&s, x_host + offset, copy);
             result *r = &res[n_res++];
             memset(r, 0, sizeof *r);
             r->bwd = bwd, r->rows = rows, r->cols = cols, r->copy = copy;
             tk__op_trace_begin();
-            r->ok = run_and_check(&s, run_lib, x_host, 1);
+            r->ok = run_and_check(&s, run_lib, x_host + offset, 1);
             {
                 const tk__op_trace *tr = tk__op_trace_get();
                 tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
@@ -546,8 +609,9 @@ int main(int argc, char **argv)
                     r->regs = info.resources.registers;
                 }
             }
-            const float ms = median_ms(run_lib, &s);
+            const float ms = median_ms(run_lib, &s, &r->host_us);
             r->gbs = ms > 0 ? traffic / ms / 1e6 : 0;
+            r->us = ms * 1e3;
             all_ok &= r->ok && ms > 0;
             if (do_sweep) {
                 printf("| %-4s | %7lld | %-28s |      |        |      | %8.1f | %5.2f | %-5s |\n",
@@ -558,16 +622,30 @@ int main(int argc, char **argv)
         }
     }
 
-    printf("\n| op | rows x cols | GB/s | copy GB/s | x copy | kernel | regs | check |\n");
-    printf("|----|-------------|------|-----------|--------|--------|------|-------|\n");
+    printf("\n| op | rows x cols | device us | GB/s | copy GB/s | x copy | host us/call | kernel "
+           "| regs | check |\n");
+    printf("|----|-------------|-----------|------|-----------|--------|--------------|--------|---"
+           "---|-------|\n");
+    const result *worst[2] = {NULL, NULL};
     for (int i = 0; i < n_res; i++) {
         const result *r = &res[i];
         char shape[48];
         snprintf(shape, sizeof shape, "%lldx%lld", (long long)r->rows, (long long)r->cols);
-        printf("| %s | %s | %.1f | %.1f | %.2f | %s | %d | %s |\n",
-               r->bwd ? "softmax_xent_f16_bwd" : "softmax_f16_fwd", shape, r->gbs, r->copy,
-               r->copy > 0 ? r->gbs / r->copy : 0.0, r->kernel, r->regs, r->ok ? "pass" : "FAIL");
+        printf("| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %s | %d | %s |\n",
+               r->bwd ? "softmax_xent_f16_bwd" : "softmax_f16_fwd", shape, r->us, r->gbs, r->copy,
+               r->copy > 0 ? r->gbs / r->copy : 0.0, r->host_us, r->kernel, r->regs,
+               r->ok ? "pass" : "FAIL");
+        if (r->cols >= 1024 && r->copy > 0 &&
+            (worst[r->bwd] == NULL || r->gbs / r->copy < worst[r->bwd]->gbs / worst[r->bwd]->copy))
+            worst[r->bwd] = r;
     }
+    for (int b = 0; b < 2; b++)
+        if (worst[b] != NULL)
+            printf("\nworst %s (cols >= 1024): %lldx%lld, %.2f x copy", b ? "backward" : "forward",
+                   (long long)worst[b]->rows, (long long)worst[b]->cols,
+                   worst[b]->gbs / worst[b]->copy);
+    printf("\nsamples whose enqueue outlasted the sleep before them: %d of %d\n", g_tm.overran,
+           g_tm.samples);
     printf("\n%s\n", all_ok ? "all checks passed" : "SOME CHECKS FAILED");
     tk_mem_free(g_ctx, dx);
     tk_mem_free(g_ctx, dg);

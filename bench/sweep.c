@@ -23,16 +23,21 @@
  * printed.
  *
  * Timing: per shape, samples of device-event pairs around batches of
- * back-to-back calls (batch sized to >= ~2 ms of device time), the library and
- * cuBLAS interleaved sample by sample (the order alternating), the median per
- * side. Inputs rotate among copies when one set would sit in L2. Ratio =
- * cuBLAS time / tokitai time (> 1: tokitai faster). The "host" column names
- * the side(s) whose host enqueue time per call (measured around the same
- * batches) reached 0.85 of its device time per call: there the device waited
- * for the host, and the figure is the library's per-call host cost on this
- * CPU (cuBLAS's moved between ~9 and ~13 us per call from one process to the
- * next on the H100 machine), not the kernel's speed. The summary gives the
- * geomean over all rows and over the rows where neither side was host-bound.
+ * back-to-back calls (batch sized to >= ~2 ms of device time, at most 800
+ * calls), each batch enqueued behind a sleep kernel that outlasts its
+ * enqueue (bench_util.h), so the figures are device time with the host's
+ * cost left out; the library and cuBLAS interleaved sample by sample (the
+ * order alternating), the median per side. Inputs rotate among copies when
+ * one set would sit in L2. Ratio = cuBLAS time / tokitai time (> 1: tokitai
+ * faster). Host cost per call is its own pair of columns (tk host, cuB
+ * host: the enqueue time of the same batches per call, median, us). The
+ * "host" column names the side(s) whose host cost per call reached 0.85 of
+ * its device time per call: in a loop that enqueues without a lead the
+ * device would wait for the host there (cuBLAS's host cost moved between
+ * ~9 and ~13 us per call from one process to the next on the H100
+ * machine). The summary gives the geomean over all rows and over the rows
+ * where neither side was host-bound, and how many samples' enqueue
+ * outlasted the sleep before them (0 expected).
  *
  * Correctness: the whole tokitai output against the whole cuBLAS output of
  * the same inputs (outputs preset to NaN, so an unwritten element fails),
@@ -291,6 +296,7 @@ typedef struct gemm_bufs {
 } gemm_bufs;
 
 static int g_stub;
+static bench_timing g_tm; /* zero: no kernel yet, a 2 ms first sleep */
 
 static tk_status run_tk(const shape *s, const void *x, const void *y, void *out)
 {
@@ -331,6 +337,21 @@ static tk_status run_batch(void *user)
     }
     a->host_ms = (now_s() - t0) * 1e3;
     return TK_OK;
+}
+
+/* One timed sample of a side: device ms of its batch (behind the sleep
+ * kernel; the stub backend runs no kernels, so no sleep there), and
+ * a->host_ms its enqueue time. */
+static float sample_side(void *a)
+{
+    double dev = 0, host = 0;
+    float ms = 0;
+    if (g_stub) {
+        CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, a, &ms));
+        return ms;
+    }
+    CHECK(bench_sample(&g_tm, run_batch, a, &dev, &host));
+    return (float)dev;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -384,14 +405,16 @@ static void time_shape(gemm_bufs *b, const run_opts *o, shape *s)
     c0 = compiles_now();
     a0 = ws_allocs_now();
     tk.n = cb.n = 5;
-    CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, &tk, &ms_t));
-    CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, &cb, &ms_c));
+    ms_t = sample_side(&tk);
+    ms_c = sample_side(&cb);
     ms = (ms_t > ms_c ? ms_t : ms_c) / 5;
     batch = g_stub ? 1 : (int)ceil(o->batch_ms / (ms > 1e-4f ? ms : 1e-4f));
     if (batch < 1)
         batch = 1;
-    if (batch > 2000)
-        batch = 2000;
+    /* under the driver's launch queue: a full queue would make the host
+     * wait for the device, and its enqueue time include that wait */
+    if (batch > 800)
+        batch = 800;
     tk.n = cb.n = batch;
     CHECK(run_batch(&tk)); /* warm the clocks at the batch's length */
     CHECK(run_batch(&cb));
@@ -401,9 +424,7 @@ static void time_shape(gemm_bufs *b, const run_opts *o, shape *s)
     hc = malloc((size_t)n * sizeof *hc);
     for (int i = 0; i < n; i++) {
         batch_arg *first = (i & 1) ? &cb : &tk, *second = (i & 1) ? &tk : &cb;
-        float a = 0, c = 0;
-        CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, first, &a));
-        CHECK(tk_time_on_stream(g_ctx, NULL, run_batch, second, &c));
+        const float a = sample_side(first), c = sample_side(second);
         ((i & 1) ? vc : vt)[i] = (double)a / batch;
         ((i & 1) ? vt : vc)[i] = (double)c / batch;
         ht[i] = tk.host_ms / batch;
@@ -648,8 +669,9 @@ static void print_row(const shape *s)
     snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)s->M, (long long)s->N,
              (long long)s->K);
     static const char *const hb[] = {"-", "tk", "cuB", "both"};
-    printf("| %-18s | %-11s | %8.1f | %8.1f | %6.3f | %-4s | %-5s |%s%s\n", dims, src_name[s->src],
-           tflops(s, s->tk_ms), tflops(s, s->cb_ms), s->cb_ms / s->tk_ms, hb[s->host_bound],
+    printf("| %-18s | %-11s | %8.1f | %8.1f | %6.3f | %7.2f | %7.2f | %-4s | %-5s |%s%s\n", dims,
+           src_name[s->src], tflops(s, s->tk_ms), tflops(s, s->cb_ms), s->cb_ms / s->tk_ms,
+           s->tk_host * 1e3, s->cb_host * 1e3, hb[s->host_bound],
            !s->checked ? "stub"
            : s->bad    ? "FAIL"
                        : "pass",
@@ -871,6 +893,8 @@ int main(int argc, char **argv)
         printf("precompile failed\n");
         return 1;
     }
+    if (!g_stub) /* the sleep kernel's compile, before the count starts */
+        CHECK(bench_sleep(&g_tm, 0.01));
     const uint64_t compiles_after_pc = compiles_now();
 
     run_opts o = {quick, check_only, quick ? 5 : 11, quick ? 1.0 : 2.0};
@@ -882,10 +906,11 @@ int main(int argc, char **argv)
         if (!(op_mask & (1u << op)))
             continue;
         printf("\n## %s\n\n", tk_op_name((tk_op)op));
-        printf("| %-18s | %-11s | %8s | %8s | %6s | %-4s | %-5s |\n", "M x N x K", "source",
-               "tk TF/s", "cuB TF/s", "ratio", "host", "check");
+        printf("| %-18s | %-11s | %8s | %8s | %6s | %7s | %7s | %-4s | %-5s |\n", "M x N x K",
+               "source", "tk TF/s", "cuB TF/s", "ratio", "tk host", "cuB host", "host", "check");
         printf(
-            "|--------------------|-------------|---------:|---------:|-------:|------|-------|\n");
+            "|--------------------|-------------|---------:|---------:|-------:|--------:|-------"
+            "--:|------|-------|\n");
         for (size_t i = 0; i < l.n; i++) {
             shape *s = &l.v[i];
             int64_t xe, ye, oe;
@@ -946,6 +971,8 @@ int main(int argc, char **argv)
            "rows timed with an allocation inside: %d\n",
            (unsigned long long)st.workspace_bytes, (unsigned long long)st.workspace_peak,
            (unsigned long long)st.workspace_allocs, sm[N_OPS].alloc_timing);
+    printf("samples whose enqueue outlasted the sleep before them: %d of %d\n", g_tm.overran,
+           g_tm.samples);
     if (skipped)
         printf("%d shapes left out: over 256 MiB of buffers on the stub\n", skipped);
     printf("%s\n", sm[N_OPS].fails ? "SOME CHECKS FAILED" : "all checks passed");

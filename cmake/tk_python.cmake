@@ -116,6 +116,14 @@ if(TK_BUILD_TESTS AND (NOT TK_SANITIZE OR _tk_asan_env))
     set_tests_properties(python_cpu PROPERTIES LABELS "cpu" ENVIRONMENT "${_tk_pyenv}")
     set_tests_properties(python_gpu PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77
       ENVIRONMENT "${_tk_pyenv};TK_PYTEST_SKIPPED_RC=77")
+    # `pip install --no-build-isolation ./python` in a fresh venv
+    # (--system-site-packages, for setuptools and PyTorch), bundling this
+    # build's library; the installed package must load it with no
+    # environment variable and run the stub backend (Debian: python3-venv,
+    # python3-setuptools, python3-wheel).
+    add_test(NAME python_pip_venv COMMAND "${_tk_py}" ${CMAKE_SOURCE_DIR}/python/tests/pip_venv_check.py
+      ${CMAKE_BINARY_DIR}/pip-venv $<TARGET_FILE_DIR:tokitai_jit>)
+    set_tests_properties(python_pip_venv PROPERTIES LABELS "cpu" TIMEOUT 600)
   else()
     message(WARNING "no python3 with pytest (Debian: python3-pytest): the test python_cpu will fail")
     add_test(NAME python_cpu COMMAND ${CMAKE_COMMAND} -E echo

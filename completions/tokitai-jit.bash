@@ -74,6 +74,10 @@ _tokitai_jit()
         mapfile -t COMPREPLY < <(compgen -W "all manifest" -- "$cur")
         return
         ;;
+    --sort)
+        mapfile -t COMPREPLY < <(compgen -W "key kernel arch size created used" -- "$cur")
+        return
+        ;;
     --cache-dir)
         mapfile -t COMPREPLY < <(compgen -d -- "$cur")
         compopt -o filenames 2>/dev/null
@@ -84,7 +88,7 @@ _tokitai_jit()
         compopt -o filenames 2>/dev/null
         return
         ;;
-    --shape | --seed | --max-size | --remote | -j | --jobs)
+    --shape | --seed | --max-size | -M | --remote | -j | --jobs | --kernel | --older-than | --limit)
         return # a value only the user knows
         ;;
     esac

@@ -41,6 +41,32 @@ static __device__ __forceinline__ float tk_neg_inf(void)
     return __int_as_float(0xff800000);
 }
 
+#ifdef TK_EDGE
+/* Rows that need not start or end on a vector boundary (TK_EDGE: odd
+ * widths, odd leading dimensions, offset pointers). A row splits into a
+ * head of h < TK_VEC halves before its first vector boundary, a body of
+ * whole aligned vectors, and a tail of < TK_VEC halves after the body: the
+ * body is read with vector loads as an aligned row would be, the head and
+ * tail (the row's edge, at most 2 * TK_VEC - 2 halves) one half at a time,
+ * edge half e (0 <= e < h + tail) by the thread of lane e modulo TK_G, into
+ * TK_EW registers per thread. Every array of a call must share the row's
+ * h: the host checks that base pointers agree modulo 2 * TK_VEC bytes and
+ * leading dimensions modulo TK_VEC. */
+#define TK_EW ((2 * TK_VEC - 2 + TK_G - 1) / TK_G)
+/* the head's length: halves before the first vector boundary, at most cols */
+static __device__ __forceinline__ int tk_edge_head(const unsigned short *row, long long cols)
+{
+    const int a = (int)(((unsigned long long)row >> 1) & (TK_VEC - 1));
+    const int h = (TK_VEC - a) & (TK_VEC - 1);
+    return cols < h ? (int)cols : h;
+}
+/* the row index of edge half e, the tail starting at ts */
+static __device__ __forceinline__ long long tk_edge_idx(int e, int h, long long ts)
+{
+    return e < h ? (long long)e : ts + (e - h);
+}
+#endif
+
 #if defined(TK_G) && !defined(TK_LONG)
 #if TK_G <= 32
 /* Reduction inside an aligned group of TK_G lanes of one warp. Every lane of

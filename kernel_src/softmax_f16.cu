@@ -26,7 +26,10 @@
  *
  * Defines: TK_VEC (1, 2, 4, 8: halves per load, the host checks alignment),
  * TK_G, TK_ITERS, TK_BLOCK (threads per block), optional TK_COLS (exact
- * policy: row length baked in; otherwise the cols argument), TK_CLUSTER
+ * policy: row length baked in; otherwise the cols argument), TK_EDGE (rows
+ * may start anywhere and cols need not be a multiple of TK_VEC: the whole
+ * vectors of a row as above, the halves before and after them one at a
+ * time, common_f16.cuh; on the cluster path rank 0 holds those), TK_CLUSTER
  * (+ TK_SITERS, TK_STORE_E, TK_MINB) or TK_LONG for those kernels.
  */
 #ifndef TK_VEC
@@ -74,7 +77,6 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     const long long cols = cols_arg;
 #endif
     __shared__ float red[32];
-    const int nvec = (int)(cols / TK_VEC);
 #if TK_G <= 32
     const int lane = (int)(threadIdx.x % TK_G);
     const long long row = (long long)blockIdx.x * (TK_BLOCK / TK_G) + threadIdx.x / TK_G;
@@ -83,7 +85,14 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     const long long row = (long long)blockIdx.x;
 #endif
     const bool row_ok = row < rows;
-    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + (row_ok ? row : 0) * ld_in);
+    const unsigned short *rin = in + (row_ok ? row : 0) * ld_in;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rin, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h);
     tk_vec v[TK_ITERS];
 
     float mx = tk_neg_inf();
@@ -97,6 +106,17 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
                 mx = fmaxf(mx, tk_h2f(v[i].h[k]));
         }
     }
+#ifdef TK_EDGE
+    const long long ts = h + (long long)nvec * TK_VEC; /* the tail's start */
+    const int ne = h + (int)(cols - ts);
+    float ex[TK_EW];
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        ex[q] = row_ok && e < ne ? tk_h2f(rin[tk_edge_idx(e, h, ts)]) : tk_neg_inf();
+        mx = fmaxf(mx, ex[q]);
+    }
+#endif
     mx = tk_max_all(mx, red);
 
     float sum = 0.0f;
@@ -109,10 +129,17 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
                 sum += __expf(tk_h2f(v[i].h[k]) - mx);
         }
     }
+#ifdef TK_EDGE
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q)
+        if (row_ok && q * TK_G + lane < ne)
+            sum += __expf(ex[q] - mx);
+#endif
     sum = tk_sum_all(sum, red);
     const float inv = 1.0f / sum;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + (row_ok ? row : 0) * ld_out);
+    unsigned short *rout = out + (row_ok ? row : 0) * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -124,6 +151,14 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
             dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        if (row_ok && e < ne)
+            rout[tk_edge_idx(e, h, ts)] = tk_f2h(__expf(ex[q] - mx) * inv);
+    }
+#endif
 }
 
 #elif defined(TK_LONG)
@@ -143,11 +178,29 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     __shared__ float red_s[32];
     const long long row = (long long)blockIdx.x;
     (void)rows;
-    const long long nvec = cols / TK_VEC;
-    const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in);
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out);
+    const unsigned short *rin = in + row * ld_in;
+    unsigned short *rout = out + row * ld_out;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rin, cols);
+#else
+    const int h = 0;
+#endif
+    const long long nvec = (cols - h) / TK_VEC;
+    const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 
     float m = tk_neg_inf(), s = 0.0f;
+#ifdef TK_EDGE
+    /* TK_G >= 2 * TK_VEC - 2: one edge half per thread at most */
+    const long long ts = h + nvec * TK_VEC;
+    const int ne = h + (int)(cols - ts);
+    const int e = (int)threadIdx.x;
+    const float ex = e < ne ? tk_h2f(rin[tk_edge_idx(e, h, ts)]) : tk_neg_inf();
+    if (e < ne) {
+        m = ex;
+        s = 1.0f;
+    }
+#endif
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
         const tk_vec x = src[c];
 #pragma unroll
@@ -186,6 +239,10 @@ extern "C" __global__ void __launch_bounds__(TK_G)
             o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - m) * inv);
         dst[c] = o;
     }
+#ifdef TK_EDGE
+    if (e < ne)
+        rout[tk_edge_idx(e, h, ts)] = tk_f2h(__expf(ex - m) * inv);
+#endif
 }
 
 #else /* TK_CLUSTER */
@@ -240,7 +297,14 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
      * TK_G + lane] (consecutive threads, consecutive vectors) */
     extern __shared__ __align__(16) unsigned char tk_dyn_smem[];
     tk_vec *xs = reinterpret_cast<tk_vec *>(tk_dyn_smem);
-    const int nvec = (int)(cols / TK_VEC);
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    const unsigned short *rin = in + row * ld_in;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rin, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
     /* Slices of ceil(nvec / TK_CLUSTER) vectors; the host sizes TK_G *
      * TK_ITERS to hold one. */
     const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
@@ -248,12 +312,18 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
     const int lane = (int)threadIdx.x;
-    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
     tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
     (void)rows;
 
+#ifdef TK_EDGE
+    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
+     * thread at most); loaded before the slice so both are in flight */
+    const long long ts = h + (long long)nvec * TK_VEC;
+    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
+    const unsigned short ex_h = own_e ? rin[tk_edge_idx(lane, h, ts)] : 0xfc00u; /* -inf */
+#endif
     {
-        const tk_vec *src = reinterpret_cast<const tk_vec *>(in + row * ld_in) + lo;
+        const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h) + lo;
 #pragma unroll
         for (int i = 0; i < TK_ITERS; ++i) {
             const int c = i * TK_G + lane;
@@ -269,6 +339,9 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             tk_cp_async_wait();
         }
     }
+#ifdef TK_EDGE
+    float ex = tk_h2f(ex_h);
+#endif
 #define TK_X(i)                                                                                    \
     ((i) < TK_RITERS ? tk_vec(v[(i) < TK_RITERS ? (i) : 0])                                        \
                      : tk_vec(xs[((i) < TK_RITERS ? 0 : (i)-TK_RITERS) * TK_G + lane]))
@@ -288,6 +361,9 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 m = fmaxf(m, tk_h2f(x.h[k]));
         }
     }
+#ifdef TK_EDGE
+    m = fmaxf(m, ex);
+#endif
     /* re-read the halves rather than keep the first pass's floats */
 #pragma unroll
     for (int i = 0; i < TK_RITERS; ++i)
@@ -312,6 +388,11 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                 xs[(i < TK_RITERS ? 0 : i - TK_RITERS) * TK_G + lane] = e;
         }
     }
+#ifdef TK_EDGE
+    /* m >= ex, finite, where the thread owns an edge half */
+    ex = own_e ? tk_exp2(fmaf(ex, 1.4426950408889634f, -ml)) : 0.0f;
+    s += ex;
+#endif
     const float m_own = m;
 #else
     /* this thread's (max, sum of exp), online: one conversion per
@@ -337,6 +418,13 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             m = mv;
         }
     }
+#ifdef TK_EDGE
+    if (own_e) {
+        const float mv = fmaxf(m, ex);
+        s = s * __expf(m - mv) + __expf(ex - mv);
+        m = mv;
+    }
+#endif
 #endif
 #pragma unroll
     for (int o = TK_WARP / 2; o > 0; o >>= 1) {
@@ -373,7 +461,8 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cluster_arrive();
     const float gm = whole.x, inv = whole.y;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+    unsigned short *rout = out + row * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h) + lo;
 #ifdef TK_STORE_E
     /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
     const float sc =
@@ -390,6 +479,10 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(lane, h, ts)] = tk_f2h(ex * sc);
+#endif
 #else
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
@@ -403,6 +496,10 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(lane, h, ts)] = tk_f2h(__expf(ex - gm) * inv);
+#endif
 #endif
 #undef TK_X
     tk_cluster_wait();

@@ -17,8 +17,8 @@
  * TK_LONG: rows too long for the others (or no clusters on the target); one
  * block per row, a dot pass and an output pass (inputs read twice).
  *
- * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, TK_CLUSTER
- * (+ TK_SMEM_G) or TK_LONG, as in softmax_f16.cu.
+ * Defines: TK_VEC, TK_G, TK_ITERS, TK_BLOCK, optional TK_COLS, TK_EDGE,
+ * TK_CLUSTER (+ TK_SMEM_G) or TK_LONG, as in softmax_f16.cu.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -50,7 +50,6 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
     const long long cols = cols_arg;
 #endif
     __shared__ float red[32];
-    const int nvec = (int)(cols / TK_VEC);
 #if TK_G <= 32
     const int lane = (int)(threadIdx.x % TK_G);
     const long long row = (long long)blockIdx.x * (TK_BLOCK / TK_G) + threadIdx.x / TK_G;
@@ -60,8 +59,15 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
 #endif
     const bool row_ok = row < rows;
     const long long r = row_ok ? row : 0;
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + r * ld_s);
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + r * ld_g);
+    const unsigned short *rs = s_in + r * ld_s, *rg = g_in + r * ld_g;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rs, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(rs + h);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(rg + h);
     tk_vec sv[TK_ITERS], gv[TK_ITERS];
 
     float dot = 0.0f;
@@ -82,9 +88,23 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
                 dot += tk_h2f(sv[i].h[k]) * tk_h2f(gv[i].h[k]);
         }
     }
+#ifdef TK_EDGE
+    const long long ts = h + (long long)nvec * TK_VEC; /* the tail's start */
+    const int ne = h + (int)(cols - ts);
+    float es[TK_EW], eg[TK_EW];
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        const bool own = row_ok && e < ne;
+        es[q] = own ? tk_h2f(rs[tk_edge_idx(e, h, ts)]) : 0.0f;
+        eg[q] = own ? tk_h2f(rg[tk_edge_idx(e, h, ts)]) : 0.0f;
+        dot += es[q] * eg[q];
+    }
+#endif
     dot = tk_sum_all(dot, red);
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + r * ld_out);
+    unsigned short *rout = out + r * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -96,6 +116,14 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
             dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+#pragma unroll
+    for (int q = 0; q < TK_EW; ++q) {
+        const int e = q * TK_G + lane;
+        if (row_ok && e < ne)
+            rout[tk_edge_idx(e, h, ts)] = tk_f2h(es[q] * (eg[q] - dot));
+    }
+#endif
 }
 
 #elif defined(TK_LONG)
@@ -115,12 +143,28 @@ extern "C" __global__ void __launch_bounds__(TK_G)
     __shared__ float red[32];
     const long long row = (long long)blockIdx.x;
     (void)rows;
-    const long long nvec = cols / TK_VEC;
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s);
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g);
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out);
+    const unsigned short *rs = s_in + row * ld_s, *rg = g_in + row * ld_g;
+    unsigned short *rout = out + row * ld_out;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rs, cols);
+#else
+    const int h = 0;
+#endif
+    const long long nvec = (cols - h) / TK_VEC;
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(rs + h);
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(rg + h);
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h);
 
     float dot = 0.0f;
+#ifdef TK_EDGE
+    /* TK_G >= 2 * TK_VEC - 2: one edge half per thread at most */
+    const long long ts = h + nvec * TK_VEC;
+    const int e = (int)threadIdx.x;
+    const bool own_e = e < h + (int)(cols - ts);
+    const float es = own_e ? tk_h2f(rs[tk_edge_idx(e, h, ts)]) : 0.0f;
+    const float eg = own_e ? tk_h2f(rg[tk_edge_idx(e, h, ts)]) : 0.0f;
+    dot = es * eg;
+#endif
     for (long long c = threadIdx.x; c < nvec; c += TK_G) {
         const tk_vec a = sp[c], b = gp[c];
 #pragma unroll
@@ -145,6 +189,10 @@ extern "C" __global__ void __launch_bounds__(TK_G)
             o.h[k] = tk_f2h(tk_h2f(a.h[k]) * (tk_h2f(b.h[k]) - dot));
         dst[c] = o;
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(e, h, ts)] = tk_f2h(es * (eg - dot));
+#endif
 }
 
 #else /* TK_CLUSTER */
@@ -165,15 +213,21 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     __shared__ float2 part; /* this block's dot (.x), read by the cluster */
     __shared__ float whole; /* the row's dot */
     (void)rows;
-    const int nvec = (int)(cols / TK_VEC);
+    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
+    const unsigned short *rs = s_in + row * ld_s, *rg = g_in + row * ld_g;
+#ifdef TK_EDGE
+    const int h = tk_edge_head(rs, cols);
+#else
+    const int h = 0;
+#endif
+    const int nvec = (int)((cols - h) / TK_VEC);
     const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
     const unsigned rank = tk_cluster_rank();
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
-    const long long row = (long long)(blockIdx.x / TK_CLUSTER);
     const int lane = (int)threadIdx.x;
-    const tk_vec *sp = reinterpret_cast<const tk_vec *>(s_in + row * ld_s) + lo;
-    const tk_vec *gp = reinterpret_cast<const tk_vec *>(g_in + row * ld_g) + lo;
+    const tk_vec *sp = reinterpret_cast<const tk_vec *>(rs + h) + lo;
+    const tk_vec *gp = reinterpret_cast<const tk_vec *>(rg + h) + lo;
     tk_vec sv[TK_ITERS];
 #ifdef TK_SMEM_G
     /* gv[i * TK_G + lane]: consecutive threads, consecutive vectors */
@@ -185,6 +239,14 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #define TK_GV(i) gv[i]
 #endif
 
+#ifdef TK_EDGE
+    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
+     * thread at most); loaded before the slice so both are in flight */
+    const long long ts = h + (long long)nvec * TK_VEC;
+    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
+    const unsigned short es_h = own_e ? rs[tk_edge_idx(lane, h, ts)] : 0;
+    const unsigned short eg_h = own_e ? rg[tk_edge_idx(lane, h, ts)] : 0;
+#endif
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -202,6 +264,10 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cp_async_wait();
 #endif
     float dot = 0.0f;
+#ifdef TK_EDGE
+    const float es = tk_h2f(es_h), eg = tk_h2f(eg_h);
+    dot = es * eg;
+#endif
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -244,7 +310,8 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     tk_cluster_arrive();
     dot = whole;
 
-    tk_vec *dst = reinterpret_cast<tk_vec *>(out + row * ld_out) + lo;
+    unsigned short *rout = out + row * ld_out;
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h) + lo;
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -257,6 +324,10 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             dst[c] = o;
         }
     }
+#ifdef TK_EDGE
+    if (own_e)
+        rout[tk_edge_idx(lane, h, ts)] = tk_f2h(es * (eg - dot));
+#endif
 #undef TK_GV
     tk_cluster_wait();
 }

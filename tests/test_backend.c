@@ -440,6 +440,9 @@ static void embedded_for(tk_backend_kind kind, const char *target)
     static char good_entry[MAX_GOOD][128];
     int total = 0, tried = 0;
     for (const char *const *name = tk_embedded_sources(); *name; name++) {
+        const size_t nl = strlen(*name);
+        if (nl > 4 && strcmp(*name + nl - 4, ".cuh") == 0)
+            continue; /* a header, included by kernels: no entry of its own */
         const char *text = tk__embedded_source(*name, NULL);
         char entries[16][128];
         int n = scan_entries(text, entries, 16), found = 0;

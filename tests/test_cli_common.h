@@ -13,7 +13,14 @@
 #include "tokitai/tokitai.h"
 
 /* Exit codes documented in --help and README.md. */
-enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_NO_DEVICE = 3, CLI_UNAVAILABLE = 4 };
+enum {
+    CLI_OK = 0,
+    CLI_FAIL = 1,
+    CLI_USAGE = 2,
+    CLI_NO_DEVICE = 3,
+    CLI_UNAVAILABLE = 4,
+    CLI_NOT_KEPT = 5
+};
 
 /* Runs tokitai-jit with the arguments that follow (NULL-terminated); captures
  * stdout and stderr (malloc'd, freed by the caller) and returns the exit code. */

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cache/cache.h"
 #include "test_cli_common.h"
@@ -202,7 +205,7 @@ START_TEST(test_nothing_stored_fails)
     char *out, *err;
     int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
     unsetenv("TOKITAI_JIT_CACHE_DISABLE");
-    ck_assert_msg(rc == CLI_FAIL, "exit %d: %s", rc, err);
+    ck_assert_msg(rc == CLI_NOT_KEPT, "exit %d: %s", rc, err);
     ck_assert_msg(strstr(err, "compiled but 0 stored"), "stderr: %s", err);
     ck_assert_int_eq(count_lines(err), 1);
     free(out), free(err);
@@ -555,6 +558,156 @@ START_TEST(test_default_manifest)
 }
 END_TEST
 
+/* ------------------------------------------------ hostile inputs, counts */
+
+/* Invalid -D names fail the check: exit 2, nothing compiled. */
+START_TEST(test_invalid_define_names)
+{
+    char kpath[1024];
+    write_manifest("user.cu", user_kernel, kpath, sizeof kpath);
+    static const char *const bad[] = {"-DA-B=1", "-D1X=2", "-DA.B", "-DA(x=1", "-D(x)=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "arch stub\nsoftmax_f16_fwd rows=4 cols=100\nkernel user.cu user_entry "
+                 "-DTILE=4 %s\n",
+                 bad[i]);
+        expect_rejected(text, 3, bad[i]);
+    }
+    /* Good names still pass. */
+    char path[1024];
+    write_manifest("good.tkm", "arch stub\nkernel user.cu user_entry -DTILE=4 -D_X9=1 -DFLAG\n",
+                   path, sizeof path);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    free(out), free(err);
+}
+END_TEST
+
+static double tk__now_test(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* tokitai-jit under a time and memory limit: a special file must neither
+ * hang it nor grow it without bound. */
+static int cli_bounded(char **err, const char *a1, const char *a2, const char *a3, const char *a4,
+                       const char *a5)
+{
+    char *argv[16] = {
+        "/usr/bin/prlimit",   "--as=4294967296", "/usr/bin/timeout", "-s", "KILL", "20",
+        (char *)tk_test_cli()};
+    int n = 7;
+    const char *args[] = {a1, a2, a3, a4, a5};
+    for (int i = 0; i < 5 && args[i]; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    char *o = NULL;
+    int rc = tk_test_run(argv, &o, err);
+    free(o);
+    return rc;
+}
+
+START_TEST(test_special_files_refused)
+{
+    if (access("/usr/bin/prlimit", X_OK) != 0 || access("/usr/bin/timeout", X_OK) != 0)
+        return;
+    char fifo[1024], mpath[1024], kfifo[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo", g_dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    char *err;
+    double t0 = tk__now_test();
+    /* A named pipe with no writer, as --manifest, --import and a kernel file. */
+    int rc = cli_bounded(&err, "--precompile", "--manifest", fifo, "--cache-dir", g_root);
+    ck_assert_msg(rc == CLI_USAGE && strstr(err, "not a regular file"), "exit %d: %s", rc, err);
+    ck_assert_int_eq(count_lines(err), 1);
+    free(err);
+    rc = cli_bounded(&err, "--import", fifo, "--cache-dir", g_root, NULL);
+    ck_assert_msg(rc == CLI_FAIL && strstr(err, "not a regular file"), "exit %d: %s", rc, err);
+    free(err);
+    snprintf(kfifo, sizeof kfifo, "%s/k.cu", g_dir);
+    ck_assert_int_eq(mkfifo(kfifo, 0600), 0);
+    write_manifest("fifo.tkm", "arch stub\nkernel k.cu user_entry -DTILE=1\n", mpath, sizeof mpath);
+    rc = cli_bounded(&err, "--precompile", "--manifest", mpath, "--cache-dir", g_root);
+    ck_assert_msg(rc == CLI_USAGE && strstr(err, "not a regular file"), "exit %d: %s", rc, err);
+    free(err);
+    /* An endless device. */
+    rc = cli_bounded(&err, "--precompile", "--manifest", "/dev/zero", "--cache-dir", g_root);
+    ck_assert_msg(rc == CLI_USAGE && strstr(err, "not a regular file"), "exit %d: %s", rc, err);
+    free(err);
+    rc = cli_bounded(&err, "--import", "/dev/zero", "--cache-dir", g_root, NULL);
+    ck_assert_msg(rc == CLI_FAIL && strstr(err, "not a regular file"), "exit %d: %s", rc, err);
+    free(err);
+    printf("special files (FIFO and /dev/zero as --manifest, --import, a kernel file): refused "
+           "in %.2f s in all\n",
+           tk__now_test() - t0);
+    ck_assert_int_eq(n_entries(g_root), 0);
+}
+END_TEST
+
+/* Stores are counted exactly: an entry another run wrote within the same
+ * second does not stand in for one this run could not store. */
+START_TEST(test_store_count_is_exact)
+{
+    char kpath[1024], m1[1024], m2[1024];
+    write_manifest("user.cu", user_kernel, kpath, sizeof kpath);
+    /* Two kernels in different shard folders (learnt in a scratch cache). */
+    char k1[33] = "", k2[33] = "";
+    int t1 = 1, t2 = 0;
+    char text[256];
+    snprintf(text, sizeof text, "arch stub\nkernel user.cu user_entry -DTILE=%d\n", t1);
+    write_manifest("m1.tkm", text, m1, sizeof m1);
+    ck_assert_int_eq(
+        cli_run(NULL, NULL, "--precompile", "--manifest", m1, "--cache-dir", g_root2, NULL),
+        CLI_OK);
+    key_set *ks = cache_keys(g_root2);
+    ck_assert_int_eq(ks->n, 1);
+    memcpy(k1, ks->keys[0], 33);
+    free(ks);
+    for (int t = 2; t < 40 && !t2; t++) {
+        snprintf(text, sizeof text, "arch stub\nkernel user.cu user_entry -DTILE=%d\n", t);
+        write_manifest("m2.tkm", text, m2, sizeof m2);
+        ck_assert_int_eq(cli_run(NULL, NULL, "--clear", "--cache-dir", g_root2, NULL), CLI_OK);
+        ck_assert_int_eq(
+            cli_run(NULL, NULL, "--precompile", "--manifest", m2, "--cache-dir", g_root2, NULL),
+            CLI_OK);
+        ks = cache_keys(g_root2);
+        ck_assert_int_eq(ks->n, 1);
+        if (memcmp(ks->keys[0], k1, 2) != 0) {
+            memcpy(k2, ks->keys[0], 33);
+            t2 = t;
+        }
+        free(ks);
+    }
+    ck_assert_int_ne(t2, 0);
+    /* Start early in a second, so both runs fall within it. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct timespec pause = {0, 1000000000L - now.tv_nsec + 20000000L};
+    if (pause.tv_nsec >= 1000000000L)
+        pause.tv_nsec -= 1000000000L;
+    nanosleep(&pause, NULL);
+    ck_assert_int_eq(
+        cli_run(NULL, NULL, "--precompile", "--manifest", m1, "--cache-dir", g_root, NULL), CLI_OK);
+    /* kernel 2's shard folder writable by the group: stores there refused. */
+    char shard[1024];
+    snprintf(shard, sizeof shard, "%s/%d/%.2s", g_root, TK__CACHE_FORMAT, k2);
+    ck_assert_int_eq(mkdir(shard, 0700), 0);
+    ck_assert_int_eq(chmod(shard, 0770), 0);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", m2, "--cache-dir", g_root, NULL);
+    clock_gettime(CLOCK_REALTIME, &now);
+    printf("store count: 2nd run ended %.3f s into the second, exit %d\n", now.tv_nsec / 1e9, rc);
+    ck_assert_int_eq(count_before(out, " compiled,"), 1);
+    ck_assert_msg(rc == CLI_NOT_KEPT, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_msg(strstr(err, "compiled but 0 stored"), "%s", err);
+    free(out), free(err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cli_precompile");
@@ -574,6 +727,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_line_policy);
     tcase_add_test(tc, test_device_target);
     tcase_add_test(tc, test_default_manifest);
+    tcase_add_test(tc, test_invalid_define_names);
+    tcase_add_test(tc, test_special_files_refused);
+    tcase_add_test(tc, test_store_count_is_exact);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,6 +1,8 @@
 /* tokitai-jit with a remote cache (a real redis-server): --precompile
  * publishes, --list / --stats --remote show the server, --push uploads a
  * cache or a bundle; usage and unreachable-server errors. Stub backend. */
+#include <pthread.h>
+
 #include "test_cli_common.h"
 #include "test_remote_common.h"
 
@@ -161,6 +163,211 @@ START_TEST(usage_and_unreachable)
 }
 END_TEST
 
+/* --------------------------------------------------- hostile writers */
+
+static void redis_cmd(const redis_srv *srv, const char *fmt, const char *a, const char *b)
+{
+    redisContext *c = redis_client(srv);
+    redisReply *r = redisCommand(c, fmt, a, b);
+    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "%s: %s", fmt, r ? r->str : "no reply");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* The server's value keys (this version), in a malloc'd array of names. */
+static int value_keys(const redis_srv *srv, char names[][128], int max)
+{
+    redisContext *c = redis_client(srv);
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "tkjit:%s:%d:e:*", TK_VERSION_STRING, TK__CACHE_FORMAT);
+    redisReply *r = redisCommand(c, "KEYS %s", pattern);
+    ck_assert(r && r->type == REDIS_REPLY_ARRAY);
+    int n = 0;
+    for (size_t i = 0; i < r->elements && n < max; i++)
+        snprintf(names[n++], 128, "%s", r->element[i]->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+static long long lease_count(const redis_srv *srv)
+{
+    redisContext *c = redis_client(srv);
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "tkjit:%s:%d:lease:*", TK_VERSION_STRING, TK__CACHE_FORMAT);
+    redisReply *r = redisCommand(c, "KEYS %s", pattern);
+    ck_assert(r && r->type == REDIS_REPLY_ARRAY);
+    long long n = (long long)r->elements;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+static long precompile_into(const char *cache, char *mpath, size_t size)
+{
+    char kpath[1024];
+    write_in_dir("user.cu", user_kernel, kpath, sizeof kpath);
+    write_in_dir("m.tkm", manifest, mpath, size);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir",
+                     cache, "--remote", g_srv.url, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    long compiled = count_before(out, " compiled,");
+    free(out), free(err);
+    return compiled;
+}
+
+/* Garbage, a list, a value signed under another secret: --push overwrites
+ * each (they do not verify) and says how many; the keys of another type do
+ * not break --stats / --list. */
+START_TEST(push_repairs_a_poisoned_remote)
+{
+    char mpath[1024];
+    long compiled = precompile_into(g_a, mpath, sizeof mpath);
+    ck_assert_int_ge(compiled, 4);
+    char names[16][128];
+    int n = value_keys(&g_srv, names, 16);
+    ck_assert_int_eq(n, compiled);
+    redis_cmd(&g_srv, "SET %s %s", names[0], "garbage");
+    redis_cmd(&g_srv, "DEL %s%s", names[1], "");
+    redis_cmd(&g_srv, "RPUSH %s %s", names[1], "a list");
+
+    /* Wrong-type keys are skipped and counted, not "unreachable". */
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--stats", "--remote", g_srv.url, "--json", NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_int_eq(json_field(out, "entries"), compiled - 2);
+    ck_assert_int_eq(json_field(out, "bad_values"), 2);
+    free(out), free(err);
+    rc = cli_run(&out, &err, "--list", "--remote", g_srv.url, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_int_eq(count_before(out, " entries on the remote"), compiled - 2);
+    ck_assert_int_eq(count_before(out, " keys skipped"), 2);
+    free(out), free(err);
+
+    /* Push repairs both. */
+    rc = cli_run(&out, &err, "--push", "--cache-dir", g_a, "--remote", g_srv.url, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_int_eq(count_before(out, ", already on the remote"), 0); /* pushed */
+    ck_assert_int_eq(count_before(out, ", rejected"), compiled - 2);   /* present */
+    ck_assert_int_eq(count_before(out, " (values that did not verify)"), 2);
+    free(out), free(err);
+    rc = cli_run(&out, &err, "--stats", "--remote", g_srv.url, "--json", NULL);
+    ck_assert_int_eq(json_field(out, "entries"), compiled);
+    ck_assert_int_eq(json_field(out, "bad_values"), 0);
+    free(out), free(err);
+
+    /* Signed with another secret: a push with the fleet's secret replaces all. */
+    flushall();
+    setenv("TOKITAI_JIT_REMOTE_KEY", "old secret", 1);
+    rc = cli_run(&out, &err, "--push", "--cache-dir", g_a, "--remote", g_srv.url, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    free(out), free(err);
+    setenv("TOKITAI_JIT_REMOTE_KEY", "fleet secret", 1);
+    rc = cli_run(&out, &err, "--push", "--cache-dir", g_a, "--remote", g_srv.url, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_int_eq(count_before(out, ", rejected"), 0);
+    ck_assert_int_eq(count_before(out, " (values that did not verify)"), compiled);
+    free(out), free(err);
+    rc = cli_run(&out, &err, "--stats", "--remote", g_srv.url, "--json", NULL);
+    ck_assert_int_eq(json_field(out, "entries"), compiled);
+    free(out), free(err);
+    unsetenv("TOKITAI_JIT_REMOTE_KEY");
+}
+END_TEST
+
+/* Wrong password, unknown user: the server's words, not "unreachable". */
+START_TEST(authentication_failures_say_why)
+{
+    redis_srv locked;
+    const char *extra[] = {"--requirepass", "right", NULL};
+    redis_start_args(&locked, extra);
+    char url[128];
+    char *out, *err;
+    snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", locked.port);
+    ck_assert_int_eq(cli_run(&out, &err, "--stats", "--remote", url, NULL), CLI_FAIL);
+    ck_assert_msg(strstr(err, "AUTH") && strstr(err, "WRONGPASS"), "%s", err);
+    ck_assert_msg(!strstr(err, "***") || !strstr(err, "wrong@"), "password shown: %s", err);
+    free(out), free(err);
+    snprintf(url, sizeof url, "redis://nobody:right@127.0.0.1:%d", locked.port);
+    ck_assert_int_eq(cli_run(&out, &err, "--list", "--remote", url, NULL), CLI_FAIL);
+    ck_assert_msg(strstr(err, "WRONGPASS"), "%s", err);
+    free(out), free(err);
+    snprintf(url, sizeof url, "redis://:right@127.0.0.1:%d", locked.port);
+    ck_assert_int_eq(cli_run(&out, &err, "--stats", "--remote", url, NULL), CLI_OK);
+    free(out), free(err);
+    redis_stop(&locked);
+}
+END_TEST
+
+/* A full server: the run says it published nothing and exits 5. */
+START_TEST(precompile_to_a_full_server_fails)
+{
+    redis_srv full;
+    const char *extra[] = {"--maxmemory", "1", "--maxmemory-policy", "noeviction", NULL};
+    redis_start_args(&full, extra);
+    char mpath[1024], kpath[1024];
+    write_in_dir("user.cu", user_kernel, kpath, sizeof kpath);
+    write_in_dir("m.tkm", manifest, mpath, sizeof mpath);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir", g_a,
+                     "--remote", full.url, NULL);
+    ck_assert_msg(rc == CLI_NOT_KEPT, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_msg(strstr(err, "compiled but 0 published"), "%s", err);
+    free(out), free(err);
+    ck_assert_int_eq(lease_count(&full), 0);
+    redis_stop(&full);
+}
+END_TEST
+
+typedef struct pauser {
+    pid_t pid;
+    int stop_ms, cont_ms;
+} pauser;
+
+static void *pause_server(void *p)
+{
+    pauser *s = p;
+    sleep_ms_test(s->stop_ms);
+    kill(s->pid, SIGSTOP);
+    sleep_ms_test(s->cont_ms - s->stop_ms);
+    kill(s->pid, SIGCONT);
+    return NULL;
+}
+
+/* The server stopped (SIGSTOP) mid-run, resumed before the end: the run
+ * says what it could not publish, exits 5 and leaves no lease behind. */
+START_TEST(precompile_with_a_stalled_server)
+{
+    char kpath[1024], mpath[1024];
+    write_in_dir("user.cu", user_kernel, kpath, sizeof kpath);
+    char text[2048] = "arch stub\n";
+    for (int i = 1; i <= 12; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text),
+                 "kernel user.cu user_entry -DTILE=%d\n", i);
+    write_in_dir("many.tkm", text, mpath, sizeof mpath);
+    setenv("TK__CACHE_TEST_WRITE_DELAY_MS", "150", 1); /* each store takes 150 ms */
+    pauser ps = {g_srv.pid, 200, 700};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, pause_server, &ps), 0);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir", g_a,
+                     "--remote", g_srv.url, NULL);
+    pthread_join(th, NULL);
+    unsetenv("TK__CACHE_TEST_WRITE_DELAY_MS");
+    long long leases = lease_count(&g_srv);
+    char names[16][128];
+    int published = value_keys(&g_srv, names, 16);
+    printf("stalled server: exit %d, %d of 12 published, %lld leases left\n", rc, published,
+           leases);
+    ck_assert_int_lt(published, 12);
+    ck_assert_msg(rc == CLI_NOT_KEPT, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_msg(strstr(err, "published"), "%s", err);
+    ck_assert_int_eq(leases, 0);
+    free(out), free(err);
+}
+END_TEST
+
 static Suite *cli_remote_suite(void)
 {
     Suite *s = suite_create("cli_remote");
@@ -169,6 +376,10 @@ static Suite *cli_remote_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, precompile_publishes_list_stats_push);
     tcase_add_test(tc, usage_and_unreachable);
+    tcase_add_test(tc, push_repairs_a_poisoned_remote);
+    tcase_add_test(tc, authentication_failures_say_why);
+    tcase_add_test(tc, precompile_to_a_full_server_fails);
+    tcase_add_test(tc, precompile_with_a_stalled_server);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -144,6 +144,29 @@ START_TEST(test_manifest_kernel_line_errors)
 }
 END_TEST
 
+/* A kernel line names a C++ function (not extern "C") as written; --list
+ * shows that name; a name the file lacks fails with what it holds. */
+START_TEST(test_cpp_kernel_named_as_written)
+{
+    put("m.tkm", "arch stub\nkernel src/ln.cu layernorm_forward\n");
+    put("src/ln.cu", "__global__ void layernorm_forward(float *out, const float *in, int n) {}\n");
+    char *out = run_precompile(CLI_OK);
+    ck_assert_msg(compiled_in(out) == 1, "%s", out);
+    free(out);
+    char *lst, *err;
+    ck_assert_int_eq(cli_run(&lst, &err, "--list", "--cache-dir", g_root, NULL), CLI_OK);
+    ck_assert_msg(strstr(lst, "layernorm_forward") != NULL, "%s", lst);
+    ck_assert_msg(strstr(lst, "_Z17layernorm_forward") == NULL, "%s", lst);
+    free(lst), free(err);
+
+    put("m.tkm", "arch stub\nkernel src/ln.cu layernorm_fwd\n");
+    out = run_precompile(CLI_FAIL);
+    ck_assert_msg(strstr(out, "did you mean layernorm_forward(float*, const float*, int)?") != NULL,
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli_user_kernels");
@@ -153,6 +176,7 @@ int main(void)
     tcase_add_test(tc, test_templates_and_tracked_headers);
     tcase_add_test(tc, test_errors_name_kernel_file);
     tcase_add_test(tc, test_manifest_kernel_line_errors);
+    tcase_add_test(tc, test_cpp_kernel_named_as_written);
     suite_add_tcase(s, tc);
     return tk_test_main(s);
 }

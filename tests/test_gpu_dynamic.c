@@ -270,6 +270,91 @@ START_TEST(test_embedding_swap)
 }
 END_TEST
 
+/* After tk_context_wait_builds() no call of a shape already seen runs on a
+ * fallback: every kernel a call's plan needs (GEMM split-K: the split kernel
+ * and its reduce) is requested at the first call. Default context (stable
+ * policy, asynchronous builds), every op, shapes of each GEMM kernel family
+ * (split-K, swapped, persistent, skinny, small-K, unaligned), from an empty
+ * cache: one call per shape, the wait, then 20 calls per shape counted. */
+typedef struct seen_shape {
+    int op; /* 0-2 GEMM fwd / grad_a / grad_b, 3 softmax, 4 xent, 5 emb fwd, 6 emb bwd */
+    int64_t d0, d1, d2;
+} seen_shape;
+
+static const seen_shape seen_shapes[] = {
+    {0, 332, 1024, 2816}, {1, 367, 2816, 1024}, {0, 128, 1024, 2816},  {1, 256, 2816, 1024},
+    {2, 2048, 64, 2048},  {2, 367, 1024, 2816}, {0, 2048, 2816, 1024}, {1, 1882, 1024, 2816},
+    {0, 4096, 8, 1024},   {1, 2048, 8, 1024},   {2, 16, 1024, 2816},   {0, 100, 200, 300},
+    {3, 64, 1000, 0},     {3, 300, 50304, 0},   {4, 64, 1000, 0},      {4, 300, 50304, 0},
+    {5, 5000, 256, 1000}, {6, 5000, 256, 3000},
+};
+
+static tk_status seen_call(tk_context *ctx, const seen_shape *s, void *x, void *y, void *z,
+                           void *idx)
+{
+    switch (s->op) {
+    case 0:
+        return tk_gemm_f16_fwd(ctx, s->d0, s->d1, s->d2, x, 0, y, 0, z, 0, NULL);
+    case 1:
+        return tk_gemm_f16_grad_a(ctx, s->d0, s->d1, s->d2, x, 0, y, 0, z, 0, NULL);
+    case 2:
+        return tk_gemm_f16_grad_b(ctx, s->d0, s->d1, s->d2, x, 0, y, 0, z, 0, NULL);
+    case 3:
+        return tk_softmax_f16_fwd(ctx, s->d0, s->d1, x, 0, z, 0, NULL);
+    case 4:
+        return tk_softmax_xent_f16_bwd(ctx, s->d0, s->d1, x, 0, y, 0, z, 0, NULL);
+    case 5:
+        return tk_embedding_f16_fwd(ctx, s->d0, s->d1, x, s->d2, idx, z, NULL, NULL);
+    default:
+        return tk_embedding_f16_bwd(ctx, s->d0, s->d1, z, s->d2, idx, y, TK_EMBEDDING_DETERMINISTIC,
+                                    NULL, NULL);
+    }
+}
+
+START_TEST(test_no_fallback_after_wait)
+{
+    tk_context *ctx = ctx_make(TK_POLICY_STABLE, TK_BUILD_ASYNC);
+    const size_t bytes = (size_t)64 << 20, n = sizeof seen_shapes / sizeof seen_shapes[0];
+    void *x = dalloc(ctx, bytes), *y = dalloc(ctx, bytes), *z = dalloc(ctx, bytes);
+    void *idx = dalloc(ctx, 3000 * 4);
+    ck_assert_int_eq(tk_mem_set(ctx, x, 0, bytes), TK_OK);
+    ck_assert_int_eq(tk_mem_set(ctx, y, 0, bytes), TK_OK);
+    ck_assert_int_eq(tk_mem_set(ctx, idx, 0, 3000 * 4), TK_OK);
+    for (size_t i = 0; i < n; i++) {
+        tk_status st = seen_call(ctx, &seen_shapes[i], x, y, z, idx);
+        ck_assert_msg(st == TK_OK, "shape %zu: %s", i, tk_context_last_error(ctx));
+    }
+    ck_assert_int_eq(tk_context_wait_builds(ctx, 300000), TK_OK);
+    tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
+    ck_assert_int_eq(tk_context_get_stats(ctx, &s0), TK_OK);
+    ck_assert_uint_gt(s0.fallback_calls, 0); /* the first calls did fall back */
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        tk_context_stats a = TK_STRUCT_INIT(tk_context_stats), b = TK_STRUCT_INIT(tk_context_stats);
+        ck_assert_int_eq(tk_context_get_stats(ctx, &a), TK_OK);
+        for (int r = 0; r < 20; r++) {
+            tk_status st = seen_call(ctx, &seen_shapes[i], x, y, z, idx);
+            ck_assert_msg(st == TK_OK, "shape %zu: %s", i, tk_context_last_error(ctx));
+        }
+        ck_assert_int_eq(tk_context_get_stats(ctx, &b), TK_OK);
+        const unsigned long long fb = (unsigned long long)(b.fallback_calls - a.fallback_calls);
+        printf("after the wait: op %d %lldx%lldx%lld: %llu of 20 calls on a fallback\n",
+               seen_shapes[i].op, (long long)seen_shapes[i].d0, (long long)seen_shapes[i].d1,
+               (long long)seen_shapes[i].d2, fb);
+        bad += fb != 0;
+    }
+    ck_assert_int_eq(tk_stream_sync(ctx, NULL), TK_OK);
+    ck_assert_msg(bad == 0, "%d shapes fell back after wait_builds", bad);
+    tk_mem_free(ctx, x);
+    tk_mem_free(ctx, y);
+    tk_mem_free(ctx, z);
+    tk_mem_free(ctx, idx);
+    tk_context_destroy(ctx);
+    tk_test_rmtree(g_dir);
+    free(g_dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("gpu_dynamic");
@@ -279,6 +364,10 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_softmax_swap, 0, 6);
     tcase_add_loop_test(tc, test_embedding_swap, 0, 6);
     suite_add_tcase(s, tc);
+    TCase *seen = tcase_create("seen");
+    tcase_set_timeout(seen, 600);
+    tcase_add_test(seen, test_no_fallback_after_wait);
+    suite_add_tcase(s, seen);
     return s;
 }
 

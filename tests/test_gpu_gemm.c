@@ -49,7 +49,7 @@ static const shape shapes[] = {
     {200, 300, 40, 1, 1, 0},
     {16, 4096, 1024, 0, 0, 0},
     {1000, 1000, 1000, 0, 1, 0},
-    /* Split-K (few output tiles, long K: gemm.c plan_split): on sm_90 the
+    /* Split-K (few output tiles, long K: src/ops/gemm/plan.c plan_split): on sm_90 the
      * TMA kernel with 128x128 tiles in each layout's turn (kernel shape
      * 130 x 300 x 2049: edges in M, N and K, 4 splits), then the mma.sync
      * scalar-load variant (kernel 40 x 1000 x 3001, unaligned). */

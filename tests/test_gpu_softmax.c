@@ -1,8 +1,11 @@
 /* Softmax forward and softmax + cross-entropy backward on long rows, on the
  * GPU against the CPU references: column counts on each side of every
  * variant boundary (one block's registers, clusters of 2 / 4 / 8 blocks on
- * sm_90 and later, the two-pass kernel beyond), vector widths 8 / 4 / 2 / 1
- * (odd counts, offset pointers), padded rows, few and many rows; exact,
+ * sm_90 and later, the two-pass kernel beyond), widths that are not
+ * multiples of 8 and rows that do not start on a 16-byte boundary (odd
+ * widths, odd leading dimensions, offset pointers: 16-byte vectors with
+ * partial ones at the row ends) in each variant, an output offset from
+ * the inputs (narrower vectors), padded rows, few and many rows; exact,
  * stable and generic policies with synchronous builds, and the stable
  * policy with background builds (the generic fallback first, then the
  * specialised kernel). Outputs are poisoned before each run and every
@@ -99,43 +102,65 @@ static void down(tk_context *ctx, void *h, const void *d, size_t bytes)
  * clusters every 'c' is an 'l'. */
 typedef struct sm_case {
     int64_t rows, cols, ld; /* ld 0: packed */
-    int offset;             /* halves added to every pointer (narrows the vector) */
+    int offset;             /* halves added to every pointer */
     char kind;
+    int out_off; /* halves added to the output pointer alone (narrows the vector) */
 } sm_case;
 
 static const sm_case cases[] = {
     /* around one block's registers: 32768 at VEC 8, 16384 at VEC 1; then
      * clusters of 256-thread blocks (2048 vectors each at VEC 8, 8192 at
      * VEC 1), past 8 of those 8 larger blocks */
-    {2, 32768, 0, 0, 'r'},
-    {3, 32776, 0, 0, 'c'}, /* VEC 8, 4 blocks */
-    {3, 32767, 0, 0, 'c'}, /* VEC 1, 4 blocks */
-    {5, 32769, 0, 0, 'c'}, /* VEC 1, 8 blocks */
-    {2, 16384, 0, 1, 'r'}, /* VEC 1 (offset), the last one-block size */
+    {2, 32768, 0, 0, 'r', 0},
+    {3, 32776, 0, 0, 'c', 0}, /* VEC 8, 4 blocks */
+    {3, 32767, 0, 0, 'r', 0}, /* odd: 4095 whole vectors, one block */
+    {5, 32769, 0, 0, 'r', 0},
+    {3, 32775, 0, 0, 'r', 0}, /* 4096 whole vectors + 7 halves */
+    {3, 32777, 0, 0, 'c', 0}, /* 4097 + 1: 4 blocks */
+    {2, 16384, 0, 1, 'r', 0}, /* offset */
     /* cluster sizes */
-    {2, 50304, 0, 0, 'c'},
-    {257, 50304, 0, 0, 'c'}, /* many rows */
-    {2, 65536, 0, 0, 'c'},   /* 4 blocks, full */
-    {2, 65544, 0, 0, 'c'},   /* 8 blocks */
-    {3, 128256, 0, 0, 'c'},
-    {40, 128256, 0, 0, 'c'},
-    {2, 131072, 0, 0, 'c'}, /* 8 blocks of 256 threads, full */
-    {2, 131080, 0, 0, 'c'}, /* 8 larger blocks */
-    {3, 180000, 0, 0, 'c'}, /* 48 KiB of shared memory per block (both ops) */
-    {2, 256000, 0, 0, 'c'},
-    {33, 256000, 0, 0, 'c'},
-    {1, 262144, 0, 0, 'c'}, /* 8 blocks, full */
+    {2, 50304, 0, 0, 'c', 0},
+    {257, 50304, 0, 0, 'c', 0}, /* many rows */
+    {2, 65536, 0, 0, 'c', 0},   /* 4 blocks, full */
+    {2, 65544, 0, 0, 'c', 0},   /* 8 blocks */
+    {3, 128256, 0, 0, 'c', 0},
+    {40, 128256, 0, 0, 'c', 0},
+    {2, 131072, 0, 0, 'c', 0}, /* 8 blocks of 256 threads, full */
+    {2, 131080, 0, 0, 'c', 0}, /* 8 larger blocks */
+    {3, 180000, 0, 0, 'c', 0}, /* 48 KiB of shared memory per block (both ops) */
+    {2, 256000, 0, 0, 'c', 0},
+    {33, 256000, 0, 0, 'c', 0},
+    {1, 262144, 0, 0, 'c', 0}, /* 8 blocks, full */
     /* beyond the clusters */
-    {2, 262152, 0, 0, 'l'},
-    {2, 300000, 0, 0, 'l'},
-    {2, 131073, 0, 0, 'l'}, /* VEC 1: 8 x 512 x 32 = 131072 fit */
-    /* odd counts, narrow vectors, padded rows */
-    {3, 100003, 0, 0, 'c'},     /* VEC 1 */
-    {2, 50304, 0, 4, 'c'},      /* VEC 4 */
-    {2, 50304, 0, 2, 'c'},      /* VEC 2 */
-    {4, 50304, 50320, 0, 'c'},  /* padded, VEC 8 */
-    {3, 70000, 70008, 1, 'c'},  /* padded, VEC 1 */
-    {2, 300001, 300011, 3, 'l'} /* padded, VEC 1 */
+    {2, 262152, 0, 0, 'l', 0},
+    {2, 300000, 0, 0, 'l', 0},
+    /* odd widths (rows start anywhere in a 16-byte vector), each variant */
+    {9, 3, 0, 0, 'r', 0},
+    {7, 1023, 0, 0, 'r', 0},
+    {5, 20001, 0, 0, 'r', 0}, /* one block of 512 per row */
+    {9, 50257, 0, 0, 'c', 0},
+    {3, 100003, 0, 0, 'c', 0},
+    {2, 131073, 0, 0, 'c', 0},
+    {3, 151937, 0, 0, 'c', 0},
+    {8, 262143, 0, 0, 'c', 0},
+    {3, 262151, 0, 0, 'c', 0}, /* 32768 whole vectors, + 7 */
+    {2, 262153, 0, 0, 'l', 0},
+    /* aligned widths, unaligned rows: offset pointers, odd leading
+     * dimensions */
+    {6, 4096, 0, 3, 'r', 0},
+    {5, 4096, 4099, 0, 'r', 0},
+    {3, 50304, 50305, 0, 'c', 0},
+    {2, 50304, 0, 4, 'c', 0},
+    {2, 50304, 0, 2, 'c', 0},
+    {2, 151936, 0, 5, 'c', 0},
+    {4, 50304, 50320, 0, 'c', 0}, /* padded, aligned */
+    {3, 70000, 70008, 1, 'c', 0},
+    {2, 300001, 300011, 3, 'l', 0},
+    /* the output offset from the inputs: no common vector boundary, 2-byte
+     * or 4-byte vectors */
+    {3, 50257, 0, 0, 'c', 1},
+    {4, 4096, 0, 0, 'r', 2},
+    {2, 300000, 0, 1, 'l', 1},
 };
 
 static void expect_kind(tk_context *ctx, const sm_case *c, int xent)
@@ -162,7 +187,8 @@ static void expect_kind(tk_context *ctx, const sm_case *c, int xent)
 static void run_case(tk_context *ctx, const sm_case *c, int xent, int async)
 {
     const int64_t rows = c->rows, cols = c->cols, ld = c->ld ? c->ld : cols;
-    const size_t n = (size_t)(rows * ld + c->offset), bytes = n * 2;
+    const int oo = c->offset + c->out_off; /* the output's offset */
+    const size_t n = (size_t)(rows * ld + oo), bytes = n * 2;
     const size_t packed = (size_t)(rows * cols);
     uint16_t *x = malloc(bytes), *g = malloc(bytes), *got = malloc(bytes), *got2 = malloc(bytes);
     uint16_t *xp = malloc(packed * 2), *gp = malloc(packed * 2), *want = malloc(packed * 2);
@@ -202,21 +228,20 @@ static void run_case(tk_context *ctx, const sm_case *c, int xent, int async)
         tk_assert_status(tk_mem_set(ctx, dy, 0xff, bytes), TK_OK);
         tk__op_trace_begin();
         if (!xent)
-            tk_assert_status(tk_softmax_f16_fwd(ctx, rows, cols, dx + c->offset, c->ld,
-                                                dy + c->offset, c->ld, NULL),
-                             TK_OK);
+            tk_assert_status(
+                tk_softmax_f16_fwd(ctx, rows, cols, dx + c->offset, c->ld, dy + oo, c->ld, NULL),
+                TK_OK);
         else
             tk_assert_status(tk_softmax_xent_f16_bwd(ctx, rows, cols, dx + c->offset, c->ld,
-                                                     dg + c->offset, c->ld, dy + c->offset, c->ld,
-                                                     NULL),
+                                                     dg + c->offset, c->ld, dy + oo, c->ld, NULL),
                              TK_OK);
         expect_kind(ctx, c, xent);
         down(ctx, dst, dy, bytes);
-        for (int i = 0; i < c->offset; i++)
+        for (int i = 0; i < oo; i++)
             ck_assert_msg(dst[i] == POISON16, "%lldx%lld: element before the output written",
                           (long long)rows, (long long)cols);
         for (int64_t r = 0; r < rows; r++) {
-            const uint16_t *gr = dst + c->offset + r * ld;
+            const uint16_t *gr = dst + oo + r * ld;
             double sum = 0.0;
             for (int64_t k = 0; k < cols; k++) {
                 const double gv = tk_f16_to_f32(gr[k]), wv = tk_f16_to_f32(want[r * cols + k]);
@@ -226,8 +251,7 @@ static void run_case(tk_context *ctx, const sm_case *c, int xent, int async)
                        (long long)r, (long long)k, gv, gr[k], wv, want[r * cols + k]);
                 sum += gv;
             }
-            for (int64_t k = cols; k < ld && (r + 1 < rows || c->offset + r * ld + k < (int64_t)n);
-                 k++)
+            for (int64_t k = cols; k < ld && (r + 1 < rows || oo + r * ld + k < (int64_t)n); k++)
                 EXPECT(gr[k] == POISON16, "%lldx%lld ld %lld: padding [%lld,%lld] written",
                        (long long)rows, (long long)cols, (long long)ld, (long long)r, (long long)k);
             if (!xent)

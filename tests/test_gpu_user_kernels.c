@@ -241,6 +241,77 @@ START_TEST(test_header_edit_between_processes)
 }
 END_TEST
 
+/* A C++ kernel (not extern "C") named as written, with a parameter of
+ * every size class; its arguments are placed by the layout the library
+ * read from the code object, and the kernel echoes what it received. */
+static const char *const k_every =
+    "struct Pair { float a; double b; };\n"
+    "__global__ void echo_every(signed char c, short s, int i, long long l, float f, double d,\n"
+    "                           __half h, Pair pr, long long *oi, double *od)\n"
+    "{\n"
+    "    if (threadIdx.x != 0) return;\n"
+    "    oi[0] = c; oi[1] = s; oi[2] = i; oi[3] = l;\n"
+    "    od[0] = f; od[1] = d; od[2] = __half2float(h); od[3] = pr.a; od[4] = pr.b;\n"
+    "}\n";
+
+START_TEST(test_cpp_named_every_size_class)
+{
+    char *dir = tk_test_tmpdir("gpu_usr_every");
+    tk_context *ctx = context_in(dir);
+    /* __half: the CUDA prelude includes cuda_fp16.h, hipRTC has it built in. */
+    tk_kernel_desc desc = {.source = k_every, .entry = "echo_every"};
+    tk_kernel *k = get_ok(ctx, &desc);
+    tk_kernel_params p = TK_STRUCT_INIT(tk_kernel_params);
+    tk_assert_status(tk_kernel_get_params(k, &p), TK_OK);
+    ck_assert_uint_eq(p.n_params, 10);
+    static const uint32_t sizes[10] = {1, 2, 4, 8, 4, 8, 2, 16, 8, 8};
+    static const int kinds[10] = {TK_PARAM_INT,   TK_PARAM_INT,    TK_PARAM_INT,    TK_PARAM_INT,
+                                  TK_PARAM_FLOAT, TK_PARAM_FLOAT,  TK_PARAM_FLOAT,  TK_PARAM_STRUCT,
+                                  TK_PARAM_POINTER, TK_PARAM_POINTER};
+    for (int i = 0; i < 10; i++) {
+        ck_assert_msg(p.params[i].size == sizes[i], "param %d size %u", i, p.params[i].size);
+        ck_assert_msg(p.params[i].kind == kinds[i], "param %d kind %d", i, p.params[i].kind);
+    }
+    void *oi = NULL, *od = NULL;
+    tk_assert_status(tk_mem_alloc(ctx, 4 * sizeof(long long), &oi), TK_OK);
+    tk_assert_status(tk_mem_alloc(ctx, 5 * sizeof(double), &od), TK_OK);
+    signed char c = -5;
+    short sh = -300;
+    int in = -70000;
+    long long l = -(1LL << 40);
+    float f = 1.5f;
+    double d = 0.1;
+    uint16_t h = 0x3c00; /* 1.0 in fp16 */
+    struct {
+        float a;
+        double b;
+    } pr = {2.5f, -7.25};
+    void *values[10] = {&c, &sh, &in, &l, &f, &d, &h, &pr, &oi, &od};
+    /* Each argument copied into a block laid out as the code object says,
+     * then handed over one pointer per parameter. */
+    unsigned char block_bytes[256] = {0};
+    void *args[10];
+    for (int i = 0; i < 10; i++) {
+        ck_assert_uint_le(p.params[i].offset + p.params[i].size, sizeof block_bytes);
+        memcpy(block_bytes + p.params[i].offset, values[i], p.params[i].size);
+        args[i] = block_bytes + p.params[i].offset;
+    }
+    unsigned grid[3] = {1, 1, 1}, blk[3] = {32, 1, 1};
+    tk_assert_status(tk_kernel_launch(ctx, k, grid, blk, 0, NULL, args), TK_OK);
+    long long hi[4];
+    double hd[5];
+    tk_assert_status(tk_mem_download(ctx, hi, oi, sizeof hi), TK_OK);
+    tk_assert_status(tk_mem_download(ctx, hd, od, sizeof hd), TK_OK);
+    ck_assert(hi[0] == -5 && hi[1] == -300 && hi[2] == -70000 && hi[3] == -(1LL << 40));
+    ck_assert(hd[0] == 1.5 && hd[1] == 0.1 && hd[2] == 1.0 && hd[3] == 2.5 && hd[4] == -7.25);
+    tk_mem_free(ctx, oi);
+    tk_mem_free(ctx, od);
+    tk_context_destroy(ctx);
+    tk_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
@@ -256,6 +327,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_template_kernels);
     tcase_add_test(tc, test_cooperative_groups_kernel);
     tcase_add_test(tc, test_header_edit_between_processes);
+    tcase_add_test(tc, test_cpp_named_every_size_class);
     suite_add_tcase(s, tc);
     return tk_test_gpu_main(s);
 }

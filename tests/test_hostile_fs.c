@@ -11,7 +11,7 @@
  *   uid 65534 (nobody), reached with setuid in a forked child (needs root;
  *   skipped visibly otherwise).
  * - TOKITAI_JIT_CACHE_DIR naming a file, an over-long path, HOME unset, a
- *   full file system (a 64 KiB tmpfs in a private mount namespace where
+ *   full file system (a 8 KiB tmpfs in a private mount namespace where
  *   mount is permitted, else RLIMIT_FSIZE): correct results, one warning.
  */
 #include <grp.h>
@@ -708,14 +708,14 @@ static int full_disk_child(const char *root, int use_rlimit)
 {
     if (use_rlimit) {
         signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {8 * 1024, 8 * 1024}; /* below one entry: every store fails */
+        struct rlimit rl = {256, 256}; /* below one compressed entry: every store fails */
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             return 30;
     }
     int warnings = 0;
     int fails = stub_compiles(root, &warnings);
     printf("  full file system (%s): %d failures, %d warnings\n",
-           use_rlimit ? "RLIMIT_FSIZE" : "64 KiB tmpfs", fails, warnings);
+           use_rlimit ? "RLIMIT_FSIZE" : "8 KiB tmpfs", fails, warnings);
     fflush(stdout);
     if (fails)
         return 31;
@@ -749,7 +749,7 @@ static int full_disk_child(const char *root, int use_rlimit)
     unlink(manifest);
     printf("  --precompile on the full file system: exit %d, stderr: %s", r.code, r.err);
     fflush(stdout);
-    int bad = r.code != 1 || count_lines(r.err) != 1 || !strstr(r.err, "stored");
+    int bad = r.code != 5 || count_lines(r.err) != 1 || !strstr(r.err, "stored");
     run_result_free(&r);
     return bad ? 36 : 0;
 }
@@ -771,7 +771,7 @@ START_TEST(test_full_disk)
             printf("  TK_TEST_FULL_DISK_RLIMIT set: RLIMIT_FSIZE stands in for a full disk\n");
         else if (unshare(CLONE_NEWNS) == 0 &&
                  mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-                 mount("tmpfs", root, "tmpfs", 0, "size=64k,mode=0700") == 0)
+                 mount("tmpfs", root, "tmpfs", 0, "size=8k,mode=0700") == 0)
             use_rlimit = 0;
         else
             printf("  mount not permitted here (%s): RLIMIT_FSIZE stands in for a full disk\n",
@@ -784,8 +784,129 @@ START_TEST(test_full_disk)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "full-disk child: status %d",
                   WIFEXITED(status) ? WEXITSTATUS(status) : -status);
     printf("FIGURE hostile-full-disk: compiles correct, one warning, no partial entry or "
-           "temporary file, --precompile exit 1 with one line\n");
+           "temporary file, --precompile exit 5 with one line\n");
     fflush(stdout);
+    tk_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* ----------------------------------------------- a folder where an entry is */
+
+/* A folder (with something inside) at an entry's path: a store replaces it,
+ * --prune removes it, --clear removes it (the folder is the cache's own). */
+START_TEST(test_folder_at_entry_path)
+{
+    char *root = tk_test_tmpdir("hostile-dirent");
+    test_log log = {0};
+    tk_cache *cache = open_cache(root, &log);
+    put_named(cache, "victim", 300);
+    tk_cache_close(cache);
+    char path[PATH_MAX], inner[PATH_MAX + 16];
+    entry_path_of(root, "victim", path, sizeof path);
+    struct stat st;
+
+    /* 1. A lookup misses, the store that follows repairs it. */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    snprintf(inner, sizeof inner, "%s/x", path);
+    ck_assert_int_eq(tk_test_write_file(inner, "x", 1), 0);
+    cache = open_cache(root, &log);
+    ck_assert(!get_named(cache, "victim", 300));
+    put_named(cache, "victim", 300);
+    tk_cache_close(cache);
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert_msg(S_ISREG(st.st_mode), "a store left the folder at %s", path);
+    cache = open_cache(root, &log);
+    ck_assert(get_named(cache, "victim", 300));
+    tk_cache_close(cache);
+
+    /* 2. --prune removes it. */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    ck_assert_int_eq(tk_test_write_file(inner, "x", 1), 0);
+    tool(root, "--prune", NULL, CLI_OK);
+    ck_assert_msg(lstat(path, &st) != 0, "--prune left the folder at %s", path);
+
+    /* 3. --clear removes it (and succeeds). */
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    ck_assert_int_eq(tk_test_write_file(inner, "x", 1), 0);
+    tool(root, "--clear", NULL, CLI_OK);
+    ck_assert_msg(lstat(path, &st) != 0, "--clear left the folder at %s", path);
+    printf("FIGURE hostile-folder-entry: a folder at an entry's path: replaced by the store, "
+           "removed by --prune and --clear\n");
+    tk_test_rmtree(root);
+    free(root);
+}
+END_TEST
+
+/* --------------------------------------------------- a linked cache root */
+
+static int count_entries_under(const char *root)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "find '%s/' -name '*.tkc' -type f | wc -l", root);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+/* The cache root a symbolic link: the link and its target get the rules of
+ * a real folder (owned by the user; the target not writable by others). */
+START_TEST(test_linked_root)
+{
+    if (!is_root())
+        return;
+    char *dir = tk_test_tmpdir("hostile-rootlink");
+    char tgt[PATH_MAX], link[PATH_MAX];
+    snprintf(tgt, sizeof tgt, "%s/tgt", dir);
+    snprintf(link, sizeof link, "%s/RL", dir);
+    ck_assert_int_eq(mkdir(tgt, 0700), 0);
+    test_log log = {0};
+    tk_cache *cache = open_cache(tgt, &log);
+    put_named(cache, "a", 300);
+    put_named(cache, "b", 300);
+    tk_cache_close(cache);
+    ck_assert_int_eq(count_entries_under(tgt), 2);
+
+    /* A link owned by another user: refused; --clear leaves the target. */
+    ck_assert_int_eq(symlink(tgt, link), 0);
+    ck_assert_int_eq(lchown(link, NOBODY, NOBODY), 0);
+    tool(link, "--clear", NULL, CLI_FAIL);
+    tool(link, "--prune", NULL, CLI_FAIL);
+    ck_assert_int_eq(count_entries_under(tgt), 2);
+    log.warnings = 0;
+    cache = open_cache(link, &log);
+    ck_assert(!get_named(cache, "a", 300));
+    ck_assert_int_eq(log.warnings, 1);
+    ck_assert_msg(strstr(log.last, "symbolic link owned by another user"), "%s", log.last);
+    tk_cache_close(cache);
+
+    /* Our own link to a target another user owns: refused. */
+    ck_assert_int_eq(lchown(link, 0, 0), 0);
+    ck_assert_int_eq(chown(tgt, NOBODY, NOBODY), 0);
+    tool(link, "--clear", NULL, CLI_FAIL);
+    ck_assert_int_eq(count_entries_under(tgt), 2);
+    /* ...or a group-writable one. */
+    ck_assert_int_eq(chown(tgt, 0, 0), 0);
+    ck_assert_int_eq(chmod(tgt, 0770), 0);
+    tool(link, "--clear", NULL, CLI_FAIL);
+    ck_assert_int_eq(count_entries_under(tgt), 2);
+
+    /* Our link to our own folder: used like the folder. */
+    ck_assert_int_eq(chmod(tgt, 0700), 0);
+    cache = open_cache(link, &log);
+    ck_assert(get_named(cache, "a", 300));
+    tk_cache_close(cache);
+    tool(link, "--clear", NULL, CLI_OK);
+    ck_assert_int_eq(count_entries_under(tgt), 0);
+    printf("FIGURE hostile-root-link: a linked cache root owned by another user, or to a folder "
+           "another user owns or others may write: refused, target untouched; our own: used\n");
     tk_test_rmtree(dir);
     free(dir);
 }
@@ -800,6 +921,8 @@ int main(void)
     tcase_add_test(tc, test_ownership);
     tcase_add_test(tc, test_environment);
     tcase_add_test(tc, test_full_disk);
+    tcase_add_test(tc, test_folder_at_entry_path);
+    tcase_add_test(tc, test_linked_root);
     suite_add_tcase(suite, tc);
     return tk_test_main(suite);
 }

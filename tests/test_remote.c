@@ -5,6 +5,7 @@
  * a server that dies or never answers, signing, lease expiry.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include <xxhash.h>
@@ -773,6 +774,248 @@ START_TEST(read_only_local_cache_reads_but_never_publishes)
 }
 END_TEST
 
+/* ------------------------------------------------- hostile writers */
+
+/* The key of kernel i, learnt with the remote off. */
+static void probe_key(int i, char hex[33])
+{
+    char a[1024];
+    local_dir("probe-key", a, sizeof a);
+    ctx_opts off = {.url = ""};
+    tk_context *probe = make_ctx_ok(a, &off);
+    key_hex_of(get_kernel(probe, i), hex);
+    tk_context_destroy(probe);
+}
+
+static void lease_name(const char *hex, char *buf, size_t size)
+{
+    snprintf(buf, size, "tkjit:%s:%d:lease:%s", TK_VERSION_STRING, TK__CACHE_FORMAT, hex);
+}
+
+static void redis_do(const char *cmd, const char *key, const char *arg)
+{
+    redisContext *c = redis_client(&g_srv);
+    redisReply *r =
+        arg ? redisCommand(c, "%s %s %s", cmd, key, arg) : redisCommand(c, "%s %s", cmd, key);
+    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "%s %s: %s", cmd, key,
+                  r ? r->str : "no reply");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static long long redis_int(const char *cmd, const char *key)
+{
+    redisContext *c = redis_client(&g_srv);
+    redisReply *r = redisCommand(c, "%s %s", cmd, key);
+    ck_assert_msg(r && r->type == REDIS_REPLY_INTEGER, "%s %s", cmd, key);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* Plants a lease with plant(lease name), then times a lookup of kernel i
+ * in a fresh cache (wait bound 3 s, so the test ends either way). */
+static double lookup_with_planted_lease(int i, const char *key, const char *how, const char *a1,
+                                        const char *a2, const char *a3)
+{
+    char hex[33], lease[160], dir[1024];
+    probe_key(i, hex);
+    lease_name(hex, lease, sizeof lease);
+    redisContext *c = redis_client(&g_srv);
+    redisReply *r = a3 ? redisCommand(c, "%s %s %s %s %s", how, lease, a1, a2, a3)
+                       : redisCommand(c, "%s %s %s", how, lease, a1);
+    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "planting with %s", how);
+    freeReplyObject(r);
+    redisFree(c);
+    char sub[64];
+    snprintf(sub, sizeof sub, "planted-%d", i);
+    local_dir(sub, dir, sizeof dir);
+    ctx_opts o = {.url = g_srv.url, .key = key, .wait_ms = 3000};
+    tk_context *ctx = make_ctx_ok(dir, &o);
+    double t0 = now_ms();
+    get_kernel(ctx, i);
+    double waited = now_ms() - t0;
+    ck_assert_uint_eq(stats_of(ctx).compiles, 1);
+    ck_assert_uint_eq(stats_of(ctx).remote_publishes, 1);
+    tk_context_destroy(ctx);
+    /* Our lease replaced the planted one, and was released after publishing. */
+    ck_assert_int_eq(redis_int("EXISTS", lease), 0);
+    return waited;
+}
+
+START_TEST(planted_leases_do_not_stall)
+{
+    /* No expiry: before, every lookup waited the whole wait time and the
+     * lease stayed forever. */
+    double t1 = lookup_with_planted_lease(11, NULL, "SET", "attacker", NULL, NULL);
+    /* A list at the lease's key. */
+    double t2 = lookup_with_planted_lease(12, NULL, "RPUSH", "attacker", NULL, NULL);
+    /* An expiry far beyond the lease time (60 s). */
+    double t3 = lookup_with_planted_lease(13, NULL, "SET", "attacker", "PX", "3600000");
+    /* With a shared secret, an unsigned lease within the lease time. */
+    double t4 = lookup_with_planted_lease(14, "fleet secret", "SET", "attacker", "PX", "30000");
+    /* ...and one that looks signed but is forged. */
+    char forged[128];
+    snprintf(forged, sizeof forged, "host:1:0000000000000000.%064d", 0);
+    double t5 = lookup_with_planted_lease(15, "fleet secret", "SET", forged, "PX", "30000");
+    printf("planted leases: no expiry %.1f ms, a list %.1f ms, 1 h expiry %.1f ms, unsigned %.1f "
+           "ms, forged %.1f ms (wait bound 3000 ms)\n",
+           t1, t2, t3, t4, t5);
+    ck_assert_msg(t1 < 1000 && t2 < 1000 && t3 < 1000 && t4 < 1000 && t5 < 1000,
+                  "a planted lease stalled a lookup: %.0f %.0f %.0f %.0f %.0f ms", t1, t2, t3, t4,
+                  t5);
+}
+END_TEST
+
+START_TEST(genuine_signed_lease_is_waited_for)
+{
+    char hex[33], lease[160], dir[1024];
+    probe_key(21, hex);
+    lease_name(hex, lease, sizeof lease);
+    /* A holder of the fleet's key takes the lease (the cache layer's hook). */
+    char holder_dir[1024];
+    local_dir("holder", holder_dir, sizeof holder_dir);
+    tk__remote_opts ro = {.url = g_srv.url,
+                          .secret = "fleet secret",
+                          .secret_len = 12,
+                          .secret_set = 1,
+                          .connect_ms = 2000,
+                          .io_ms = 2000};
+    tk__cache_opts co = {.root = holder_dir, .remote = &ro};
+    tk_cache *holder = NULL;
+    tk_assert_status(tk__cache_open(&co, &holder), TK_OK);
+    tk__key key;
+    memset(&key, 0, sizeof key);
+    memcpy(key.hex, hex, 33);
+    void *held = tk__cache_remote_lease(holder, &key);
+    ck_assert_ptr_nonnull(held);
+    ck_assert_int_gt(redis_int("PTTL", lease), 0);
+    /* Same key: waited for (bound 400 ms). */
+    local_dir("waiter-signed", dir, sizeof dir);
+    ctx_opts o = {.url = g_srv.url, .key = "fleet secret", .wait_ms = 400};
+    tk_context *ctx = make_ctx_ok(dir, &o);
+    double t0 = now_ms();
+    get_kernel(ctx, 21);
+    double waited = now_ms() - t0;
+    tk_context_destroy(ctx);
+    /* Another secret: the holder's lease (still held) is a forgery to it. */
+    char dir2[1024];
+    local_dir("waiter-other", dir2, sizeof dir2);
+    char name[128];
+    value_name(hex, name, sizeof name);
+    redis_do("DEL", name, NULL);
+    ctx_opts other = {.url = g_srv.url, .key = "another secret", .wait_ms = 400};
+    ctx = make_ctx_ok(dir2, &other);
+    t0 = now_ms();
+    get_kernel(ctx, 21);
+    double other_waited = now_ms() - t0;
+    tk_context_destroy(ctx);
+    tk__cache_remote_release(held);
+    tk_cache_close(holder);
+    printf("signed lease: same key waited %.0f ms (bound 400), another key %.1f ms\n", waited,
+           other_waited);
+    ck_assert_msg(waited >= 300, "a genuine lease was not waited for (%.0f ms)", waited);
+    ck_assert_msg(other_waited < 300, "a lease signed under another key stalled (%.0f ms)",
+                  other_waited);
+}
+END_TEST
+
+typedef struct stopper {
+    pid_t pid;
+    int after_ms;
+} stopper;
+
+static void *stop_later(void *p)
+{
+    stopper *s = p;
+    sleep_ms_test(s->after_ms);
+    kill(s->pid, SIGSTOP);
+    return NULL;
+}
+
+START_TEST(leases_released_after_a_stalled_server)
+{
+    char hex[33], lease[160], dir[1024];
+    probe_key(31, hex);
+    lease_name(hex, lease, sizeof lease);
+    local_dir("stalled", dir, sizeof dir);
+    /* The store is slowed (a test hook) so the server stops between the
+     * lease and the publish; it resumes before the context is destroyed. */
+    setenv("TK__CACHE_TEST_WRITE_DELAY_MS", "600", 1);
+    ctx_opts o = {.url = g_srv.url, .connect_ms = 100, .io_ms = 100};
+    tk_context *ctx = make_ctx_ok(dir, &o);
+    unsetenv("TK__CACHE_TEST_WRITE_DELAY_MS");
+    stopper s = {g_srv.pid, 250};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, stop_later, &s), 0);
+    get_kernel(ctx, 31);
+    pthread_join(th, NULL);
+    kill(g_srv.pid, SIGCONT);
+    tk_context_stats st = stats_of(ctx);
+    ck_assert_uint_eq(st.compiles, 1);
+    ck_assert_uint_eq(st.remote_publishes, 0);       /* the server was stopped */
+    ck_assert_int_eq(redis_int("EXISTS", lease), 1); /* still held: the release missed */
+    tk_context_destroy(ctx);
+    printf("stalled server: lease left after destroy: %lld\n", redis_int("EXISTS", lease));
+    ck_assert_int_eq(redis_int("EXISTS", lease), 0);
+}
+END_TEST
+
+START_TEST(oversized_values_are_not_read)
+{
+    char hex[33];
+    probe_key(41, hex);
+    /* 4 KiB under the value's name; the reader's limit is 64 bytes. */
+    char *big = malloc(4096);
+    memset(big, 'x', 4096);
+    server_set(hex, big, 4096);
+    free(big);
+    redis_do("CONFIG", "RESETSTAT", NULL);
+    setenv("TK__REMOTE_TEST_MAX_VALUE", "64", 1);
+    char dir[1024];
+    local_dir("oversized-unread", dir, sizeof dir);
+    ctx_opts o = {.url = g_srv.url};
+    tk_context *ctx = make_ctx_ok(dir, &o);
+    unsetenv("TK__REMOTE_TEST_MAX_VALUE");
+    get_kernel(ctx, 41);
+    ck_assert_uint_ge(stats_of(ctx).remote_rejected, 1); /* a lookup looks twice */
+    tk_context_destroy(ctx);
+    redisContext *c = redis_client(&g_srv);
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    ck_assert_ptr_nonnull(r);
+    int read_it =
+        strstr(r->str, "cmdstat_getrange:") != NULL; /* (the release script GETs its lease) */
+    int sized = strstr(r->str, "cmdstat_strlen:") != NULL;
+    freeReplyObject(r);
+    redisFree(c);
+    ck_assert_msg(!read_it, "an oversized value was read");
+    ck_assert_msg(sized, "no STRLEN before reading");
+}
+END_TEST
+
+START_TEST(wrong_type_value_key_is_a_miss)
+{
+    char hex[33], name[128], dir[1024];
+    probe_key(51, hex);
+    value_name(hex, name, sizeof name);
+    redis_do("RPUSH", name, "attacker");
+    local_dir("wrongtype", dir, sizeof dir);
+    ctx_opts o = {.url = g_srv.url};
+    tk_context *ctx = make_ctx_ok(dir, &o);
+    get_kernel(ctx, 51);
+    tk_context_stats s = stats_of(ctx);
+    ck_assert_uint_ge(s.remote_rejected, 1);
+    ck_assert_uint_eq(s.compiles, 1);
+    ck_assert_uint_eq(s.remote_publishes, 1); /* the plain SET replaced the list */
+    tk_context_destroy(ctx);
+    size_t len = 0;
+    uint8_t *v = server_value(hex, &len);
+    ck_assert_ptr_nonnull(v);
+    free(v);
+}
+END_TEST
+
 static Suite *remote_suite(void)
 {
     Suite *s = suite_create("remote");
@@ -791,6 +1034,11 @@ static Suite *remote_suite(void)
     tcase_add_test(tc, crashed_holders_lease_expires);
     tcase_add_test(tc, environment_configures_the_remote);
     tcase_add_test(tc, read_only_local_cache_reads_but_never_publishes);
+    tcase_add_test(tc, planted_leases_do_not_stall);
+    tcase_add_test(tc, genuine_signed_lease_is_waited_for);
+    tcase_add_test(tc, leases_released_after_a_stalled_server);
+    tcase_add_test(tc, oversized_values_are_not_read);
+    tcase_add_test(tc, wrong_type_value_key_is_a_miss);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -127,7 +127,8 @@ static inline int redis_pings(int port)
     if (c && !c->err) {
         redisSetTimeout(c, tv);
         redisReply *r = redisCommand(c, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+        ok = r && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
+                   (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
         if (r)
             freeReplyObject(r);
     }

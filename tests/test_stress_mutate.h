@@ -40,21 +40,28 @@ static const char *const mutation_names[M_COUNT] = {
     "fifo",        "trailing",    "metastr-refixed", "keybyte-refixed", "fp-refixed",
     "nul-refixed", "header-size", "magic",           "sparse-3GiB"};
 
+/* Resources (9 x i32), payload codec (u32), code object size (u64). */
+#define META_FIXED_SIZE (4 * TK__ENTRY_RESOURCE_FIELDS + 4 + 8)
+
 /* Offsets where the entry's structure changes. */
 static inline size_t boundaries(const uint8_t *b, size_t len, size_t *out, size_t max)
 {
     size_t n = 0;
-    static const size_t fixed[] = {0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 64 + 36};
+    static const size_t fixed[] = {0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 64 + 36, 64 + 40};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) && n < max; i++)
         out[n++] = fixed[i];
     tk__entry_view v;
     const char *why;
     if (tk__entry_parse(b, len, 0, &v, &why) == TK_OK) {
-        size_t p = TK__ENTRY_HEADER_SIZE + 36;
-        for (int i = 0; i < TK__ENTRY_N_STRINGS && n + 2 < max; i++) {
-            uint32_t sl = (uint32_t)get_le_n(b + p, 4);
-            out[n++] = p + 4;
-            p += 4 + (sl == UINT32_MAX ? 0 : sl);
+        /* Tagged metadata fields after resources, codec and code size. */
+        size_t p = TK__ENTRY_HEADER_SIZE + META_FIXED_SIZE;
+        size_t end = TK__ENTRY_HEADER_SIZE + v.meta_size;
+        if (n < max)
+            out[n++] = p;
+        while (p + 5 <= end && n + 2 < max) {
+            uint32_t sl = (uint32_t)get_le_n(b + p + 1, 4);
+            out[n++] = p + 5;
+            p += 5 + sl;
             out[n++] = p;
         }
         size_t key = TK__ENTRY_HEADER_SIZE + v.meta_size;
@@ -62,7 +69,7 @@ static inline size_t boundaries(const uint8_t *b, size_t len, size_t *out, size_
             out[n++] = key;
             out[n++] = key + v.key_size / 2;
             out[n++] = key + v.key_size;
-            out[n++] = key + v.key_size + (size_t)v.payload_size / 2;
+            out[n++] = key + v.key_size + (size_t)v.stored_size / 2;
             out[n++] = len - TK__ENTRY_TRAILER_SIZE;
         }
     }
@@ -180,18 +187,15 @@ static inline int plant_variant(const char *path, int kind, const uint8_t *good,
         break;
     }
     case M_META_STR_REFIXED: {
-        size_t p = TK__ENTRY_HEADER_SIZE + 36;
+        /* The length of one tagged field (u8 tag, u32 length, bytes). */
+        size_t p = TK__ENTRY_HEADER_SIZE + META_FIXED_SIZE;
+        size_t end = TK__ENTRY_HEADER_SIZE + (size_t)get_le_n(b + 16, 4);
         int which = (int)rng_below(r, TK__ENTRY_N_STRINGS);
-        for (int i = 0; i < which; i++) {
-            uint32_t sl = (uint32_t)get_le_n(b + p, 4);
-            p += 4 + (sl == UINT32_MAX ? 0 : sl);
-        }
-        uint32_t sl = (uint32_t)get_le_n(b + p, 4);
+        for (int i = 0; i < which && p + 5 + get_le_n(b + p + 1, 4) + 5 <= end; i++)
+            p += 5 + (size_t)get_le_n(b + p + 1, 4);
+        uint32_t sl = (uint32_t)get_le_n(b + p + 1, 4);
         static const uint32_t ds[] = {1, 2, 0xffffffffu, 0x10000};
-        uint32_t nl = sl == UINT32_MAX ? 5 : sl + ds[rng_below(r, 4)];
-        if (nl == UINT32_MAX && sl != 0) /* NULL would be a valid encoding only with len 0 */
-            nl = sl + 1;
-        put_le_n(b + p, nl, 4);
+        put_le_n(b + p + 1, sl + ds[rng_below(r, 4)], 4);
         refix_hashes(b, n);
         break;
     }
@@ -209,10 +213,10 @@ static inline int plant_variant(const char *path, int kind, const uint8_t *good,
         break;
     }
     case M_NUL_META_REFIXED: {
-        size_t p = TK__ENTRY_HEADER_SIZE + 36;
-        uint32_t sl = (uint32_t)get_le_n(b + p, 4); /* the kernel name */
-        if (sl && sl != UINT32_MAX)
-            b[p + 4 + rng_below(r, sl)] = 0;
+        size_t p = TK__ENTRY_HEADER_SIZE + META_FIXED_SIZE;
+        uint32_t sl = (uint32_t)get_le_n(b + p + 1, 4); /* the first field: the kernel name */
+        if (b[p] == 1 && sl && sl < len)
+            b[p + 5 + rng_below(r, sl)] = 0;
         else
             b[8] ^= 1;
         refix_hashes(b, n);

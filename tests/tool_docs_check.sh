@@ -61,5 +61,7 @@ expect "exact generic stable" --policy ""
 expect "exact" --policy = e
 expect "async sync" --build-mode ""
 expect "all manifest" --classes ""
+expect "created" --sort cr
+expect "" --kernel ""
 expect "" --shape ""
 echo "tool docs check passed: $(wc -l <"$tmp/parser") options in the man page and the completion"

@@ -259,6 +259,19 @@ typedef struct tk_resource_usage {
     int32_t max_threads;    /* maximum threads per block the code allows */
 } tk_resource_usage;
 
+/* ------------------------------------------------------------ environment */
+
+/* Checks every TOKITAI_JIT_* variable that is set against the values the
+ * library accepts (docs/environment.md) and calls fn (may be NULL) for each
+ * one it refuses and for each TOKITAI_JIT_* name it does not read. name,
+ * value and why are borrowed for the call. fatal: the library refuses to
+ * create a context with that value (a default would be dangerous); the
+ * others are ignored with a warning on each context's log. Returns the
+ * number of problems. Thread-safe as getenv is. */
+typedef void (*tk_env_problem_fn)(void *user, const char *name, const char *value,
+                                  const char *why, int fatal);
+TK_API unsigned tk_env_check(tk_env_problem_fn fn, void *user);
+
 /* ------------------------------------------------------------------ cache */
 
 /* A handle on an on-disk cache, for tools: list, verify, prune, clear.
@@ -310,9 +323,27 @@ typedef struct tk_cache_stats {
     uint64_t max_bytes;
     uint64_t temp_files; /* leftovers of interrupted writes */
     uint64_t bad_files;  /* files that do not parse as entries */
+    /* Counted across processes since the last tk_cache_zero_stats, as each
+     * context using this cache was destroyed (nothing is written per
+     * lookup; a process killed before then adds nothing). */
+    uint64_t hits;            /* kernels read from the cache (disk or remote) */
+    uint64_t misses;          /* lookups that ended in a compile */
+    uint64_t compiles;        /* successful compiles */
+    double compile_seconds;   /* time in the compiler */
+    uint64_t fallback_calls;  /* operator calls served by a generic kernel meanwhile */
+    uint64_t errors;          /* failed compiles, refused loads, cache trouble */
+    int64_t stats_since;      /* last tk_cache_zero_stats, seconds since the epoch; 0: never */
 } tk_cache_stats;
 
 TK_API tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out);
+/* Sets the persistent counters of tk_cache_stats to zero (for every
+ * process). TK_IO_ERROR when the cache is not writable. */
+TK_API tk_status tk_cache_zero_stats(tk_cache *cache);
+/* Sets the cache's own size limit, kept in <root>/config (0: back to the
+ * default). It applies to every later open that sets no limit itself
+ * (tk_config_set_cache_max_size and TOKITAI_JIT_CACHE_MAX_SIZE come first),
+ * and to this handle at once. */
+TK_API tk_status tk_cache_set_max_size(tk_cache *cache, uint64_t max_bytes);
 
 /* Called for each bad file found by tk_cache_verify; path and why are borrowed. */
 typedef void (*tk_cache_bad_fn)(void *user, const char *path, const char *why);
@@ -358,16 +389,41 @@ TK_API tk_status tk_cache_remote_describe(tk_cache *cache, char *buf, size_t siz
 TK_API tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *user);
 /* entries: good values; bytes: all values of this version; max_bytes: the
  * server's maxmemory (0: none or not readable); temp_files: compile leases
- * held now; bad_files: values a lookup would refuse. */
+ * held now; bad_files: values a lookup would refuse, keys of another Redis
+ * type and values over the size limit (not read) included. */
 TK_API tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out);
 /* Uploads the entries of the cache (user and read-only tiers; bundle NULL)
  * or of a bundle file (tk_cache_export's format), each checked first
- * (structure, checksum, key) and signed when a key is set. A key the server
- * already holds is left alone (*n_present). Bad entries are reported through
+ * (structure, checksum, key) and signed when a key is set. A key whose
+ * value on the server verifies (as a lookup would check it) is left alone
+ * (*n_present); anything else there is overwritten. Bad entries are reported through
  * bad and counted in *n_rejected. Counts may be NULL. */
 TK_API tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
                                       void *user, uint64_t *n_pushed, uint64_t *n_present,
                                       uint64_t *n_rejected);
+
+/* tk_cache_remote_list, and the number of keys it skipped (values a lookup
+ * would refuse, keys of another Redis type, oversized values) in
+ * *n_skipped (may be NULL). */
+TK_API tk_status tk_cache_remote_list_counted(tk_cache *cache, tk_cache_visit_fn visit,
+                                              void *user, uint64_t *n_skipped);
+
+/* What a push did. A sized struct: set struct_size first (TK_STRUCT_INIT). */
+typedef struct tk_cache_push_counts {
+    size_t struct_size;
+    uint64_t pushed;   /* sent: the server held nothing at the key */
+    uint64_t present;  /* the server held a value that verifies: left alone */
+    uint64_t replaced; /* the server held something that does not verify (not a
+                        * value, another type, another key's entry, a signature
+                        * under another secret, oversized): overwritten */
+    uint64_t rejected; /* local entries that do not verify: not sent */
+} tk_cache_push_counts;
+
+/* tk_cache_remote_push with the replaced values counted apart (the older
+ * call counts them in *n_pushed). out may be NULL. */
+TK_API tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle,
+                                             tk_cache_bad_fn bad, void *user,
+                                             tk_cache_push_counts *out);
 
 /* ---------------------------------------------------------------- context */
 
@@ -469,13 +525,25 @@ typedef struct tk_header {
  * zero-initialised before its fields are set keeps working as new fields are
  * appended.
  *
- * entry: an extern "C" name ("gemm"), or a C++ name expression naming one
+ * entry: the kernel's name as written in the source ("layernorm", whether
+ * or not the function is extern "C"), or a C++ name expression naming one
  * __global__ function: a template instance ("fill<4, float>",
- * "ns::gemm<128, true>") or a qualified name ("ns::k", "::k" for a C++
- * function that is not extern "C"). Anything that is not a plain identifier is
- * compiled through the compiler's name-expression API
- * (nvrtcAddNameExpression / hiprtcAddNameExpression); the lowered (mangled)
- * name is stored in the cache entry, so a disk hit needs no compiler.
+ * "ns::gemm<128, true>"), a qualified name ("ns::k"), or one overload
+ * ("static_cast<void (*)(float *)>(k)"). A name expression is compiled
+ * through the compiler's name-expression API (nvrtcAddNameExpression /
+ * hiprtcAddNameExpression). For a user source a plain identifier is
+ * registered there too, up front, so that the one compile serves both an
+ * extern "C" function (its symbol is the name) and a C++ one (its symbol is
+ * the mangled name); this costs nothing measurable when the name resolves.
+ * When it does not (no such function, or an overloaded name), the compiler's
+ * complaint about the name alone is not an error: the source is compiled a
+ * second time without it (the only case that pays two compiles), and the
+ * kernel is looked up by its plain name, failing with TK_NOT_FOUND and a
+ * message listing the kernels the code object does contain ("did you mean")
+ * and, for an overload, how to pick one. The lowered (mangled) name is
+ * stored in the cache entry, so a disk hit needs no compiler; listings
+ * (tokitai-jit --list, tk_cache_list) show entry as written. Embedded
+ * sources take plain extern "C" names only. docs/user-kernels.md has more.
  *
  * User headers (user sources only). The library resolves every
  * `#include "x"` / `#include <x>` of the source and of the headers it finds
@@ -542,6 +610,46 @@ typedef struct tk_kernel_info {
 } tk_kernel_info;
 
 TK_API tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out);
+
+/* What a kernel parameter is, as far as the code object (and, for a C++
+ * function, its mangled name) tells. */
+typedef enum tk_param_kind {
+    TK_PARAM_UNKNOWN = 0, /* only size and offset are known (extern "C" on NVIDIA:
+                           * an 8-byte parameter is a pointer or a 64-bit scalar) */
+    TK_PARAM_POINTER = 1,
+    TK_PARAM_INT = 2,    /* signed integer (char, short, int, long, long long) */
+    TK_PARAM_UINT = 3,   /* unsigned integer, bool */
+    TK_PARAM_FLOAT = 4,  /* float, double, __half */
+    TK_PARAM_STRUCT = 5  /* another type passed by value (struct, vector type) */
+} tk_param_kind;
+
+/* One parameter. Its layout is frozen (the array is indexed); new facts
+ * would come as another array appended to tk_kernel_params. */
+typedef struct tk_kernel_param {
+    uint32_t offset; /* bytes from the start of the argument block */
+    uint32_t size;   /* bytes */
+    int32_t kind;    /* tk_param_kind */
+    uint32_t reserved;
+} tk_kernel_param;
+
+/* The parameter layout the compiler recorded for a kernel: NVIDIA from the
+ * cubin's per-kernel parameter info (EIATTR_KPARAM_INFO), kinds from the
+ * mangled name of a C++ function; AMD from comgr's kernel metadata (.args,
+ * hidden arguments left out); the stub backend from the source's
+ * signature. Read from the code object, so a kernel loaded from the disk
+ * cache or obtained on an offline context has it too. A sized struct: set
+ * struct_size first (TK_STRUCT_INIT). */
+typedef struct tk_kernel_params {
+    size_t struct_size;
+    size_t n_params;
+    const tk_kernel_param *params; /* n_params entries in order; borrowed, valid
+                                    * for the kernel's lifetime */
+} tk_kernel_params;
+
+/* TK_NOT_FOUND when the code object records no parameters for the kernel.
+ * Thread-safe; the first call parses the code object (microseconds on
+ * NVIDIA, a comgr metadata read on AMD), later calls return the same array. */
+TK_API tk_status tk_kernel_get_params(const tk_kernel *kernel, tk_kernel_params *out);
 
 /* Enqueues the kernel. stream is the caller's hipStream_t / CUstream /
  * cudaStream_t (NULL: the default stream). args is an array of pointers to

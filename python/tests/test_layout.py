@@ -29,6 +29,7 @@ ENUMS = {
     "tk_origin": (_capi.Origin, "TK_ORIGIN_"),
     "tk_op": (_capi.Op, "TK_OP_"),
     "tk_build_mode": (_capi.BuildMode, "TK_BUILD_"),
+    "tk_param_kind": (_capi.ParamKind, "TK_PARAM_"),
 }
 
 

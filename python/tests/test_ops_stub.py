@@ -144,10 +144,14 @@ def test_bad_arguments_raise_before_the_library(ctx, op, args, exc, frag):
     assert untouched(ctx)
 
 
-def test_bad_count_must_be_uint32(ctx):
-    with pytest.raises(TypeError, match="bad_count must be uint32"):
-        ctx.embedding_f16_fwd(ctx.empty((10, 8)), ctx.empty((4,), "int32"), bad_count=ctx.empty((1,), "int32"))
-    assert untouched(ctx)
+def test_bad_count_must_be_uint32_or_int32(ctx):
+    w, idx = ctx.empty((10, 8)), ctx.empty((4,), "int32")
+    with pytest.raises(TypeError, match="bad_count must be uint32 or int32, got float32"):
+        ctx.embedding_f16_fwd(w, idx, bad_count=ctx.empty((1,), "float32"))
+    for dtype in ("int32", "uint32"):  # PyTorch has no practical uint32 tensors
+        bad = ctx.array([0], dtype=dtype)
+        assert ctx.embedding_f16_fwd(w, idx, bad_count=bad).shape == (4, 8)
+        assert ctx.embedding_f16_bwd(w, idx, ctx.empty((4, 8)), bad_count=bad) is w
 
 
 def test_bad_streams(ctx):

@@ -156,6 +156,13 @@ class tk_cache_stats(ctypes.Structure):
         ("max_bytes", c_uint64),
         ("temp_files", c_uint64),
         ("bad_files", c_uint64),
+        ("hits", c_uint64),
+        ("misses", c_uint64),
+        ("compiles", c_uint64),
+        ("compile_seconds", c_double),
+        ("fallback_calls", c_uint64),
+        ("errors", c_uint64),
+        ("stats_since", c_int64),
     ]
 
 
@@ -412,6 +419,7 @@ _REQUIRED: Dict[str, Tuple[Any, List[Any]]] = {
 _OPTIONAL: Dict[str, Tuple[Any, List[Any]]] = {
     "tk_config_set_build_mode": (_st, [_cfg, c_int]),
     "tk_context_wait_builds": (_st, [_ctx, c_int]),
+    "tk_cache_zero_stats": (_st, [_cache]),
 }
 
 # --------------------------------------------------------------- loading
@@ -559,3 +567,40 @@ def status_str(status: int) -> str:
 
 
 Fn = Callable[..., int]
+
+
+# ------------------------------------------------ kernel parameter layouts
+
+
+class ParamKind(enum.IntEnum):
+    """tk_param_kind: what a kernel parameter is, as far as the code object
+    (and a C++ kernel's mangled name) tells."""
+
+    UNKNOWN = 0
+    POINTER = 1
+    INT = 2
+    UINT = 3
+    FLOAT = 4
+    STRUCT = 5
+
+
+class tk_kernel_param(ctypes.Structure):
+    _fields_ = [
+        ("offset", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("kind", c_int32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class tk_kernel_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("n_params", c_size_t),
+        ("params", POINTER(tk_kernel_param)),
+    ]
+
+
+STRUCTS["tk_kernel_param"] = tk_kernel_param
+STRUCTS["tk_kernel_params"] = tk_kernel_params
+_OPTIONAL["tk_kernel_get_params"] = (_st, [c_void_p, POINTER(tk_kernel_params)])

@@ -816,8 +816,12 @@ class Context:
     def _bad_count(self, bad_count: Any) -> int:
         if bad_count is None:
             return 0
-        a = self._array(bad_count, "bad_count", _U32, writable=True)
-        return a.ptr
+        # uint32 as the C API has it, or int32 (PyTorch has no practical
+        # uint32 tensors): the same 4 bytes; counts stay far below 2^31.
+        dtype = _arrays.view(bad_count, "bad_count").dtype
+        if dtype not in (_U32, _I32):
+            raise TypeError("bad_count must be uint32 or int32, got %s" % dtype)
+        return self._array(bad_count, "bad_count", dtype, writable=True).ptr
 
     def embedding_f16_fwd(
         self, weight: Any, idx: Any, out: Any = None, *, bad_count: Any = None, stream: Any = None
@@ -826,7 +830,7 @@ class Context:
         ``idx`` int32 (any shape, packed) -> ``out`` idx.shape + (D,) fp16.
 
         Out-of-range indices give zero rows; their number is added to
-        ``bad_count`` (a uint32 device array) when given.
+        ``bad_count`` (a uint32 or int32 device array of one element) when given.
         """
         W = self._packed(weight, "weight", _F16)
         if W.ndim != 2:

@@ -226,9 +226,14 @@ def _defines(defines: Defines) -> List[Tuple[str, Optional[str]]]:
 class Kernel:
     """A user kernel compiled at run time and cached like the library's own.
 
-    ``source``: CUDA/HIP source text; ``entry``: its entry point (an
-    ``extern "C"`` name). ``signature``: the parameter types, needed to
-    launch (NVRTC does not report them), e.g. ``"ptr, ptr, i32, f32"``.
+    ``source``: CUDA/HIP source text; ``entry``: the kernel's name as
+    written (``extern "C"`` or not), or a C++ name expression such as
+    ``"fill<4, float>"``. ``signature``: the parameter types, e.g. ``"ptr,
+    ptr, i32, f32"``; without one, a launch packs the arguments by the
+    parameter layout the compiler recorded (see :meth:`parameters`): an
+    array -> a pointer, a float -> f16/f32/f64 by the parameter's size, an
+    int -> the integer of that size, numpy and ctypes scalars by their own
+    type, a ``ctypes.Structure`` or ``bytes`` -> a struct of that size.
     ``defines``: ``{"TILE": 64}`` or ``["TILE=64", "FAST"]``, passed as
     ``-D``; ``options``: extra compiler options. ``headers``: ``{name:
     text}`` include files (libraries with header support only; otherwise
@@ -356,6 +361,13 @@ class Kernel:
         ctx._call("tk_kernel_precompile", byref(self._desc_obj), byref(origin))
         return Origin(origin.value)
 
+    def parameters(self, context: Optional[Context] = None) -> Optional[Tuple["ParamInfo", ...]]:
+        """The parameter layout the compiler recorded for the kernel
+        (tk_kernel_get_params), compiling or loading it first; None when
+        the library or the code object does not record one."""
+        ctx = self._ctx(context)
+        return _param_infos(ctx, self._get(ctx))
+
     def __getitem__(self, config: Any) -> "Launcher":
         if not isinstance(config, tuple) or len(config) != 2:
             raise TypeError("kernel[grid, block]: expected exactly two items, got %r" % (config,))
@@ -378,6 +390,140 @@ class Kernel:
         return "Kernel(%r, signature=%r)" % (self.entry, sig)
 
 
+@dataclass(frozen=True)
+class ParamInfo:
+    """One parameter as the code object records it (tk_kernel_param)."""
+
+    offset: int
+    size: int
+    kind: _capi.ParamKind
+
+
+def _param_infos(ctx: Context, handle: int) -> Optional[Tuple[ParamInfo, ...]]:
+    if not _capi.has("tk_kernel_get_params"):
+        return None
+    cache = ctx.__dict__.setdefault("_tk_param_infos", {})
+    if handle in cache:
+        return cache[handle]
+    out = _capi.out_struct(_capi.tk_kernel_params)
+    st = ctx._lib.tk_kernel_get_params(handle, byref(out))
+    if st == _capi.Status.NOT_FOUND:
+        infos = None
+    else:
+        _check(ctx, st, "tk_kernel_get_params")
+        infos = tuple(
+            ParamInfo(out.params[i].offset, out.params[i].size, _param_kind(out.params[i].kind))
+            for i in range(out.n_params)
+        )
+    cache[handle] = infos
+    return infos
+
+
+def _param_kind(value: int) -> _capi.ParamKind:
+    try:
+        return _capi.ParamKind(value)
+    except ValueError:
+        return _capi.ParamKind.UNKNOWN
+
+
+_INT_CTYPES = {1: (c_int8, c_uint8), 2: (c_int16, c_uint16), 4: (c_int32, c_uint32), 8: (c_int64, c_uint64)}
+
+
+def _describe(p: ParamInfo) -> str:
+    K = _capi.ParamKind
+    what = {
+        K.POINTER: "a pointer",
+        K.INT: "a %d-byte signed integer" % p.size,
+        K.UINT: "a %d-byte unsigned integer" % p.size,
+        K.FLOAT: "a %d-byte float" % p.size,
+        K.STRUCT: "a %d-byte value" % p.size,
+    }.get(p.kind, "%d bytes" % p.size)
+    return what
+
+
+def _is_numpy_scalar(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "dtype")
+
+
+def _infer_one(value: Any, p: ParamInfo, index: int, ctx: Context) -> Any:
+    """The ctypes object holding value as parameter p, or TypeError/ValueError."""
+    K = _capi.ParamKind
+    where = "argument %d (the kernel takes %s here)" % (index, _describe(p))
+    pointer_ok = p.size == 8 and p.kind in (K.POINTER, K.UNKNOWN)
+    # Arrays and pointer wrappers.
+    if value is None or isinstance(value, (c_void_p, DeviceBuffer)) or (
+        not isinstance(value, (int, float, bytes, bytearray)) and not _is_numpy_scalar(value)
+        and not isinstance(value, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array))
+        and _arrays.is_array(value)
+    ):
+        if not pointer_ok:
+            raise TypeError("%s: got %s, a pointer" % (where, type(value).__name__))
+        return c_void_p(_pointer(value, where, ctx))
+    # Raw bytes of a struct (or of anything) passed by value.
+    if isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array, bytes, bytearray)):
+        raw = bytes(value) if isinstance(value, (bytes, bytearray)) else ctypes.string_at(ctypes.addressof(value), ctypes.sizeof(value))
+        if len(raw) != p.size or p.kind == K.POINTER:
+            raise TypeError("%s: got %d bytes (%s)" % (where, len(raw), type(value).__name__))
+        return (ctypes.c_char * p.size).from_buffer_copy(raw)
+    # numpy and ctypes scalars: by their own type.
+    if _is_numpy_scalar(value) or isinstance(value, ctypes._SimpleCData):
+        if isinstance(value, ctypes._SimpleCData):
+            size, code = ctypes.sizeof(value), value._type_
+            fkind = "f" if code in "fdg" else ("u" if code in "BHILQ?" else "i")
+            if code in "zPZ":
+                raise TypeError("%s: got %s" % (where, type(value).__name__))
+            raw = ctypes.string_at(ctypes.addressof(value), size)
+        else:
+            size, fkind, raw = value.dtype.itemsize, value.dtype.kind, value.tobytes()
+            if fkind not in "fiub":
+                raise TypeError("%s: got a numpy %s" % (where, value.dtype))
+        if size != p.size:
+            raise TypeError("%s: got %s, %d bytes" % (where, type(value).__name__, size))
+        if (fkind == "f" and p.kind in (K.INT, K.UINT, K.POINTER, K.STRUCT)) or (
+            fkind in "iub" and p.kind == K.FLOAT
+        ):
+            raise TypeError("%s: got %s" % (where, type(value).__name__))
+        return (ctypes.c_char * p.size).from_buffer_copy(raw)
+    if isinstance(value, float):
+        if p.kind in (K.POINTER, K.INT, K.UINT, K.STRUCT) or p.size not in (2, 4, 8):
+            raise TypeError("%s: got a float" % where)
+        name = {2: "f16", 4: "f32", 8: "f64"}[p.size]
+        return Param(*_CANON[name]).pack(value, index, ctx)
+    if isinstance(value, int):  # bool included: a 1-byte integer
+        if p.kind == K.STRUCT or p.size not in _INT_CTYPES:
+            raise TypeError("%s: got an int" % where)
+        if p.kind == K.FLOAT:
+            name = {2: "f16", 4: "f32", 8: "f64"}.get(p.size)
+            if name is None:
+                raise TypeError("%s: got an int" % where)
+            return Param(*_CANON[name]).pack(float(value), index, ctx)
+        if p.kind == K.POINTER:
+            return c_void_p(_pointer(value, where, ctx))
+        value = int(value)
+        bits = 8 * p.size
+        lo = 0 if p.kind == K.UINT else -(1 << (bits - 1))
+        hi = (1 << bits) - 1 if p.kind != K.INT else (1 << (bits - 1)) - 1
+        if not lo <= value <= hi:
+            raise ValueError("%s: %d is outside [%d, %d]" % (where, value, lo, hi))
+        signed, unsigned = _INT_CTYPES[p.size]
+        return signed(value) if value < 0 else unsigned(value)
+    raise TypeError("%s: cannot pass %s (use an array, an int, a float, a numpy or ctypes scalar, "
+                    "or bytes)" % (where, type(value).__name__))
+
+
+def _infer(k: "Kernel", ctx: Context, handle: int, args: Sequence[Any]) -> List[Any]:
+    infos = _param_infos(ctx, handle)
+    if infos is None:
+        raise TypeError(
+            "%s: the code object records no parameter layout; launching needs the parameter "
+            "types: Kernel(..., signature='ptr, i32, ...')" % k.entry
+        )
+    if len(args) != len(infos):
+        raise TypeError("%s takes %d arguments (%s), %d given" % (
+            k.entry, len(infos), ", ".join(_describe(p) for p in infos), len(args)))
+    return [_infer_one(a, p, i, ctx) for i, (a, p) in enumerate(zip(args, infos))]
+
+
 def _check(ctx: Context, st: int, call: str) -> None:
     from .errors import check
 
@@ -392,20 +538,22 @@ class Launcher:
 
     def __call__(self, *args: Any, stream: Any = None, shared: int = 0, context: Optional[Context] = None) -> None:
         k = self.kernel
-        if k.params is None:
-            raise TypeError(
-                "%s: launching needs the parameter types: Kernel(..., signature='ptr, i32, ...')" % k.entry
-            )
-        if len(args) != len(k.params):
+        if k.params is not None and len(args) != len(k.params):
             raise TypeError("%s takes %d arguments (%s), %d given"
                             % (k.entry, len(k.params), ", ".join(p.name for p in k.params), len(args)))
         if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared <= 0xFFFFFFFF:
             raise ValueError("shared: expected bytes of dynamic shared memory, an int >= 0")
         ctx = k._ctx(context)
-        packed = [p.pack(a, i, ctx) for i, (p, a) in enumerate(zip(k.params, args))]
+        if k.params is not None:
+            packed = [p.pack(a, i, ctx) for i, (p, a) in enumerate(zip(k.params, args))]
+        else:
+            # No signature: the layout the compiler recorded decides (the
+            # kernel is obtained first; nothing launches on a mismatch).
+            packed = _infer(k, ctx, k._get(ctx), args)
         if stream is None:
             arrays = [_arrays.view(a, "argument") for a in args
-                      if not isinstance(a, (int, float, DeviceBuffer)) and _arrays.is_array(a)]
+                      if not isinstance(a, (int, float, bytes, bytearray, DeviceBuffer)) and not _is_numpy_scalar(a)
+                      and _arrays.is_array(a)]
             handle = _arrays.default_stream(arrays)
         else:
             handle = ctx._stream(stream, ())

@@ -50,6 +50,14 @@ class CacheStats:
     max_bytes: int
     temp_files: int
     bad_files: int
+    # Counted across processes since the last zero_stats (0 from an older library).
+    hits: int = 0
+    misses: int = 0
+    compiles: int = 0
+    compile_seconds: float = 0.0
+    fallback_calls: int = 0
+    errors: int = 0
+    stats_since: int = 0
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,24 @@ class Cache:
     def stats(self) -> CacheStats:
         s = _capi.out_struct(_capi.tk_cache_stats)
         self._call("tk_cache_get_stats", byref(s))
-        return CacheStats(s.entries, s.bytes, s.max_bytes, s.temp_files, s.bad_files)
+        return CacheStats(
+            s.entries,
+            s.bytes,
+            s.max_bytes,
+            s.temp_files,
+            s.bad_files,
+            s.hits,
+            s.misses,
+            s.compiles,
+            s.compile_seconds,
+            s.fallback_calls,
+            s.errors,
+            s.stats_since,
+        )
+
+    def zero_stats(self) -> None:
+        """Sets the persistent counts (hits, misses, compiles...) to zero."""
+        self._call("tk_cache_zero_stats")
 
     def verify(self) -> List[BadFile]:
         """Reads every entry in full (structure, key, checksum); returns the

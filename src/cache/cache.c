@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
 
@@ -197,6 +199,67 @@ int tk__cache_unlink(const char *path)
     return r;
 }
 
+static int remove_at(int dfd, const char *name, int depth)
+{
+    if (unlinkat(dfd, name, 0) == 0)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -1;
+    if (depth >= 8) {
+        errno = ENOTEMPTY;
+        return -1;
+    }
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int failed = 0, saved = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (remove_at(dirfd(d), e->d_name, depth + 1) != 0 && !failed) {
+            failed = 1;
+            saved = errno;
+        }
+    }
+    closedir(d);
+    if (failed) {
+        errno = saved;
+        return -1;
+    }
+    return unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+int tk__cache_remove_any(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || !slash[1]) {
+        errno = EINVAL;
+        return -1;
+    }
+    char dir[PATH_MAX];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof(dir)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    int dfd = tk__cache_open_dir(n ? dir : "/");
+    if (dfd < 0)
+        return -1;
+    int r = remove_at(dfd, slash + 1, 0);
+    int saved = errno;
+    close(dfd);
+    errno = saved;
+    return r;
+}
+
 /* ------------------------------------------------------------------- open */
 
 static int env_true(const char *name)
@@ -235,6 +298,13 @@ static tk_status open_user_tier(tk_cache *cache)
     if (!cache->root[0])
         return set_problem(cache, "no cache folder: HOME is not set");
     int create = !cache->disabled && !cache->read_only;
+    /* A root that is a symbolic link: the link must be the user's (its
+     * target then gets a real folder's checks below), else whoever owns it
+     * chooses where stores, --prune and --clear act. Checked before
+     * anything is created through it. */
+    if (lstat(cache->root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid())
+        return set_problem(cache, "cache folder %s refused: a symbolic link owned by another user",
+                           cache->root);
     if (create && mkdir_p(cache->fmt_dir) != 0 && errno != EACCES && errno != EROFS &&
         errno != EPERM && errno != ENOENT)
         return set_problem(cache, "cannot create cache folder %s: %s", cache->fmt_dir,
@@ -312,8 +382,12 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
                 free(root);
                 return TK_OUT_OF_MEMORY;
             }
-            /* A missing tier is simply empty; a writable-by-others one is refused. */
-            if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
+            /* A missing tier is simply empty; a writable-by-others one is
+             * refused, and so is a link to it that another user owns. */
+            if (lstat(root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() &&
+                st.st_uid != 0)
+                why = "a symbolic link owned by another user";
+            else if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
                 why = tk__cache_dir_unsafe(fmt, 1);
             if (why && !cache->disabled)
                 tk__cache_warn_once(cache, TK__WARN_SETUP,
@@ -375,6 +449,14 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
         if (env && *env && tk_parse_size(env, &v) != TK_OK)
             tk__cache_warn_once(cache, TK__WARN_SETUP,
                                 "TOKITAI_JIT_CACHE_MAX_SIZE=%s is not a size; using 5G", env);
+        if (!v) {
+            /* The cache's own setting (tokitai-jit -M) under the caller's and
+             * the environment's. */
+            char why[512];
+            tk_status cs = tk__cache_config_max_size(cache->root, &v, why, sizeof why);
+            if (cs == TK_CORRUPT)
+                tk__cache_warn_once(cache, TK__WARN_SETUP, "%s; using 5G", why);
+        }
         cache->max_size = v ? v : DEFAULT_MAX_SIZE; /* "0", like the API, is the default */
     }
     const char *delay = getenv("TK__CACHE_TEST_WRITE_DELAY_MS");
@@ -406,6 +488,7 @@ void tk_cache_close(tk_cache *cache)
 {
     if (!cache)
         return;
+    tk__cache_stats_flush(cache);
     tk__cache_remote_close(cache);
     free(cache->root);
     free(cache->fmt_dir);
@@ -462,7 +545,11 @@ static tk_status fill_entry(const tk__entry_view *v, int64_t mtime, tk__entry *o
         ptrs[i] = v->strings[i].ptr ? p : NULL;
         p += v->strings[i].len + 1;
     }
-    memcpy(payload, v->payload, (size_t)v->payload_size);
+    if (tk__entry_payload(v, payload) != TK_OK) {
+        free(strings);
+        free(payload);
+        return TK_CORRUPT;
+    }
     memset(out, 0, sizeof(*out));
     out->meta.kernel = ptrs[0];
     out->meta.source = ptrs[1];
@@ -569,6 +656,10 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
         goto bad;
     }
     tk_status fs = fill_entry(&v, (int64_t)st.st_mtim.tv_sec, out);
+    if (fs == TK_CORRUPT) {
+        why = "compressed code object does not decode";
+        goto bad;
+    }
     if (fs != TK_OK) {
         *err = fs;
         result = LOAD_MISS;
@@ -798,7 +889,25 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
         bad = 1;
         saved = errno;
     }
-    if (bad || rename(tmp, path) != 0) {
+    int renamed = !bad && rename(tmp, path) == 0;
+    if (!bad && !renamed && (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)) {
+        /* A folder where the entry belongs (the folder is ours, checked
+         * above): it would make this kernel recompile forever. */
+        int in_way = errno;
+        if (tk__cache_remove_any(path) == 0) {
+            tk__cache_warn_once(cache, TK__WARN_BAD,
+                                "cache entry %s was a folder, not a file: removed it", path);
+            renamed = rename(tmp, path) == 0;
+        } else {
+            int why = errno;
+            tk__cache_warn_once(cache, TK__WARN_WRITE,
+                                "cannot store %s: a folder is in the way and cannot be removed "
+                                "(%s); remove it or run tokitai-jit --clear",
+                                path, strerror(why));
+            errno = in_way;
+        }
+    }
+    if (bad || !renamed) {
         if (!bad)
             saved = errno;
         tk__cache_unlink(tmp);
@@ -810,6 +919,40 @@ fail_io:
     tk__cache_warn_once(cache, TK__WARN_WRITE, "cannot store in cache folder %s: %s; continuing",
                         dir, strerror(errno));
     return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: %s", path, strerror(errno));
+}
+
+/* Keeps a hashed key value (a kernel's source) once per content, so that
+ * the source of any entry can be shown. Best effort: an entry never depends
+ * on it, and a file already there is not rewritten (its name is its hash). */
+static void store_source(tk_cache *cache, const tk__key_blob *b)
+{
+    char hex[33], dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
+    tk__fp_hex(b->hi, b->lo, hex);
+    snprintf(dir, sizeof(dir), "%s/" TK__SRC_DIR, cache->fmt_dir);
+    int n = snprintf(path, sizeof(path), "%s/%s.zst", dir, hex);
+    int m = snprintf(tmp, sizeof(tmp), "%s/" TK__TEMP_PREFIX "%s.XXXXXX", dir, hex);
+    if (n < 0 || (size_t)n >= sizeof(path) || m < 0 || (size_t)m >= sizeof(tmp))
+        return;
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return;
+    if (tk__cache_dir_unsafe(dir, 0))
+        return;
+    size_t bound = ZSTD_compressBound(b->len);
+    uint8_t *z = malloc(bound);
+    if (!z)
+        return;
+    size_t zn = ZSTD_compress(z, bound, b->data, b->len, 9);
+    int fd = ZSTD_isError(zn) ? -1 : mkostemp(tmp, O_CLOEXEC);
+    if (fd >= 0) {
+        int bad = write_all(fd, z, zn) != 0;
+        bad = close(fd) != 0 || bad;
+        if (bad || rename(tmp, path) != 0)
+            tk__cache_unlink(tmp);
+    }
+    free(z);
 }
 
 tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_meta *meta,
@@ -830,6 +973,9 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
     st = tk__cache_store_bytes(cache, key->hex, buf, len);
     tk__cache_remote_publish(cache, key, buf, len); /* a local compile, for the fleet */
     free(buf);
+    if (st == TK_OK)
+        for (size_t i = 0; i < key->n_blobs; i++)
+            store_source(cache, &key->blobs[i]);
     return st;
 }
 
@@ -975,8 +1121,15 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 st = TK_OUT_OF_MEMORY;
                 break;
             }
-            if (fstatat(dirfd(dir), e->d_name, &fst, AT_SYMLINK_NOFOLLOW) != 0 ||
-                !S_ISREG(fst.st_mode)) {
+            if (fstatat(dirfd(dir), e->d_name, &fst, AT_SYMLINK_NOFOLLOW) != 0) {
+                free(path);
+                continue;
+            }
+            if (!S_ISREG(fst.st_mode)) {
+                /* A folder, link or special file at an entry's name: never
+                 * loadable; a tool's prune removes it (not followed). */
+                if (n_removed && !temp && tk__cache_remove_any(path) == 0)
+                    removed++;
                 free(path);
                 continue;
             }

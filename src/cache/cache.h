@@ -13,13 +13,25 @@
 #include "tokitai/tokitai.h"
 
 /* Bumped whenever the entry layout or the key encoding changes. */
-#define TK__CACHE_FORMAT 2
+#define TK__CACHE_FORMAT 3
 
 /* ------------------------------------------------------------------ keys */
 
 /* Canonical key material: a byte string of tagged, length-prefixed fields in
  * the order they are added. The engine adds fields in a fixed order; two
  * builders with the same fields in the same order give the same bytes. */
+/* Key values longer than this enter the key material as their XXH3-128 and
+ * length (so an entry does not carry a 95 KB source); the value itself is
+ * kept in the key (blobs) for tk__cache_put to store once per content. */
+#define TK__KEY_INLINE_MAX 256
+#define TK__KEY_MAX_BLOBS 4
+
+typedef struct tk__key_blob {
+    uint64_t hi, lo; /* XXH3-128 of data */
+    char *data;      /* owned copy */
+    size_t len;
+} tk__key_blob;
+
 typedef struct tk__key {
     uint8_t *bytes;
     size_t len;
@@ -28,6 +40,8 @@ typedef struct tk__key {
     uint64_t fp_hi;    /* XXH3-128 of bytes, valid after tk__key_finish */
     uint64_t fp_lo;
     char hex[33];      /* fingerprint, 32 lowercase hex digits + NUL */
+    tk__key_blob blobs[TK__KEY_MAX_BLOBS]; /* hashed values (the first few) */
+    size_t n_blobs;
 } tk__key;
 
 void tk__key_init(tk__key *key);
@@ -117,6 +131,20 @@ int tk__cache_usable(const tk_cache *cache);
  * folder was writable at open. When 0, tk__cache_put only drops the entry
  * (the cache has already logged why, once). */
 int tk__cache_writable(const tk_cache *cache);
+
+/* Persistent statistics: what a process adds to the cache's counts
+ * (stats.c). Kept in the handle (atomic adds, no I/O) and written once when
+ * the handle closes. */
+enum {
+    TK__PSTAT_HITS,
+    TK__PSTAT_MISSES,
+    TK__PSTAT_COMPILES,
+    TK__PSTAT_COMPILE_NS,
+    TK__PSTAT_FALLBACKS,
+    TK__PSTAT_ERRORS,
+    TK__PSTAT_COUNT
+};
+void tk__cache_stats_add(tk_cache *cache, const uint64_t v[TK__PSTAT_COUNT]);
 
 /* Resolves the default root into buf (no creation). */
 tk_status tk__cache_default_root(char *buf, size_t size);

@@ -10,7 +10,7 @@
  *    12  u32 header size (64)
  *    16  u32 metadata size
  *    20  u32 key material size
- *    24  u64 payload size
+ *    24  u64 stored payload size (bytes in the file, compressed or not)
  *    32  u64 fingerprint, high half   (XXH3-128 of the key material)
  *    40  u64 fingerprint, low half
  *    48  i64 created (seconds since the epoch)
@@ -18,12 +18,24 @@
  *        that a listing can trust header + metadata without the payload
  *   metadata
  *     9 x i32 tk_resource_usage, in declaration order
- *     8 x string (kernel, source, backend, arch, compiler, options,
- *         lowered, deps): u32 length (0xffffffff: NULL) + bytes, no NUL
- *         (format 1 had the first 6 only)
- *   key material (the whole canonical key, compared on read)
- *   payload
+ *     u32 payload codec (0 stored as is, 1 one zstd frame declaring its size)
+ *     u64 code object size (after decompression)
+ *     tagged fields until the end: u8 tag, u32 length, bytes (no NUL).
+ *       Tags 1-8: kernel, source, backend, arch, compiler, options, lowered,
+ *       deps; an absent tag is a NULL string; an unknown tag is a field
+ *       added later and skipped, so adding one needs no new format.
+ *   key material (the canonical key, compared on read; values longer than
+ *     TK__KEY_INLINE_MAX appear as their XXH3-128, see key.c)
+ *   payload (the code object, zstd-compressed unless that saved nothing)
  *   trailer: u64 XXH3-64 of every byte before it
+ *
+ * Format 2 (the whole source inside each entry, no compression) lives in
+ * <root>/2 and is never read: the folder name and the version field both
+ * differ. The tools report and remove it (tk_cache_prune, tk_cache_clear).
+ *
+ * Sources: a hashed key value (a kernel's whole source) is kept once under
+ * <root>/<format>/src/<32 hex of its XXH3-128>.zst, one zstd frame, so the
+ * source and options of any key can be shown (tk_cache_entry_source).
  *
  * Path: <root>/<TK__CACHE_FORMAT>/<2 hex>/<30 hex>.tkc.
  *
@@ -44,6 +56,9 @@
 #define TK__ENTRY_EXT ".tkc"
 #define TK__TEMP_PREFIX ".tmp."
 #define TK__LOCK_DIR "locks"
+#define TK__SRC_DIR "src"
+
+enum { TK__CODEC_RAW = 0, TK__CODEC_ZSTD = 1 };
 
 enum {
     TK__ENTRY_HEADER_SIZE = 64,
@@ -77,8 +92,10 @@ typedef struct tk__entry_view {
     uint32_t version;
     uint32_t meta_size;
     uint32_t key_size;
-    uint64_t payload_size;
-    uint64_t file_size; /* size the header implies */
+    uint64_t payload_size; /* code object size (decompressed) */
+    uint64_t stored_size;  /* payload bytes in the file */
+    uint32_t codec;        /* TK__CODEC_* */
+    uint64_t file_size;    /* size the header implies */
     uint64_t fp_hi;
     uint64_t fp_lo;
     int64_t created;
@@ -105,6 +122,10 @@ tk_status tk__entry_parse_meta(const uint8_t *buf, tk__entry_view *view, const c
  * the fingerprint against the key material. */
 tk_status tk__entry_parse(const uint8_t *buf, size_t len, int check_fp, tk__entry_view *out,
                           const char **why);
+
+/* Writes the decoded payload (v->payload_size bytes) to dst; TK_CORRUPT
+ * when a compressed payload does not decode to exactly that size. */
+tk_status tk__entry_payload(const tk__entry_view *v, void *dst);
 
 /* 32 lowercase hex digits of a fingerprint + NUL. */
 void tk__fp_hex(uint64_t hi, uint64_t lo, char hex[33]);
@@ -148,6 +169,7 @@ struct tk_cache {
     uint64_t added_total; /* bytes this handle has stored, ever */
     char last_error[512];
     struct tk__remote *remote; /* the remote tier (remote.c), NULL when off */
+    uint64_t pstat[TK__PSTAT_COUNT]; /* counts not yet in the stats file (stats.c) */
 };
 
 /* Logs msg at WARN once per category per handle. */
@@ -190,6 +212,21 @@ tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t 
 const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
+/* Removes whatever is at path, never following a link: a file, a link, a
+ * FIFO, or a folder with what it holds (at most 8 levels deep). For a
+ * folder or special file found where an entry belongs. 0 on success. */
+int tk__cache_remove_any(const char *path);
+
+/* Persistent statistics (stats.c): the sum of the stats file's records;
+ * *since: when they were last zeroed (0: never). */
+tk_status tk__cache_stats_read(tk_cache *cache, uint64_t v[TK__PSTAT_COUNT], int64_t *since);
+/* Appends the handle's pending counts to the stats file (at close). */
+void tk__cache_stats_flush(tk_cache *cache);
+/* The limit set in <root>/config (tk_cache_set_max_size): TK_OK and *out,
+ * TK_NOT_FOUND when none, TK_CORRUPT with why when the file is bad. */
+tk_status tk__cache_config_max_size(const char *root, uint64_t *out, char *why, size_t why_size);
+
+#define TK__CACHE_DEFAULT_MAX_SIZE ((uint64_t)5 << 30) /* like ccache's default */
 
 /* Reads a whole file (regular, at most TK__ENTRY_MAX_FILE bytes) from fd. */
 tk_status tk__read_fd(int fd, uint64_t size, uint8_t **out);

@@ -8,7 +8,7 @@
 
 /* Field kinds: a NULL string and "" must not encode alike, nor a string and
  * bytes that happen to match. */
-enum { KIND_NULL = 'N', KIND_STR = 'S', KIND_BYTES = 'B', KIND_U64 = 'U' };
+enum { KIND_NULL = 'N', KIND_STR = 'S', KIND_BYTES = 'B', KIND_U64 = 'U', KIND_HASHED = 'H' };
 
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
@@ -40,8 +40,40 @@ static int reserve(tk__key *key, size_t extra)
     return 1;
 }
 
-/* kind u8, tag length u32, tag, value length u64, value. */
+static void add_raw(tk__key *key, int kind, const char *tag, const void *data, size_t len);
+
+/* kind u8, tag length u32, tag, value length u64, value. A long value is
+ * replaced by kind 'H' + the original kind u8 + its length u64 + XXH3-128
+ * (16 bytes, high half first): the material stays small and comparable. */
 static void add_field(tk__key *key, int kind, const char *tag, const void *data, size_t len)
+{
+    if (len <= TK__KEY_INLINE_MAX || key->failed) {
+        add_raw(key, kind, tag, data, len);
+        return;
+    }
+    XXH128_hash_t h = XXH3_128bits(data, len);
+    uint8_t v[25];
+    v[0] = (uint8_t)kind;
+    put_le(v + 1, (uint64_t)len, 8);
+    put_le(v + 9, h.high64, 8);
+    put_le(v + 17, h.low64, 8);
+    add_raw(key, KIND_HASHED, tag, v, sizeof(v));
+    if (key->n_blobs < TK__KEY_MAX_BLOBS) {
+        char *copy = malloc(len);
+        if (!copy) {
+            key->failed = 1;
+            return;
+        }
+        memcpy(copy, data, len);
+        tk__key_blob *b = &key->blobs[key->n_blobs++];
+        b->hi = h.high64;
+        b->lo = h.low64;
+        b->data = copy;
+        b->len = len;
+    }
+}
+
+static void add_raw(tk__key *key, int kind, const char *tag, const void *data, size_t len)
 {
     size_t tag_len = tag ? strlen(tag) : 0;
     if (tag_len > UINT32_MAX) {
@@ -81,6 +113,8 @@ void tk__key_free(tk__key *key)
     if (!key)
         return;
     free(key->bytes);
+    for (size_t i = 0; i < key->n_blobs; i++)
+        free(key->blobs[i].data);
     memset(key, 0, sizeof(*key));
 }
 

@@ -279,6 +279,22 @@ tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad
     return unavailable(cache);
 }
 
+tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
+                                      void *user, tk_cache_push_counts *out)
+{
+    if (!cache || (out && tk__out_bad(out)))
+        return TK_INVALID_ARGUMENT;
+    return unavailable(cache);
+}
+
+tk_status tk_cache_remote_list_counted(tk_cache *cache, tk_cache_visit_fn visit, void *user,
+                                       uint64_t *n_skipped)
+{
+    if (!cache || !visit)
+        return TK_INVALID_ARGUMENT;
+    return unavailable(cache);
+}
+
 #else /* TK_HAVE_REMOTE */
 
 #include <pthread.h>
@@ -310,11 +326,15 @@ struct tk__remote {
     unsigned failures;
     int64_t open_until_ns;
     int warned_down, warned_bad;
+    char problem[256];     /* what the server or the transport said last (r->mu) */
+    struct lease *orphans; /* leases whose release failed, retried later (r->mu) */
 
     uint64_t hits, misses, errors, rejected, publishes; /* __atomic */
 };
 
 typedef struct tk__remote remote;
+
+static void release_orphans(remote *r, int reset_breaker);
 
 static int64_t now_ns(void)
 {
@@ -418,6 +438,7 @@ static void transport_failure(remote *r, const char *what, const char *why)
     if (ms > TK__REMOTE_BREAKER_MAX_MS)
         ms = TK__REMOTE_BREAKER_MAX_MS;
     r->open_until_ns = now_ns() + (int64_t)ms * 1000000LL;
+    snprintf(r->problem, sizeof(r->problem), "%s failed: %s", what, why);
     bump(&r->errors);
     rlog(r, once(&r->warned_down), "remote cache %s: %s failed (%s); not asking it for %u ms",
          r->url.shown, what, why, ms);
@@ -507,9 +528,9 @@ static int ensure_connected(remote *r)
     return 1;
 }
 
-/* One command (r->mu held). NULL on any failure (counted and logged; a
- * transport failure also opens the breaker); else the reply, to free. */
-static redisReply *run_locked(remote *r, int argc, const char **argv, const size_t *lens)
+/* One command (r->mu held). NULL on a transport failure (counted, logged,
+ * the breaker opened); else the reply, an error reply included, to free. */
+static redisReply *run_any_locked(remote *r, int argc, const char **argv, const size_t *lens)
 {
     if (!ensure_connected(r))
         return NULL;
@@ -522,12 +543,26 @@ static redisReply *run_locked(remote *r, int argc, const char **argv, const size
     }
     r->failures = 0;
     r->open_until_ns = 0;
-    if (rep->type == REDIS_REPLY_ERROR) {
-        /* The server answered: a full server (OOM), a read-only replica, a
-         * refused command. Costs this call only. */
-        bump(&r->errors);
-        rlog(r, TK_LOG_INFO, "remote cache %s: %s: %s", r->url.shown, argv[0], rep->str);
-        freeReplyObject(rep);
+    return rep;
+}
+
+/* An error reply: the server answered (a full server (OOM), a read-only
+ * replica, a refused command). Costs this call only. Frees rep. */
+static void server_refused(remote *r, const char *cmd, redisReply *rep)
+{
+    bump(&r->errors);
+    snprintf(r->problem, sizeof(r->problem), "%s: %s", cmd, rep->str);
+    rlog(r, TK_LOG_INFO, "remote cache %s: %s: %s", r->url.shown, cmd, rep->str);
+    freeReplyObject(rep);
+}
+
+/* One command (r->mu held). NULL on any failure (counted and logged; a
+ * transport failure also opens the breaker); else the reply, to free. */
+static redisReply *run_locked(remote *r, int argc, const char **argv, const size_t *lens)
+{
+    redisReply *rep = run_any_locked(r, argc, argv, lens);
+    if (rep && rep->type == REDIS_REPLY_ERROR) {
+        server_refused(r, argv[0], rep);
         return NULL;
     }
     return rep;
@@ -543,10 +578,13 @@ static redisReply *run(remote *r, int argc, const char **argv, const size_t *len
 
 /* ---------------------------------------------------------------- values */
 
-static const char k_mac_domain[] = "tokitai-jit remote v1"; /* with its NUL */
+static const char k_mac_domain[] = "tokitai-jit remote v1";         /* with its NUL */
+static const char k_lease_domain[] = "tokitai-jit remote lease v1"; /* with its NUL */
 
-static int mac_of(const remote *r, const char *hex, const uint8_t *entry, size_t len,
-                  uint8_t out[TK__REMOTE_MAC_SIZE])
+/* HMAC-SHA256 under the shared secret over domain (NUL included), the 32
+ * hex digits of the key and data. */
+static int hmac_of(const remote *r, const char *domain, size_t domain_size, const char *hex,
+                   const uint8_t *data, size_t len, uint8_t out[TK__REMOTE_MAC_SIZE])
 {
     int ok = 0;
     EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
@@ -556,14 +594,20 @@ static int mac_of(const remote *r, const char *hex, const uint8_t *entry, size_t
                            OSSL_PARAM_construct_end()};
     size_t n = 0;
     if (ctx && EVP_MAC_init(ctx, r->secret, r->secret_len, params) == 1 &&
-        EVP_MAC_update(ctx, (const unsigned char *)k_mac_domain, sizeof(k_mac_domain)) == 1 &&
+        EVP_MAC_update(ctx, (const unsigned char *)domain, domain_size) == 1 &&
         EVP_MAC_update(ctx, (const unsigned char *)hex, 32) == 1 &&
-        EVP_MAC_update(ctx, entry, len) == 1 &&
+        EVP_MAC_update(ctx, data, len) == 1 &&
         EVP_MAC_final(ctx, out, &n, TK__REMOTE_MAC_SIZE) == 1 && n == TK__REMOTE_MAC_SIZE)
         ok = 1;
     EVP_MAC_CTX_free(ctx);
     EVP_MAC_free(mac);
     return ok;
+}
+
+static int mac_of(const remote *r, const char *hex, const uint8_t *entry, size_t len,
+                  uint8_t out[TK__REMOTE_MAC_SIZE])
+{
+    return hmac_of(r, k_mac_domain, sizeof(k_mac_domain), hex, entry, len, out);
 }
 
 /* Wraps an entry file into a value (signed when a secret is set). */
@@ -649,27 +693,93 @@ static int entry_check(const tk__key *key, const uint8_t *e, size_t len, tk__ent
     return 1;
 }
 
-/* GETRANGE 0..limit: a value bigger than the limit is recognised (one byte
- * over) without transferring it. *rep is NULL on a transport or server error. */
-static redisReply *fetch(remote *r, const char *name)
+static uint64_t value_limit(const remote *r)
 {
-    char end[32];
-    uint64_t limit = r->max_value + TK__REMOTE_HEADER_SIZE + TK__REMOTE_MAC_SIZE;
-    snprintf(end, sizeof(end), "%llu", (unsigned long long)limit);
-    const char *argv[4] = {"GETRANGE", name, "0", end};
-    size_t lens[4] = {8, strlen(name), 1, strlen(end)};
-    redisReply *rep = run(r, 4, argv, lens);
-    if (rep && rep->type != REDIS_REPLY_STRING) {
-        bump(&r->errors);
-        freeReplyObject(rep);
-        return NULL;
-    }
-    return rep;
+    return r->max_value + TK__REMOTE_HEADER_SIZE + TK__REMOTE_MAC_SIZE;
 }
 
-static int too_big(const remote *r, size_t len)
+static int too_big(const remote *r, uint64_t len)
 {
-    return (uint64_t)len > r->max_value + TK__REMOTE_HEADER_SIZE + TK__REMOTE_MAC_SIZE;
+    return len > value_limit(r);
+}
+
+/* What a value key holds. */
+enum fetched { GOT_VALUE, GOT_NONE, GOT_TOO_BIG, GOT_WRONG_TYPE, GOT_FAIL };
+
+/* STRLEN, then GETRANGE 0..limit: a value over the limit is refused
+ * without being transferred, a key of another type is told apart from
+ * server trouble. *out (GOT_VALUE only) is the reply to free; *size the
+ * value's length where known. */
+static enum fetched fetch(remote *r, const char *name, redisReply **out, uint64_t *size)
+{
+    *out = NULL;
+    *size = 0;
+    char end[32];
+    snprintf(end, sizeof(end), "%llu", (unsigned long long)value_limit(r));
+    const char *argv[4] = {"STRLEN", name, "0", end};
+    size_t lens[4] = {6, strlen(name), 1, strlen(end)};
+    enum fetched got = GOT_FAIL;
+    pthread_mutex_lock(&r->mu);
+    redisReply *rep = run_any_locked(r, 2, argv, lens);
+    if (!rep)
+        goto done;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        if (strncmp(rep->str, "WRONGTYPE", 9) == 0) {
+            freeReplyObject(rep);
+            got = GOT_WRONG_TYPE;
+        } else {
+            server_refused(r, "STRLEN", rep);
+        }
+        goto done;
+    }
+    if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 0) {
+        freeReplyObject(rep);
+        bump(&r->errors);
+        goto done;
+    }
+    *size = (uint64_t)rep->integer;
+    freeReplyObject(rep);
+    if (*size == 0) {
+        got = GOT_NONE;
+        goto done;
+    }
+    if (too_big(r, *size)) {
+        got = GOT_TOO_BIG;
+        goto done;
+    }
+    argv[0] = "GETRANGE";
+    lens[0] = 8;
+    rep = run_any_locked(r, 4, argv, lens);
+    if (!rep)
+        goto done;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        if (strncmp(rep->str, "WRONGTYPE", 9) == 0) { /* replaced meanwhile */
+            freeReplyObject(rep);
+            got = GOT_WRONG_TYPE;
+        } else {
+            server_refused(r, "GETRANGE", rep);
+        }
+        goto done;
+    }
+    if (rep->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        bump(&r->errors);
+        goto done;
+    }
+    *size = rep->len;
+    if (rep->len == 0) {
+        freeReplyObject(rep);
+        got = GOT_NONE;
+    } else if (too_big(r, rep->len)) { /* grown since the STRLEN */
+        freeReplyObject(rep);
+        got = GOT_TOO_BIG;
+    } else {
+        *out = rep;
+        got = GOT_VALUE;
+    }
+done:
+    pthread_mutex_unlock(&r->mu);
+    return got;
 }
 
 /* ------------------------------------------------------- the cache hooks */
@@ -744,6 +854,8 @@ void tk__cache_remote_close(tk_cache *cache)
     remote *r = cache ? cache->remote : NULL;
     if (!r)
         return;
+    if (r->orphans)
+        release_orphans(r, 1); /* last chance, the breaker reset: one try each */
     if (r->c)
         redisFree(r->c); /* a child's copy sends nothing either */
     if (r->secret) {
@@ -768,22 +880,28 @@ tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *o
         return TK_NOT_FOUND;
     char name[128];
     name_of(r, "e", key->hex, name, sizeof(name));
-    redisReply *rep = fetch(r, name);
-    if (!rep)
+    redisReply *rep = NULL;
+    uint64_t size = 0;
+    switch (fetch(r, name, &rep, &size)) {
+    case GOT_NONE:
+        bump(&r->misses);
         return TK_NOT_FOUND;
+    case GOT_TOO_BIG:
+        refused(r, name, "larger than the size limit (not read)");
+        return TK_NOT_FOUND;
+    case GOT_WRONG_TYPE:
+        refused(r, name, "not a string (a key of another type)");
+        return TK_NOT_FOUND;
+    case GOT_FAIL:
+        return TK_NOT_FOUND;
+    case GOT_VALUE:
+        break;
+    }
     tk_status st = TK_NOT_FOUND;
     const uint8_t *entry = NULL;
     size_t elen = 0;
     const char *why = NULL;
     tk__entry_view v;
-    if (rep->len == 0) {
-        bump(&r->misses);
-        goto done;
-    }
-    if (too_big(r, rep->len)) {
-        refused(r, name, "larger than the size limit");
-        goto done;
-    }
     if (!value_open(r, key->hex, (const uint8_t *)rep->str, rep->len, &entry, &elen, &why) ||
         !entry_check(key, entry, elen, &v, &why)) {
         refused(r, name, why);
@@ -802,8 +920,9 @@ done:
 
 typedef struct lease {
     remote *r;
+    struct lease *next; /* in r->orphans */
     char name[128];
-    char token[128];
+    char token[256]; /* "host:pid:nonce", with a secret followed by ".<64 hex MAC>" */
 } lease;
 
 static unsigned ms_left(int64_t deadline)
@@ -811,6 +930,73 @@ static unsigned ms_left(int64_t deadline)
     int64_t left = deadline - now_ns();
     return left <= 0 ? 0 : (unsigned)(left / 1000000 + 1);
 }
+
+static void hex_of(const uint8_t *p, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+/* With a secret, a lease is "<token>.<HMAC of the token, 64 hex>": one
+ * written by a process without the secret is not a lease to wait for. */
+static int lease_sign(const remote *r, const char *hex, char *token, size_t size)
+{
+    if (!r->secret)
+        return 1;
+    uint8_t mac[TK__REMOTE_MAC_SIZE];
+    size_t n = strlen(token);
+    if (n + 1 + 2 * TK__REMOTE_MAC_SIZE + 1 > size ||
+        !hmac_of(r, k_lease_domain, sizeof(k_lease_domain), hex, (const uint8_t *)token, n, mac))
+        return 0;
+    token[n] = '.';
+    hex_of(mac, sizeof(mac), token + n + 1);
+    return 1;
+}
+
+static int lease_genuine(const remote *r, const char *hex, const char *value, size_t len)
+{
+    if (!r->secret)
+        return 1;
+    if (len < 2 * TK__REMOTE_MAC_SIZE + 2 || value[len - 2 * TK__REMOTE_MAC_SIZE - 1] != '.')
+        return 0;
+    size_t n = len - 2 * TK__REMOTE_MAC_SIZE - 1;
+    uint8_t mac[TK__REMOTE_MAC_SIZE];
+    char want[2 * TK__REMOTE_MAC_SIZE + 1];
+    if (!hmac_of(r, k_lease_domain, sizeof(k_lease_domain), hex, (const uint8_t *)value, n, mac))
+        return 0;
+    hex_of(mac, sizeof(mac), want);
+    return CRYPTO_memcmp(want, value + n + 1, 2 * TK__REMOTE_MAC_SIZE) == 0;
+}
+
+/* Takes the lease (reply {1}) unless a live one is there ({0, holder,
+ * value published?}). A lease no process of the fleet would have written is
+ * replaced: another type, no expiry or one beyond the lease time (planted
+ * to stall the fleet), or the value the caller found unsigned or forged
+ * (ARGV[3]; compared here, so a genuine lease taken meanwhile stays). */
+static const char k_lease_script[] =
+    "local t = redis.call('TYPE', KEYS[1])['ok'] "
+    "if t ~= 'none' then "
+    "  local bad = t ~= 'string' "
+    "  local v = false "
+    "  if not bad then "
+    "    v = redis.call('GET', KEYS[1]) "
+    "    local ttl = redis.call('PTTL', KEYS[1]) "
+    "    bad = ttl < 0 or ttl > tonumber(ARGV[2]) or (ARGV[3] ~= '' and v == ARGV[3]) "
+    "  end "
+    "  if not bad then return {0, v, redis.call('EXISTS', KEYS[2])} end "
+    "  redis.call('DEL', KEYS[1]) "
+    "end "
+    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+    "return {1}";
+
+/* Only our own lease: after an expiry another process may hold it. */
+static const char k_release_script[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+    "return 0";
 
 void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
 {
@@ -828,34 +1014,64 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
     uint64_t nonce = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)l;
     snprintf(l->token, sizeof(l->token), "%s:%ld:%016llx", host, (long)getpid(),
              (unsigned long long)XXH3_64bits(&nonce, sizeof(nonce)));
+    if (!lease_sign(r, key->hex, l->token, sizeof(l->token))) {
+        free(l);
+        return NULL;
+    }
     char value_name[128], px[16];
     name_of(r, "e", key->hex, value_name, sizeof(value_name));
     snprintf(px, sizeof(px), "%u", r->lease_ms);
-    int64_t start = now_ns();
-    int64_t deadline = start + (int64_t)r->wait_ms * 1000000LL;
+    int64_t deadline = now_ns() + (int64_t)r->wait_ms * 1000000LL;
     unsigned pause = 2;
+    char forged[256] = "";
+    int warned_forged = 0;
     for (;;) {
-        const char *set[6] = {"SET", l->name, l->token, "NX", "PX", px};
-        size_t set_lens[6] = {3, strlen(l->name), strlen(l->token), 2, 2, strlen(px)};
-        const char *ex[2] = {"EXISTS", value_name};
-        size_t ex_lens[2] = {6, strlen(value_name)};
-        pthread_mutex_lock(&r->mu);
-        redisReply *rep = run_locked(r, 6, set, set_lens);
-        int answered = rep != NULL;
-        int held = answered && rep->type == REDIS_REPLY_STATUS;
-        if (rep)
+        const char *argv[8] = {"EVAL",     k_lease_script, "2", l->name,
+                               value_name, l->token,       px,  forged};
+        size_t lens[8] = {4,
+                          sizeof(k_lease_script) - 1,
+                          1,
+                          strlen(l->name),
+                          strlen(value_name),
+                          strlen(l->token),
+                          strlen(px),
+                          strlen(forged)};
+        redisReply *rep = run(r, 8, argv, lens);
+        if (!rep)
+            break; /* trouble (a miss): compile without a lease */
+        int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+                 rep->element[0]->type == REDIS_REPLY_INTEGER;
+        if (ok && rep->element[0]->integer == 1) {
             freeReplyObject(rep);
-        redisReply *ex_rep = answered && !held ? run_locked(r, 2, ex, ex_lens) : NULL;
-        pthread_mutex_unlock(&r->mu);
-        if (held)
             return l;
-        int published = ex_rep && ex_rep->type == REDIS_REPLY_INTEGER && ex_rep->integer > 0;
-        int ex_answered = ex_rep != NULL;
-        if (ex_rep)
-            freeReplyObject(ex_rep);
-        if (!answered || !ex_answered || published)
-            break; /* trouble (a miss), or the holder published: look again */
+        }
+        ok = ok && rep->elements == 3 && rep->element[1]->type == REDIS_REPLY_STRING &&
+             rep->element[2]->type == REDIS_REPLY_INTEGER;
+        if (!ok) {
+            freeReplyObject(rep);
+            bump(&r->errors);
+            break;
+        }
+        const redisReply *holder = rep->element[1];
+        int published = rep->element[2]->integer > 0;
+        int genuine = lease_genuine(r, key->hex, holder->str, holder->len);
+        int replaceable = !genuine && holder->len < sizeof(forged);
+        if (replaceable) {
+            memcpy(forged, holder->str, holder->len);
+            forged[holder->len] = 0;
+        }
+        if (!genuine && !warned_forged) {
+            warned_forged = 1;
+            bump(&r->rejected);
+            rlog(r, once(&r->warned_bad), "remote cache %s: lease %s refused: %s", r->url.shown,
+                 l->name, "unsigned or forged (a remote key is configured)");
+        }
+        freeReplyObject(rep);
+        if (published)
+            break; /* the holder published: look again */
         unsigned left = ms_left(deadline);
+        if (replaceable && left > 0)
+            continue; /* replaced on the next round, without sleeping */
         if (left == 0) {
             rlog(r, TK_LOG_INFO,
                  "remote cache %s: waited %u ms for another process to publish %s; compiling "
@@ -871,21 +1087,64 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
     return NULL;
 }
 
+/* One try; 1 when the server answered (the lease is gone or not ours). */
+static int release_try(remote *r, const lease *l)
+{
+    const char *argv[5] = {"EVAL", k_release_script, "1", l->name, l->token};
+    size_t lens[5] = {4, sizeof(k_release_script) - 1, 1, strlen(l->name), strlen(l->token)};
+    pthread_mutex_lock(&r->mu);
+    redisReply *rep = run_any_locked(r, 5, argv, lens);
+    if (rep && rep->type == REDIS_REPLY_ERROR)
+        server_refused(r, "EVAL", rep);
+    else if (rep)
+        freeReplyObject(rep);
+    pthread_mutex_unlock(&r->mu);
+    return rep != NULL;
+}
+
+/* Retries the releases a stalled or dead server missed (a holder that
+ * lived must not leave its lease to expire: others would wait for it). */
+static void release_orphans(remote *r, int reset_breaker)
+{
+    pthread_mutex_lock(&r->mu);
+    lease *list = r->orphans;
+    r->orphans = NULL;
+    if (reset_breaker)
+        r->open_until_ns = 0;
+    pthread_mutex_unlock(&r->mu);
+    while (list) {
+        lease *next = list->next;
+        if (release_try(r, list) || reset_breaker) {
+            free(list); /* at close: one try only */
+        } else {
+            pthread_mutex_lock(&r->mu);
+            list->next = r->orphans;
+            r->orphans = list;
+            pthread_mutex_unlock(&r->mu);
+        }
+        list = next;
+    }
+}
+
 void tk__cache_remote_release(void *p)
 {
     lease *l = p;
     if (!l)
         return;
-    /* Only our own lease: after an expiry another process may hold it. */
-    static const char script[] =
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
-        "return 0";
-    const char *argv[5] = {"EVAL", script, "1", l->name, l->token};
-    size_t lens[5] = {4, sizeof(script) - 1, 1, strlen(l->name), strlen(l->token)};
-    redisReply *rep = run(l->r, 5, argv, lens);
-    if (rep)
-        freeReplyObject(rep);
+    remote *r = l->r;
+    if (!release_try(r, l)) {
+        pthread_mutex_lock(&r->mu);
+        l->next = r->orphans;
+        r->orphans = l;
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
     free(l);
+    pthread_mutex_lock(&r->mu);
+    int retry = r->orphans != NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (retry)
+        release_orphans(r, 0);
 }
 
 static int publish_value(remote *r, const char *hex, const uint8_t *entry, size_t len, int only_new,
@@ -964,9 +1223,19 @@ static void breaker_reset(remote *r)
 
 static tk_status unreachable(tk_cache *cache)
 {
-    return tk__cache_fail(
-        cache, TK_IO_ERROR, "remote cache %s unreachable or refusing commands (timeouts %u/%u ms)",
-        cache->remote->url.shown, cache->remote->connect_ms, cache->remote->io_ms);
+    remote *r = cache->remote;
+    char problem[sizeof(r->problem)];
+    pthread_mutex_lock(&r->mu);
+    memcpy(problem, r->problem, sizeof(problem));
+    pthread_mutex_unlock(&r->mu);
+    if (problem[0]) /* what the server said (AUTH, a refused command) or the transport */
+        return tk__cache_fail(cache, TK_IO_ERROR,
+                              "remote cache %s unreachable or refusing commands: %s (timeouts "
+                              "%u/%u ms)",
+                              r->url.shown, problem, r->connect_ms, r->io_ms);
+    return tk__cache_fail(cache, TK_IO_ERROR,
+                          "remote cache %s unreachable or refusing commands (timeouts %u/%u ms)",
+                          r->url.shown, r->connect_ms, r->io_ms);
 }
 
 tk_status tk_cache_remote_describe(tk_cache *cache, char *buf, size_t size)
@@ -1046,6 +1315,7 @@ typedef struct walk_ctx {
     void *user;
     tk_cache_stats *stats;
     tk_status st;
+    uint64_t skipped; /* keys of another type, oversized or bad values */
 } walk_ctx;
 
 static void info_of(const tk__entry_view *v, const char *hex, const char *name, size_t value_len,
@@ -1077,26 +1347,28 @@ static void info_of(const tk__entry_view *v, const char *hex, const char *name, 
 }
 
 /* Reads one value in full and checks it as a lookup would (the key material
- * against its own fingerprint: the tool has no key to compare with). */
+ * against its own fingerprint: the tool has no key to compare with). A key
+ * of another type, an oversized value (not read) or one that does not
+ * verify is skipped and counted. */
 static int walk_one(void *p, const char *name, const char *hex)
 {
     walk_ctx *w = p;
     remote *r = w->cache->remote;
-    redisReply *rep = fetch(r, name);
-    if (!rep) {
+    redisReply *rep = NULL;
+    uint64_t size = 0;
+    enum fetched got = fetch(r, name, &rep, &size);
+    if (got == GOT_FAIL) {
         w->st = unreachable(w->cache);
         return 1;
     }
-    if (rep->len == 0) { /* gone since the SCAN */
-        freeReplyObject(rep);
+    if (got == GOT_NONE) /* gone since the SCAN */
         return 0;
-    }
     const uint8_t *entry = NULL;
     size_t elen = 0;
     const char *why = NULL;
     tk__entry_view v;
     char fp[33];
-    int good = !too_big(r, rep->len) &&
+    int good = got == GOT_VALUE &&
                value_open(r, hex, (const uint8_t *)rep->str, rep->len, &entry, &elen, &why) &&
                tk__entry_parse(entry, elen, 1, &v, &why) == TK_OK;
     if (good) {
@@ -1104,8 +1376,10 @@ static int walk_one(void *p, const char *name, const char *hex)
         good = strcmp(fp, hex) == 0;
     }
     int stop = 0;
+    if (!good)
+        w->skipped++;
     if (w->stats) {
-        w->stats->bytes += rep->len;
+        w->stats->bytes += size;
         if (good)
             w->stats->entries++;
         else
@@ -1125,11 +1399,13 @@ static int walk_one(void *p, const char *name, const char *hex)
             free(strings);
         }
     }
-    freeReplyObject(rep);
+    if (rep)
+        freeReplyObject(rep);
     return stop;
 }
 
-tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *user)
+tk_status tk_cache_remote_list_counted(tk_cache *cache, tk_cache_visit_fn visit, void *user,
+                                       uint64_t *n_skipped)
 {
     if (!cache || !visit)
         return TK_INVALID_ARGUMENT;
@@ -1137,9 +1413,18 @@ tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *u
     if (st != TK_OK)
         return st;
     breaker_reset(cache->remote);
-    walk_ctx w = {cache, visit, user, NULL, TK_OK};
+    walk_ctx w = {cache, visit, user, NULL, TK_OK, 0};
     st = scan_values(cache, "e", walk_one, &w);
-    return st != TK_OK ? st : w.st;
+    if (st == TK_OK)
+        st = w.st;
+    if (st == TK_OK && n_skipped)
+        *n_skipped = w.skipped;
+    return st;
+}
+
+tk_status tk_cache_remote_list(tk_cache *cache, tk_cache_visit_fn visit, void *user)
+{
+    return tk_cache_remote_list_counted(cache, visit, user, NULL);
 }
 
 static int count_one(void *p, const char *name, const char *hex)
@@ -1159,7 +1444,7 @@ tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
     tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
     memset(&s, 0, sizeof(s));
     s.struct_size = sizeof s;
-    walk_ctx w = {cache, NULL, NULL, &s, TK_OK};
+    walk_ctx w = {cache, NULL, NULL, &s, TK_OK, 0};
     st = scan_values(cache, "e", walk_one, &w);
     if (st == TK_OK)
         st = w.st;
@@ -1184,11 +1469,29 @@ typedef struct push_ctx {
     tk_cache *cache;
     tk_cache_bad_fn bad;
     void *user;
-    uint64_t pushed, present, rejected;
+    uint64_t pushed, present, replaced, rejected;
     tk_status st;
 } push_ctx;
 
-/* Verifies one entry file and sends it unless the server has it. */
+/* 1 when the server's value at name is one a lookup of the entry's key
+ * would take: envelope (and signature under this handle's secret),
+ * structure, checksum and the same key material. */
+static int remote_verifies(remote *r, const char *hex, const redisReply *rep,
+                           const tk__entry_view *mine)
+{
+    const uint8_t *entry = NULL;
+    size_t elen = 0;
+    const char *why = NULL;
+    tk__entry_view v;
+    return value_open(r, hex, (const uint8_t *)rep->str, rep->len, &entry, &elen, &why) &&
+           tk__entry_parse(entry, elen, 1, &v, &why) == TK_OK && v.fp_hi == mine->fp_hi &&
+           v.fp_lo == mine->fp_lo && v.key_size == mine->key_size &&
+           memcmp(v.key, mine->key, mine->key_size) == 0;
+}
+
+/* Verifies one entry file and sends it unless the server holds a value
+ * that verifies: one that does not (garbage, another type, another key's
+ * entry, a signature under another secret) is overwritten and counted. */
 static int push_bytes(push_ctx *c, const char *where, const uint8_t *bytes, size_t len)
 {
     remote *r = c->cache->remote;
@@ -1197,17 +1500,34 @@ static int push_bytes(push_ctx *c, const char *where, const uint8_t *bytes, size
     if ((uint64_t)len > r->max_value) {
         why = "larger than the remote size limit";
     } else if (tk__entry_parse(bytes, len, 1, &v, &why) == TK_OK) {
-        char hex[33];
+        char hex[33], name[128];
         tk__fp_hex(v.fp_hi, v.fp_lo, hex);
+        name_of(r, "e", hex, name, sizeof(name));
+        redisReply *rep = NULL;
+        uint64_t size = 0;
+        enum fetched got = fetch(r, name, &rep, &size);
+        if (got == GOT_FAIL) {
+            c->st = unreachable(c->cache);
+            return 1;
+        }
+        int good = got == GOT_VALUE && remote_verifies(r, hex, rep, &v);
+        if (rep)
+            freeReplyObject(rep);
+        if (good) {
+            c->present++;
+            return 0;
+        }
         int present = 0;
-        if (!publish_value(r, hex, bytes, len, 1, &present)) {
+        if (!publish_value(r, hex, bytes, len, got == GOT_NONE, &present)) {
             c->st = unreachable(c->cache);
             return 1;
         }
         if (present)
-            c->present++;
-        else
+            c->present++; /* another process published it meanwhile */
+        else if (got == GOT_NONE)
             c->pushed++;
+        else
+            c->replaced++;
         return 0;
     }
     c->rejected++;
@@ -1240,7 +1560,7 @@ static int push_file(void *p, const tk_cache_entry_info *info)
 static tk_status push_bundle(push_ctx *c, const char *path)
 {
     tk_cache *cache = c->cache;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
     if (fd < 0)
         return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
                               "cannot open %s: %s", path, strerror(errno));
@@ -1285,27 +1605,41 @@ done:
     return s;
 }
 
-tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
-                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
+                                      void *user, tk_cache_push_counts *out)
 {
-    if (!cache)
+    if (!cache || (out && tk__out_bad(out)))
         return TK_INVALID_ARGUMENT;
     tk_status st = need_remote(cache);
     if (st != TK_OK)
         return st;
     breaker_reset(cache->remote);
-    push_ctx c = {cache, bad, user, 0, 0, 0, TK_OK};
+    push_ctx c = {cache, bad, user, 0, 0, 0, 0, TK_OK};
     st = bundle ? push_bundle(&c, bundle) : tk_cache_list(cache, push_file, &c);
     if (st == TK_OK)
         st = c.st;
     if (st != TK_OK)
         return st;
+    if (out) {
+        tk_cache_push_counts n = {sizeof n, c.pushed, c.present, c.replaced, c.rejected};
+        tk__out_copy(out, &n, sizeof n);
+    }
+    return TK_OK;
+}
+
+tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
+                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+{
+    tk_cache_push_counts n = TK_STRUCT_INIT(tk_cache_push_counts);
+    tk_status st = tk_cache_remote_push_report(cache, bundle, bad, user, &n);
+    if (st != TK_OK)
+        return st;
     if (n_pushed)
-        *n_pushed = c.pushed;
+        *n_pushed = n.pushed + n.replaced;
     if (n_present)
-        *n_present = c.present;
+        *n_present = n.present;
     if (n_rejected)
-        *n_rejected = c.rejected;
+        *n_rejected = n.rejected;
     return TK_OK;
 }
 

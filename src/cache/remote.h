@@ -8,14 +8,19 @@
  * Server layout, for library version V and cache format F:
  *
  *   tkjit:V:F:e:<32 hex>      one value per key: an envelope + a whole entry file
- *   tkjit:V:F:lease:<32 hex>  "host:pid:random", SET NX PX: who compiles the key
+ *   tkjit:V:F:lease:<32 hex>  "host:pid:random" (with a secret, then "." and the
+ *                             64 hex of its HMAC), with an expiry: who compiles
+ *                             the key. One without an expiry, with one beyond
+ *                             the lease time, of another type or (with a
+ *                             secret) not signed is replaced, never waited for.
  *
  * Value (little-endian): magic "TKJITRMT", u32 envelope version (1), u32 MAC
  * length (0 or 32), the MAC, then the entry file exactly as on disk. The MAC
  * is HMAC-SHA256 under the shared secret over "tokitai-jit remote v1\0", the
  * 32 hex digits of the key and the entry file. A value is used only after the
  * same checks as a disk entry (structure, checksum, full key material) and,
- * with a secret configured, a good MAC.
+ * with a secret configured, a good MAC. A value is sized (STRLEN) before it
+ * is read.
  */
 #ifndef TK_CACHE_REMOTE_H
 #define TK_CACHE_REMOTE_H

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -16,6 +17,12 @@
 #include "common/out_struct.h"
 
 /* ------------------------------------------------------------------ walk */
+
+static int ends_with_str(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
 
 /* FILE_BAD_DIR: a shard folder that is a link, another user's or writable by
  * others; its contents are never visited. */
@@ -291,6 +298,19 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
     if (cache->root_state == TK__ROOT_OK &&
         walk_tier(cache->fmt_dir, 0, stats_one, &c, &stopped) != TK_OK)
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
+    uint64_t v[TK__PSTAT_COUNT];
+    int64_t since = 0;
+    if (cache->root_state == TK__ROOT_OK)
+        tk__cache_stats_read(cache, v, &since);
+    else
+        memset(v, 0, sizeof v);
+    c.s.hits = v[TK__PSTAT_HITS];
+    c.s.misses = v[TK__PSTAT_MISSES];
+    c.s.compiles = v[TK__PSTAT_COMPILES];
+    c.s.compile_seconds = (double)v[TK__PSTAT_COMPILE_NS] / 1e9;
+    c.s.fallback_calls = v[TK__PSTAT_FALLBACKS];
+    c.s.errors = v[TK__PSTAT_ERRORS];
+    c.s.stats_since = since;
     tk__out_copy(out, &c.s, sizeof c.s);
     return TK_OK;
 }
@@ -394,6 +414,83 @@ tk_status tk_cache_verify(tk_cache *cache, tk_cache_bad_fn bad, void *user, uint
 
 /* ---------------------------------------------------------- prune / clear */
 
+/* Files the size limit does not see: the kept sources (stale temporary
+ * files; every file when all) and the folders of older formats (format 2
+ * entries are never read: a version check would refuse them, and their
+ * folder is not this format's). Only files that look like the cache's own
+ * are removed, through folders opened without following links. */
+static int looks_own(const char *name)
+{
+    return strncmp(name, TK__TEMP_PREFIX, strlen(TK__TEMP_PREFIX)) == 0 ||
+           ends_with_str(name, TK__ENTRY_EXT) || ends_with_str(name, ".lock") ||
+           ends_with_str(name, ".zst");
+}
+
+static uint64_t remove_own_files(int dfd, int all, time_t now, int *is_empty)
+{
+    uint64_t removed = 0;
+    DIR *dir = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!dir) {
+        if (dfd >= 0)
+            close(dfd);
+        *is_empty = 0;
+        return 0;
+    }
+    int left = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        int temp = strncmp(e->d_name, TK__TEMP_PREFIX, strlen(TK__TEMP_PREFIX)) == 0;
+        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            looks_own(e->d_name) && (all || (temp && now - st.st_mtim.tv_sec > 600)) &&
+            unlinkat(dirfd(dir), e->d_name, 0) == 0) {
+            removed += !temp && ends_with_str(e->d_name, TK__ENTRY_EXT);
+            continue;
+        }
+        left++;
+    }
+    closedir(dir);
+    *is_empty = !left;
+    return removed;
+}
+
+static uint64_t prune_extras(tk_cache *cache, int all)
+{
+    if (cache->root_state != TK__ROOT_OK)
+        return 0;
+    time_t now = time(NULL);
+    uint64_t removed = 0;
+    int empty = 0;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/" TK__SRC_DIR, cache->fmt_dir);
+    if (!tk__cache_dir_unsafe(path, 0))
+        remove_own_files(tk__cache_open_dir(path), all, now, &empty);
+    for (int fmt = 1; fmt < TK__CACHE_FORMAT; fmt++) {
+        char old[PATH_MAX];
+        snprintf(old, sizeof(old), "%s/%d", cache->root, fmt);
+        if (tk__cache_dir_unsafe(old, 0))
+            continue; /* missing, a link, or not ours: left alone */
+        struct dirent **subs = NULL;
+        int n = scandir(old, &subs, not_dots, alphasort);
+        for (int i = 0; i < n; i++) {
+            char sub[PATH_MAX + 256];
+            snprintf(sub, sizeof(sub), "%s/%s", old, subs[i]->d_name);
+            if ((hex2_filter(subs[i]) || strcmp(subs[i]->d_name, TK__LOCK_DIR) == 0) &&
+                !tk__cache_dir_unsafe(sub, 0)) {
+                removed += remove_own_files(tk__cache_open_dir(sub), 1, now, &empty);
+                if (empty)
+                    rmdir(sub);
+            }
+            free(subs[i]);
+        }
+        free(subs);
+        rmdir(old); /* only when nothing else was in it */
+    }
+    return removed;
+}
+
 tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n_removed)
 {
     if (!cache)
@@ -408,6 +505,8 @@ tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n_remove
     }
     uint64_t removed = 0; /* given, so the eviction also prunes lock files */
     st = tk__cache_evict(cache, max_bytes ? max_bytes : cache->max_size, NULL, 0, &removed);
+    if (st == TK_OK)
+        removed += prune_extras(cache, 0);
     if (st == TK_OK && n_removed)
         *n_removed = removed;
     return st;
@@ -427,7 +526,10 @@ static int clear_one(void *p, const char *path, enum file_kind kind, const char 
      * real folder refused for its owner or mode is left alone. */
     if (kind == FILE_BAD_DIR && (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)))
         return 0;
-    if ((kind == FILE_BAD_DIR ? unlink(path) : tk__cache_unlink(path)) == 0) {
+    int r = kind == FILE_BAD_DIR ? unlink(path) : tk__cache_unlink(path);
+    if (r != 0 && kind != FILE_BAD_DIR && (errno == EISDIR || errno == EPERM))
+        r = tk__cache_remove_any(path); /* a folder at an entry's name: it goes too */
+    if (r == 0) {
         c->removed += kind == FILE_ENTRY;
     } else if (errno != ENOENT) {
         c->failed = 1;
@@ -462,6 +564,10 @@ tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed)
     if (cache->root_state == TK__ROOT_OK) {
         uint64_t ignored;
         tk__cache_evict(cache, UINT64_MAX, NULL, 1, &ignored); /* unheld lock files */
+        c.removed += prune_extras(cache, 1);
+        char src[PATH_MAX];
+        snprintf(src, sizeof(src), "%s/" TK__SRC_DIR, cache->fmt_dir);
+        rmdir(src);
     }
     pthread_mutex_lock(&cache->mu);
     cache->size_known = 0;
@@ -682,13 +788,27 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
     }
     uint64_t count = get_le(head + 16, 8);
     uint64_t offset = sizeof(head);
+    uint64_t fsize = (uint64_t)fst.st_size;
+    /* Every record takes its length and at least an entry's header and
+     * trailer: a count the file cannot hold is refused before any loop. */
+    const uint64_t min_record = 8 + TK__ENTRY_HEADER_SIZE + TK__ENTRY_TRAILER_SIZE;
+    if (count > (fsize - offset) / min_record) {
+        rejected = count;
+        if (bad)
+            bad(user, path, "bundle declares more records than its size can hold");
+        st = tk__cache_fail(cache, TK_CORRUPT,
+                            "%s: declares %llu records, but %llu bytes hold at most %llu", path,
+                            (unsigned long long)count, (unsigned long long)fsize,
+                            (unsigned long long)((fsize - offset) / min_record));
+        goto done;
+    }
     for (uint64_t i = 0; i < count; i++) {
         uint8_t lenbuf[8];
+        uint8_t ehead[TK__ENTRY_HEADER_SIZE];
         char where[64];
         snprintf(where, sizeof(where), "%s#%llu", path, (unsigned long long)i);
         uint64_t len;
-        if (read_exact(f, lenbuf, 8) != 0 ||
-            (len = get_le(lenbuf, 8)) > (uint64_t)fst.st_size - offset - 8) {
+        if (read_exact(f, lenbuf, 8) != 0 || (len = get_le(lenbuf, 8)) > fsize - offset - 8) {
             rejected += count - i;
             if (bad)
                 bad(user, where, "bundle truncated");
@@ -697,11 +817,26 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
             goto done;
         }
         offset += 8 + len;
-        if (len > TK__ENTRY_MAX_FILE) {
-            /* Larger than any entry: skip it rather than allocate it. */
+        /* The entry's own header first: its magic and the sizes it declares
+         * must match the record before the record is read into memory, and
+         * a record larger than the data the file really holds (a sparse
+         * file) is not allocated either. */
+        tk__entry_view hv;
+        const char *hwhy = NULL;
+        int head_ok = len >= sizeof(ehead) && read_exact(f, ehead, sizeof(ehead)) == 0;
+        if (head_ok && tk__entry_parse_header(ehead, len, &hv, &hwhy) != TK_OK)
+            head_ok = 0;
+        if (!hwhy && !head_ok)
+            hwhy = len < sizeof(ehead) ? "record shorter than an entry header" : "bundle truncated";
+        if (head_ok && len > ((uint64_t)64 << 20) && len > (uint64_t)fst.st_blocks * 512) {
+            head_ok = 0;
+            hwhy = "record larger than the data the file holds (sparse file)";
+        }
+        if (!head_ok || len > TK__ENTRY_MAX_FILE) {
+            /* Skip it rather than allocate it. */
             rejected++;
             if (bad)
-                bad(user, where, "entry too large");
+                bad(user, where, head_ok ? "entry too large" : hwhy);
             if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
                 st = tk__cache_fail(cache, TK_IO_ERROR, "%s: cannot seek", path);
                 goto done;
@@ -709,12 +844,13 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
             continue;
         }
         free(bytes);
-        bytes = malloc(len ? (size_t)len : 1);
+        bytes = malloc((size_t)len);
         if (!bytes) {
             st = TK_OUT_OF_MEMORY;
             goto done;
         }
-        if (read_exact(f, bytes, (size_t)len) != 0) {
+        memcpy(bytes, ehead, sizeof(ehead));
+        if (read_exact(f, bytes + sizeof(ehead), (size_t)len - sizeof(ehead)) != 0) {
             rejected += count - i;
             if (bad)
                 bad(user, where, "bundle truncated");
@@ -745,6 +881,15 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
         if (st != TK_OK)
             goto done;
         memcpy(keys[imported++], hex, 33);
+    }
+    if (offset < fsize && bad) {
+        /* Not an error (what was declared is imported), but not silent. */
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "%llu bytes after the %llu declared records (undeclared records or garbage) "
+                 "ignored",
+                 (unsigned long long)(fsize - offset), (unsigned long long)count);
+        bad(user, path, msg);
     }
     /* One eviction pass for the whole bundle. */
     st = tk__cache_evict(cache, cache->max_size, NULL, 0, NULL);

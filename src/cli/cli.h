@@ -17,6 +17,7 @@
 #define TK__EXIT_USAGE 2       /* unknown option, bad value, invalid manifest */
 #define TK__EXIT_NO_DEVICE 3   /* --run without a usable GPU */
 #define TK__EXIT_UNAVAILABLE 4 /* a requested target's compiler is missing or does not know it */
+#define TK__EXIT_NOT_KEPT 5    /* compiled, but not stored in the cache or not published to the remote */
 
 typedef enum tk__cli_command {
     TK__CMD_NONE = 0,
@@ -33,7 +34,9 @@ typedef enum tk__cli_command {
     TK__CMD_EXPORT,
     TK__CMD_IMPORT,
     TK__CMD_PUSH,
-    TK__CMD_TUNE
+    TK__CMD_TUNE,
+    TK__CMD_ZERO_STATS,  /* -z, --zero-stats */
+    TK__CMD_SET_MAX_SIZE /* -M SIZE alone: the cache's own limit */
 } tk__cli_command;
 
 /* Everything the command line said; strings borrowed from argv. */
@@ -60,7 +63,26 @@ typedef struct tk__cli_opts {
     const char *remote; /* --remote URL */
     const char *bundle; /* --push --bundle FILE */
     const char *classes; /* --tune --classes all|manifest */
+    /* --list: filters, order, amount */
+    const char *kernel_glob; /* --kernel GLOB */
+    int64_t older_than;      /* --older-than AGE, seconds; 0: none */
+    const char *sort;        /* --sort FIELD */
+    uint64_t limit;          /* --limit N; 0: none */
+    int all_rows;            /* --all: one row per entry even for a large cache */
 } tk__cli_opts;
+
+/* Largest manifest or kernel source file the tool reads. */
+#define TK__CLI_MAX_TEXT_FILE ((uint64_t)64 << 20)
+
+/* Opens path for reading, refusing what is not a regular file (a FIFO, a
+ * device: opened non-blocking, then checked) or is larger than max bytes
+ * (0: any size); the descriptor, or -1 with "path: why" in err. */
+int tk__cli_open_regular(const char *path, uint64_t max, uint64_t *size, char *err,
+                         size_t err_size);
+/* Reads a whole regular file of at most max bytes into *out (malloc'd,
+ * NUL-terminated, *len bytes); 0, or -1 with "path: why" in err. */
+int tk__cli_read_regular(const char *path, uint64_t max, char **out, size_t *len, char *err,
+                         size_t err_size);
 
 /* "tokitai-jit: <message>" on stderr, one line. */
 void tk__cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -98,6 +120,8 @@ int tk__cmd_prune(const tk__cli_opts *opts);
 int tk__cmd_clear(const tk__cli_opts *opts);
 int tk__cmd_export(const tk__cli_opts *opts);
 int tk__cmd_import(const tk__cli_opts *opts);
+int tk__cmd_zero_stats(const tk__cli_opts *opts);
+int tk__cmd_set_max_size(const tk__cli_opts *opts);
 int tk__cmd_info(const tk__cli_opts *opts);
 int tk__cmd_run(const tk__cli_opts *opts);
 int tk__cmd_precompile(const tk__cli_opts *opts);

@@ -3,23 +3,77 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fnmatch.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 /* An owned copy of one entry's metadata (the visit's strings are borrowed). */
 typedef struct entry {
     char *key_hex, *path, *kernel, *source, *backend, *arch, *compiler, *options;
+    char *label; /* kernel, baked dimensions, tile: which specialisation it is */
     uint64_t payload_size, file_size;
     int64_t created, last_used;
     tk_resource_usage res;
     int read_only_tier;
 } entry;
 
+struct selection;
+
 typedef struct entry_list {
     entry *items;
     size_t n, cap;
     int oom;
+    /* filters (NULL / 0: none) */
+    const struct selection *sel;
+    const char *kernel_glob;
+    int64_t used_before;
 } entry_list;
+
+static int select_entry(void *user, const tk_cache_entry_info *info);
+
+/* The value of -DTK_<name>=V in options, or NULL; copies up to size. */
+static const char *define_of(const char *options, const char *name, char *buf, size_t size)
+{
+    char pat[48];
+    snprintf(pat, sizeof pat, "-DTK_%s=", name);
+    for (const char *p = options; p && (p = strstr(p, pat)) != NULL; p++) {
+        if (p != options && p[-1] != ' ')
+            continue;
+        const char *v = p + strlen(pat);
+        size_t n = strcspn(v, " ");
+        if (n >= size)
+            n = size - 1;
+        memcpy(buf, v, n);
+        buf[n] = 0;
+        return buf;
+    }
+    return NULL;
+}
+
+/* "gemm_f16 N=1024 K=3072 tile 128x128x32 splitk": the kernel without its
+ * tk_ prefix, the dimensions baked into it, its tile. */
+static char *make_label(const char *kernel, const char *options)
+{
+    static const char *const dims[] = {"M", "N", "K", "ROWS", "COLS", "V", "D", "Q"};
+    char out[256], v[40], bm[16], bn[16], bk[16];
+    int n = snprintf(out, sizeof out, "%s", strncmp(kernel, "tk_", 3) == 0 ? kernel + 3 : kernel);
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0] && n < (int)sizeof out; i++)
+        if (define_of(options, dims[i], v, sizeof v))
+            n += snprintf(out + n, sizeof out - (size_t)n, " %s=%s", dims[i], v);
+    if (n < (int)sizeof out && define_of(options, "BM", bm, sizeof bm) &&
+        define_of(options, "BN", bn, sizeof bn)) {
+        if (define_of(options, "BK", bk, sizeof bk))
+            n += snprintf(out + n, sizeof out - (size_t)n, " tile %sx%sx%s", bm, bn, bk);
+        else
+            n += snprintf(out + n, sizeof out - (size_t)n, " tile %sx%s", bm, bn);
+    }
+    if (n < (int)sizeof out && define_of(options, "SPLITK", v, sizeof v) && strcmp(v, "0") != 0)
+        n += snprintf(out + n, sizeof out - (size_t)n, " splitk");
+    (void)n;
+    return strdup(out);
+}
 
 static char *dup_or_empty(const char *s)
 {
@@ -29,6 +83,12 @@ static char *dup_or_empty(const char *s)
 static int collect(void *user, const tk_cache_entry_info *info)
 {
     entry_list *l = user;
+    if (l->sel && !select_entry((void *)l->sel, info))
+        return 0;
+    if (l->kernel_glob && fnmatch(l->kernel_glob, info->kernel ? info->kernel : "", 0) != 0)
+        return 0;
+    if (l->used_before && info->last_used >= l->used_before)
+        return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
         entry *items = realloc(l->items, cap * sizeof *items);
@@ -62,6 +122,9 @@ static int collect(void *user, const tk_cache_entry_info *info)
     e->arch = dup_or_empty(info->arch);
     e->compiler = dup_or_empty(info->compiler);
     e->options = dup_or_empty(info->options);
+    e->label = info->source != NULL && strncmp(info->source, "tune:", 5) == 0
+                   ? dup_or_empty(e->kernel)
+                   : make_label(info->kernel ? info->kernel : "", info->options);
     e->payload_size = info->payload_size;
     e->file_size = info->file_size;
     e->created = info->created;
@@ -70,7 +133,7 @@ static int collect(void *user, const tk_cache_entry_info *info)
     e->read_only_tier = info->read_only_tier;
     l->n++;
     if (!e->key_hex || !e->path || !e->kernel || !e->source || !e->backend || !e->arch ||
-        !e->compiler || !e->options) {
+        !e->compiler || !e->options || !e->label) {
         l->oom = 1;
         return 1;
     }
@@ -82,17 +145,39 @@ static void free_entries(entry_list *l)
     for (size_t i = 0; i < l->n; i++) {
         entry *e = &l->items[i];
         free(e->key_hex), free(e->path), free(e->kernel), free(e->source);
-        free(e->backend), free(e->arch), free(e->compiler), free(e->options);
+        free(e->backend), free(e->arch), free(e->compiler), free(e->options), free(e->label);
     }
     free(l->items);
+}
+
+static const char *g_sort; /* --sort field for cmp_entry; NULL: arch, kernel */
+
+static int cmp_u64_desc(uint64_t a, uint64_t b)
+{
+    return (a < b) - (a > b);
 }
 
 static int cmp_entry(const void *a, const void *b)
 {
     const entry *x = a, *y = b;
-    int c = strcmp(x->arch, y->arch);
+    int c = 0;
+    if (g_sort) {
+        if (strcmp(g_sort, "key") == 0)
+            c = strcmp(x->key_hex, y->key_hex);
+        else if (strcmp(g_sort, "kernel") == 0)
+            c = strcmp(x->label, y->label);
+        else if (strcmp(g_sort, "size") == 0)
+            c = cmp_u64_desc(x->file_size, y->file_size);
+        else if (strcmp(g_sort, "created") == 0)
+            c = cmp_u64_desc((uint64_t)x->created, (uint64_t)y->created);
+        else if (strcmp(g_sort, "used") == 0)
+            c = cmp_u64_desc((uint64_t)x->last_used, (uint64_t)y->last_used);
+        if (c)
+            return c;
+    }
+    c = strcmp(x->arch, y->arch);
     if (!c)
-        c = strcmp(x->kernel, y->kernel);
+        c = strcmp(x->label, y->label);
     if (!c)
         c = strcmp(x->key_hex, y->key_hex);
     if (!c)
@@ -118,7 +203,6 @@ static tk_cache *open_cache(const tk__cli_opts *opts)
 
 static int load_entries(tk_cache *cache, entry_list *l)
 {
-    memset(l, 0, sizeof *l);
     tk_status st = tk_cache_list(cache, collect, l);
     if (l->oom) {
         tk__cli_error("out of memory while listing the cache");
@@ -169,6 +253,7 @@ static void list_json(const tk_cache *cache, const entry_list *l)
         fputs(i ? ",\n    {" : "\n    {", stdout);
         fputs("\"key\": ", stdout), tk__json_str(stdout, e->key_hex);
         fputs(", \"kernel\": ", stdout), tk__json_str(stdout, e->kernel);
+        fputs(", \"label\": ", stdout), tk__json_str(stdout, e->label);
         fputs(", \"source\": ", stdout), tk__json_str(stdout, e->source);
         fputs(", \"backend\": ", stdout), tk__json_str(stdout, e->backend);
         fputs(", \"arch\": ", stdout), tk__json_str(stdout, e->arch);
@@ -212,27 +297,29 @@ static int col_width(const entry_list *l, size_t offset, const char *header, int
 static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
 {
     if (l->n == 0) {
-        printf("cache %s is empty\n", tk_cache_root(cache));
+        if (l->sel || l->kernel_glob || l->used_before)
+            printf("cache %s: no entries match\n", tk_cache_root(cache));
+        else
+            printf("cache %s is empty\n", tk_cache_root(cache));
         return;
     }
-    int wk = col_width(l, offsetof(entry, kernel), "KERNEL", 72);
-    int wb = col_width(l, offsetof(entry, backend), "BACKEND", 8);
-    int wa = col_width(l, offsetof(entry, arch), "ARCH", 32);
-    int wc = col_width(l, offsetof(entry, compiler), "COMPILER", 40);
+    int wk = col_width(l, offsetof(entry, label), "KERNEL", 80);
+    int wa = col_width(l, offsetof(entry, arch), "ARCH", 24);
     uint64_t total = 0;
-    printf("%-12s  %-*s  %-*s  %-*s  %-*s  %10s  %-16s  %-16s\n", "KEY", wk, "KERNEL", wb,
-           "BACKEND", wa, "ARCH", wc, "COMPILER", "SIZE", "CREATED", "LAST USE");
+    printf("%-12s  %-*s  %-*s  %10s  %-16s\n", "KEY", wk, "KERNEL", wa, "ARCH", "SIZE",
+           "LAST USE");
     for (size_t i = 0; i < l->n; i++) {
         const entry *e = &l->items[i];
-        char sz[32], c[32], u[32];
+        char sz[32], u[32];
         total += e->file_size;
-        printf("%-12.12s  %-*.*s  %-*.*s  %-*.*s  %-*.*s  %10s  %-16s  %-16s%s\n", e->key_hex, wk,
-               wk, e->kernel, wb, wb, e->backend, wa, wa, e->arch, wc, wc, e->compiler,
-               tk__fmt_size(e->file_size, sz, sizeof sz), tk__fmt_time(e->created, c, sizeof c),
+        printf("%-12.12s  %-*.*s  %-*.*s  %10s  %-16s%s\n", e->key_hex, wk, wk, e->label, wa, wa,
+               e->arch, tk__fmt_size(e->file_size, sz, sizeof sz),
                tk__fmt_time(e->last_used, u, sizeof u), e->read_only_tier ? "  (read-only)" : "");
         if (verbose) {
-            char r[9][16];
-            printf("    key %s  source %s  payload %llu bytes\n", e->key_hex, e->source,
+            char r[9][16], c[32];
+            printf("    key %s  entry %s  source %s  backend %s  created %s\n", e->key_hex,
+                   e->kernel, e->source, e->backend, tk__fmt_time(e->created, c, sizeof c));
+            printf("    compiler %s  code object %llu bytes\n", e->compiler,
                    (unsigned long long)e->payload_size);
             printf("    options: %s\n", e->options[0] ? e->options : "(none)");
             printf("    resources: registers/VGPR %s  SGPR %s  AGPR %s  shared/LDS %s  "
@@ -250,23 +337,152 @@ static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
            tk__fmt_size(total, tot, sizeof tot), tk_cache_root(cache));
 }
 
-int tk__cmd_list(const tk__cli_opts *opts)
+/* Above this many entries a plain --list shows a summary (--all: rows). */
+enum { LIST_SUMMARY_AT = 40 };
+
+typedef struct group {
+    const char *source, *arch, *backend;
+    uint64_t count, bytes, code;
+    int64_t last_used;
+} group;
+
+static int cmp_group(const void *a, const void *b)
 {
-    tk_cache *cache = open_cache(opts);
-    if (!cache)
-        return TK__EXIT_FAIL;
-    entry_list l;
-    if (load_entries(cache, &l) != 0) {
-        tk_cache_close(cache);
+    const group *x = a, *y = b;
+    int c = strcmp(x->arch, y->arch);
+    return c ? c : strcmp(x->source, y->source);
+}
+
+static void list_summary(const tk_cache *cache, const entry_list *l)
+{
+    group *g = calloc(l->n, sizeof *g);
+    size_t ng = 0;
+    uint64_t total = 0, code = 0;
+    if (!g) {
+        tk__cli_error("out of memory");
+        return;
+    }
+    for (size_t i = 0; i < l->n; i++) {
+        const entry *e = &l->items[i];
+        const char *src = e->source[0] ? e->source : e->kernel;
+        size_t k = 0;
+        while (k < ng && !(strcmp(g[k].source, src) == 0 && strcmp(g[k].arch, e->arch) == 0 &&
+                           strcmp(g[k].backend, e->backend) == 0))
+            k++;
+        if (k == ng) {
+            g[ng].source = src;
+            g[ng].arch = e->arch;
+            g[ng].backend = e->backend;
+            ng++;
+        }
+        g[k].count++;
+        g[k].bytes += e->file_size;
+        g[k].code += e->payload_size;
+        if (e->last_used > g[k].last_used)
+            g[k].last_used = e->last_used;
+        total += e->file_size;
+        code += e->payload_size;
+    }
+    qsort(g, ng, sizeof *g, cmp_group);
+    int ws = 6;
+    for (size_t k = 0; k < ng; k++)
+        if ((int)strlen(g[k].source) > ws)
+            ws = (int)strlen(g[k].source) > 40 ? 40 : (int)strlen(g[k].source);
+    printf("%-*s  %-10s  %7s  %10s  %12s  %-16s\n", ws, "SOURCE", "ARCH", "ENTRIES", "SIZE",
+           "CODE OBJECTS", "LAST USE");
+    for (size_t k = 0; k < ng; k++) {
+        char b1[32], b2[32], u[32];
+        printf("%-*.*s  %-10s  %7llu  %10s  %12s  %-16s\n", ws, ws, g[k].source, g[k].arch,
+               (unsigned long long)g[k].count, tk__fmt_size(g[k].bytes, b1, sizeof b1),
+               tk__fmt_size(g[k].code, b2, sizeof b2), tk__fmt_time(g[k].last_used, u, sizeof u));
+    }
+    char t1[32], t2[32];
+    printf("%zu entries in %zu groups, %s on disk for %s of code objects, in %s\n", l->n, ng,
+           tk__fmt_size(total, t1, sizeof t1), tk__fmt_size(code, t2, sizeof t2),
+           tk_cache_root(cache));
+    printf("(one row per entry: --all; narrow with --arch, --ops, --kernel GLOB, --older-than, "
+           "--limit)\n");
+    free(g);
+}
+
+static char **split_list(const char *text);
+static void free_list(char **list);
+
+typedef struct selection {
+    char **ops;   /* NULL-terminated or NULL: all */
+    char **archs; /* NULL-terminated or NULL: all */
+} selection;
+
+/* Checks --ops and --arch names; 0, or an exit code (message printed). */
+static int make_selection(const tk__cli_opts *opts, selection *sel)
+{
+    sel->ops = sel->archs = NULL;
+    if ((opts->ops_list && !(sel->ops = split_list(opts->ops_list))) ||
+        (opts->arch_list && !(sel->archs = split_list(opts->arch_list)))) {
+        tk__cli_error("out of memory");
         return TK__EXIT_FAIL;
     }
-    if (opts->json)
-        list_json(cache, &l);
-    else
-        list_text(cache, &l, opts->verbose);
-    free_entries(&l);
+    for (char **p = sel->ops; p && *p; p++) {
+        tk_op op;
+        if (tk_op_from_name(*p, &op) != TK_OK) {
+            tk__cli_error("--ops: unknown operator '%s'", *p);
+            return TK__EXIT_USAGE;
+        }
+    }
+    for (char **p = sel->archs; p && *p; p++) {
+        if (!tk__target_name_valid(*p)) {
+            tk__cli_error("--arch: unknown target '%s'", *p);
+            return TK__EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+int tk__cmd_list(const tk__cli_opts *opts)
+{
+    selection sel;
+    int rc = make_selection(opts, &sel);
+    if (rc) {
+        free_list(sel.ops);
+        free_list(sel.archs);
+        return rc;
+    }
+    tk_cache *cache = open_cache(opts);
+    if (!cache) {
+        free_list(sel.ops);
+        free_list(sel.archs);
+        return TK__EXIT_FAIL;
+    }
+    entry_list l;
+    memset(&l, 0, sizeof l);
+    l.sel = sel.ops || sel.archs ? &sel : NULL;
+    l.kernel_glob = opts->kernel_glob;
+    l.used_before = opts->older_than ? (int64_t)time(NULL) - opts->older_than : 0;
+    g_sort = opts->sort;
+    rc = TK__EXIT_FAIL;
+    if (load_entries(cache, &l) == 0) {
+        if (opts->limit && l.n > opts->limit) {
+            for (size_t i = (size_t)opts->limit; i < l.n; i++) {
+                entry *e = &l.items[i];
+                free(e->key_hex), free(e->path), free(e->kernel), free(e->source);
+                free(e->backend), free(e->arch), free(e->compiler), free(e->options);
+                free(e->label);
+            }
+            l.n = (size_t)opts->limit;
+        }
+        if (opts->json)
+            list_json(cache, &l);
+        else if (l.n > LIST_SUMMARY_AT && !opts->all_rows && !opts->verbose && !opts->limit)
+            list_summary(cache, &l);
+        else
+            list_text(cache, &l, opts->verbose);
+        free_entries(&l);
+        rc = TK__EXIT_OK;
+    }
     tk_cache_close(cache);
-    return TK__EXIT_OK;
+    free_list(sel.ops);
+    free_list(sel.archs);
+    return rc;
 }
 
 int tk__cmd_stats(const tk__cli_opts *opts)
@@ -282,30 +498,77 @@ int tk__cmd_stats(const tk__cli_opts *opts)
         tk_cache_close(cache);
         return TK__EXIT_FAIL;
     }
+    uint64_t lookups = s.hits + s.misses;
+    double hit_pct = lookups ? 100.0 * (double)s.hits / (double)lookups : 0.0;
     if (opts->json) {
+        char since[40];
         fputs("{\"cache\": ", stdout);
         tk__json_str(stdout, tk_cache_root(cache));
         printf(", \"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %llu, \"temp_files\": %llu, "
-               "\"bad_files\": %llu}\n",
+               "\"bad_files\": %llu, \"hits\": %llu, \"misses\": %llu, \"compiles\": %llu, "
+               "\"compile_seconds\": %.3f, \"fallback_calls\": %llu, \"errors\": %llu, "
+               "\"stats_since\": ",
                (unsigned long long)s.entries, (unsigned long long)s.bytes,
                (unsigned long long)s.max_bytes, (unsigned long long)s.temp_files,
-               (unsigned long long)s.bad_files);
+               (unsigned long long)s.bad_files, (unsigned long long)s.hits,
+               (unsigned long long)s.misses, (unsigned long long)s.compiles, s.compile_seconds,
+               (unsigned long long)s.fallback_calls, (unsigned long long)s.errors);
+        if (s.stats_since)
+            printf("\"%s\"}\n", tk__fmt_time_iso(s.stats_since, since, sizeof since));
+        else
+            fputs("null}\n", stdout);
     } else {
-        char b[32], m[32];
+        char b[32], m[32], t[32];
         double pct = s.max_bytes ? 100.0 * (double)s.bytes / (double)s.max_bytes : 0.0;
-        printf("cache:       %s\n", tk_cache_root(cache));
-        printf("entries:     %llu\n", (unsigned long long)s.entries);
-        printf("size:        %s (%llu bytes)\n", tk__fmt_size(s.bytes, b, sizeof b),
+        printf("cache:          %s\n", tk_cache_root(cache));
+        printf("entries:        %llu\n", (unsigned long long)s.entries);
+        printf("size:           %s (%llu bytes)\n", tk__fmt_size(s.bytes, b, sizeof b),
                (unsigned long long)s.bytes);
-        printf("limit:       %s (%.1f%% used)\n", tk__fmt_size(s.max_bytes, m, sizeof m), pct);
-        printf("temp files:  %llu\n", (unsigned long long)s.temp_files);
-        printf("bad files:   %llu%s\n", (unsigned long long)s.bad_files,
+        printf("limit:          %s (%.1f%% used)\n", tk__fmt_size(s.max_bytes, m, sizeof m), pct);
+        printf("temp files:     %llu\n", (unsigned long long)s.temp_files);
+        printf("bad files:      %llu%s\n", (unsigned long long)s.bad_files,
                s.bad_files ? " (run --verify to name them)" : "");
+        printf("counts since:   %s\n", s.stats_since ? tk__fmt_time(s.stats_since, t, sizeof t)
+                                                      : "the cache was created (never zeroed)");
+        printf("hits:           %llu (%.1f%% of lookups)\n", (unsigned long long)s.hits, hit_pct);
+        printf("misses:         %llu\n", (unsigned long long)s.misses);
+        printf("compiles:       %llu (%.1f s in the compiler)\n", (unsigned long long)s.compiles,
+               s.compile_seconds);
+        printf("fallback calls: %llu\n", (unsigned long long)s.fallback_calls);
+        printf("errors:         %llu\n", (unsigned long long)s.errors);
     }
     tk_cache_close(cache);
     return TK__EXIT_OK;
 }
 
+/* Repeated messages are capped: the first MSG_CAP, then one line with the
+ * number left out (a hostile bundle can hold millions of bad records). */
+enum { MSG_CAP = 20 };
+
+typedef struct msg_cap {
+    const char *prefix;
+    uint64_t n;
+} msg_cap;
+
+static void capped_line(msg_cap *c, const char *what, const char *why)
+{
+    if (c->n++ >= MSG_CAP)
+        return;
+    fflush(stdout);
+    fprintf(stderr, "%s: %s: %s\n", c->prefix, what, why);
+}
+
+static void capped_end(const msg_cap *c)
+{
+    if (c->n > MSG_CAP) {
+        fflush(stdout);
+        fprintf(stderr, "%s: ... and %llu more\n", c->prefix,
+                (unsigned long long)(c->n - MSG_CAP));
+    }
+}
+
+/* --verify names every bad file (each is a file the user may want to see):
+ * no cap there. */
 static void print_bad(void *user, const char *path, const char *why)
 {
     (void)user;
@@ -388,11 +651,6 @@ int tk__cmd_clear(const tk__cli_opts *opts)
 }
 
 /* ------------------------------------------------------- export / import */
-
-typedef struct selection {
-    char **ops;   /* NULL-terminated or NULL: all */
-    char **archs; /* NULL-terminated or NULL: all */
-} selection;
 
 /* Splits a comma/space-separated list into a NULL-terminated array. */
 static char **split_list(const char *text)
@@ -528,19 +786,32 @@ done:
 
 static void print_rejected(void *user, const char *what, const char *why)
 {
-    (void)user;
-    fflush(stdout);
-    fprintf(stderr, "rejected: %s: %s\n", what ? what : "entry", why ? why : "bad entry");
+    if (what && !strchr(what, '#')) {
+        /* About the bundle as a whole (bytes after its records): always shown. */
+        fflush(stdout);
+        fprintf(stderr, "warning: %s: %s\n", what, why ? why : "");
+        return;
+    }
+    capped_line(user, what ? what : "entry", why ? why : "bad entry");
 }
 
 int tk__cmd_import(const tk__cli_opts *opts)
 {
+    char why[1200];
+    int fd = tk__cli_open_regular(opts->file, 0, NULL, why, sizeof why);
+    if (fd < 0) { /* a FIFO or a device would hang or flood the reader */
+        tk__cli_error("cannot import %s", why);
+        return TK__EXIT_FAIL;
+    }
+    close(fd);
     tk_cache *cache = open_cache(opts);
     if (!cache)
         return TK__EXIT_FAIL;
     uint64_t n_ok = 0, n_bad = 0;
     int rc = TK__EXIT_OK;
-    tk_status st = tk_cache_import(cache, opts->file, print_rejected, NULL, &n_ok, &n_bad);
+    msg_cap cap = {"rejected", 0};
+    tk_status st = tk_cache_import(cache, opts->file, print_rejected, &cap, &n_ok, &n_bad);
+    capped_end(&cap);
     if (st != TK_OK) {
         tk__cli_error("cannot import %s: %s: %s", opts->file, tk_status_str(st),
                       tk_cache_last_error(cache));
@@ -553,6 +824,49 @@ int tk__cmd_import(const tk__cli_opts *opts)
         putchar('\n');
         if (n_bad)
             rc = TK__EXIT_FAIL;
+    }
+    tk_cache_close(cache);
+    return rc;
+}
+
+int tk__cmd_zero_stats(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    tk_status st = tk_cache_zero_stats(cache);
+    int rc = TK__EXIT_OK;
+    if (st != TK_OK) {
+        tk__cli_error("cannot zero the statistics of %s: %s: %s", tk_cache_root(cache),
+                      tk_status_str(st), tk_cache_last_error(cache));
+        rc = TK__EXIT_FAIL;
+    } else {
+        printf("statistics of %s zeroed\n", tk_cache_root(cache));
+    }
+    tk_cache_close(cache);
+    return rc;
+}
+
+int tk__cmd_set_max_size(const tk__cli_opts *opts)
+{
+    tk_cache *cache = open_cache(opts);
+    if (!cache)
+        return TK__EXIT_FAIL;
+    tk_status st = tk_cache_set_max_size(cache, opts->max_size);
+    int rc = TK__EXIT_OK;
+    if (st != TK_OK) {
+        tk__cli_error("cannot set the size limit of %s: %s: %s", tk_cache_root(cache),
+                      tk_status_str(st), tk_cache_last_error(cache));
+        rc = TK__EXIT_FAIL;
+    } else {
+        tk_cache_stats s = TK_STRUCT_INIT(tk_cache_stats);
+        char b[32];
+        if (tk_cache_get_stats(cache, &s) == TK_OK)
+            printf("size limit of %s set to %s%s\n", tk_cache_root(cache),
+                   tk__fmt_size(s.max_bytes, b, sizeof b),
+                   opts->max_size ? "" : " (the default)");
+        if (getenv("TOKITAI_JIT_CACHE_MAX_SIZE"))
+            printf("note: TOKITAI_JIT_CACHE_MAX_SIZE is set and comes first where it is set\n");
     }
     tk_cache_close(cache);
     return rc;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -70,7 +71,8 @@ int tk__cmd_remote_stats(const tk__cli_opts *opts)
         printf("server limit: %s\n",
                s.max_bytes ? tk__fmt_size(s.max_bytes, b2, sizeof b2) : "none or not readable");
         printf("leases held: %llu\n", (unsigned long long)s.temp_files);
-        printf("bad values:  %llu\n", (unsigned long long)s.bad_files);
+        printf("bad values:  %llu (keys of another type and oversized values included)\n",
+               (unsigned long long)s.bad_files);
     }
     tk_cache_close(cache);
     return TK__EXIT_OK;
@@ -127,11 +129,19 @@ int tk__cmd_remote_list(const tk__cli_opts *opts)
     else
         printf("%-12s  %-28s %-5s %-24s %-22s %10s  %s\n", "key", "kernel", "bknd", "arch",
                "compiler", "size", "created");
-    tk_status st = tk_cache_remote_list(cache, print_one, &ls);
+    uint64_t skipped = 0;
+    tk_status st = tk_cache_remote_list_counted(cache, print_one, &ls, &skipped);
     if (opts->json)
         fputs(ls.n ? "\n]\n" : "]\n", stdout);
+    else if (st == TK_OK && skipped)
+        printf("%llu entries on the remote, %llu keys skipped (not values a lookup would take: "
+               "another type, oversized or not verifying)\n",
+               ls.n, (unsigned long long)skipped);
     else if (st == TK_OK)
         printf("%llu entries on the remote\n", ls.n);
+    if (opts->json && st == TK_OK && skipped)
+        tk__cli_error("%llu keys on the remote skipped: not values a lookup would take",
+                      (unsigned long long)skipped);
     int code = st == TK_OK ? TK__EXIT_OK : report(cache, "remote cache", st);
     tk_cache_close(cache);
     return code;
@@ -149,20 +159,31 @@ int tk__cmd_push(const tk__cli_opts *opts)
         tk__cli_error("--push needs --remote URL (or TOKITAI_JIT_REMOTE)");
         return TK__EXIT_USAGE;
     }
+    if (opts->bundle) {
+        char why[1200];
+        int fd = tk__cli_open_regular(opts->bundle, 0, NULL, why, sizeof why);
+        if (fd < 0) { /* a FIFO or a device would hang or flood the reader */
+            tk__cli_error("cannot push %s", why);
+            return TK__EXIT_FAIL;
+        }
+        close(fd);
+    }
     tk_cache *cache = open_remote(opts);
     if (!cache)
         return TK__EXIT_FAIL;
-    uint64_t pushed = 0, present = 0, rejected = 0;
+    tk_cache_push_counts n = TK_STRUCT_INIT(tk_cache_push_counts);
     double t0 = tk__now();
-    tk_status st =
-        tk_cache_remote_push(cache, opts->bundle, print_bad, NULL, &pushed, &present, &rejected);
+    tk_status st = tk_cache_remote_push_report(cache, opts->bundle, print_bad, NULL, &n);
+    uint64_t rejected = n.rejected;
     if (st != TK_OK) {
         int code = report(cache, "push", st);
         tk_cache_close(cache);
         return code;
     }
-    printf("pushed %llu, already on the remote %llu, rejected %llu (%s, %.2f s)\n",
-           (unsigned long long)pushed, (unsigned long long)present, (unsigned long long)rejected,
+    printf("pushed %llu, already on the remote %llu, rejected %llu, replaced %llu (values that "
+           "did not verify) (%s, %.2f s)\n",
+           (unsigned long long)n.pushed, (unsigned long long)n.present,
+           (unsigned long long)n.rejected, (unsigned long long)n.replaced,
            opts->bundle ? opts->bundle : tk_cache_root(cache), tk__now() - t0);
     tk_cache_close(cache);
     return rejected ? TK__EXIT_FAIL : TK__EXIT_OK;

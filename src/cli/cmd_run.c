@@ -139,6 +139,30 @@ static const char workspace_bound[] =
     "per context and stream, grown to a power of two and kept; at most the largest of 1 MiB, "
     "64 MiB (GEMM split-K) and 8 x 2^ceil(log2 Q) bytes (embedding backward, Q lookups)";
 
+typedef struct env_out {
+    int json;
+    unsigned n;
+} env_out;
+
+static void env_problem(void *user, const char *name, const char *value, const char *why,
+                        int fatal)
+{
+    env_out *o = user;
+    if (o->json) {
+        fputs(o->n++ ? ", {\"name\": " : "{\"name\": ", stdout);
+        tk__json_str(stdout, name);
+        fputs(", \"value\": ", stdout);
+        tk__json_str(stdout, value);
+        fputs(", \"problem\": ", stdout);
+        tk__json_str(stdout, why);
+        printf(", \"fatal\": %s}", fatal ? "true" : "false");
+    } else {
+        o->n++;
+        printf("  %s=%s: %s (%s)\n", name, value, why,
+               fatal ? "an error: no context starts with it" : "ignored: the default is used");
+    }
+}
+
 int tk__cmd_info(const tk__cli_opts *opts)
 {
     backend_row rows[3] = {
@@ -183,7 +207,10 @@ int tk__cmd_info(const tk__cli_opts *opts)
         tk__json_str(stdout, lower && *lower ? lower : NULL);
         fputs("}, \"operator_workspace\": ", stdout);
         tk__json_str(stdout, workspace_bound);
-        fputs("}\n", stdout);
+        fputs(", \"environment_problems\": [", stdout);
+        env_out eo = {1, 0};
+        tk_env_check(env_problem, &eo);
+        fputs("]}\n", stdout);
     } else {
         printf("tokitai-jit %s (library %s)\n", TK_VERSION_STRING, tk_version_string());
         for (size_t i = 0; i < n_rows; i++) {
@@ -204,6 +231,13 @@ int tk__cmd_info(const tk__cli_opts *opts)
         }
         printf("read-only caches (TOKITAI_JIT_CACHE_PATH): %s\n", lower && *lower ? lower : "none");
         printf("operator workspace: %s\n", workspace_bound);
+        if (tk_env_check(NULL, NULL) == 0) {
+            printf("environment: every TOKITAI_JIT_* variable set has a valid value\n");
+        } else {
+            printf("environment: values refused\n");
+            env_out eo = {0, 0};
+            tk_env_check(env_problem, &eo);
+        }
     }
     tk_cache_close(cache);
     return TK__EXIT_OK;

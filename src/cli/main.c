@@ -11,14 +11,22 @@ static const char usage_text[] =
     "Compile GPU kernels ahead of time and manage the tokitai-jit kernel cache.\n"
     "\n"
     "Commands (exactly one):\n"
-    "  --list             one row per cache entry: key prefix, kernel, backend, arch,\n"
-    "                     compiler, size, created, last use\n"
-    "  --stats            entries, bytes, size limit, leftovers and bad files\n"
+    "  --list             the cache's entries: a summary per source and arch when\n"
+    "                     there are many (--all: one row each: key prefix, kernel\n"
+    "                     with its baked dimensions and tile, arch, size, dates)\n"
+    "  --stats, -s, --show-stats\n"
+    "                     entries, bytes, size limit, leftovers, bad files, and the\n"
+    "                     hits, misses, compiles, compile time, fallback calls and\n"
+    "                     errors of every process since the last --zero-stats\n"
+    "  --zero-stats, -z   set those counts to zero\n"
     "  --verify           read every entry in full (structure, key, checksum); names\n"
     "                     each bad file; exit 1 if any\n"
     "  --prune            evict least-recently-used entries down to the size limit\n"
     "                     and remove leftovers of interrupted writes\n"
-    "  --clear            remove every entry of the user cache\n"
+    "  --clear, -C        remove every entry of the user cache\n"
+    "  --max-size SIZE, -M SIZE\n"
+    "                     alone: keep SIZE as this cache's limit (in its config\n"
+    "                     file; 0: back to the default); with --prune: prune to it\n"
     "  --info             backends found (library paths, versions) or why not,\n"
     "                     devices with their target ids, the cache folder in use\n"
     "  --run OP           checked run of one operator on the GPU: random inputs,\n"
@@ -43,8 +51,12 @@ static const char usage_text[] =
     "                     AGPRs, shared/LDS, local/scratch, spills, wavefront);\n"
     "                     --precompile: one line per job even on a terminal;\n"
     "                     --tune: every candidate's time\n"
-    "  --max-size SIZE    --prune: limit such as 500M or 2G (default: the configured\n"
-    "                     limit)\n"
+    "  --kernel GLOB      --list: entries whose kernel name matches (tk_gemm*)\n"
+    "  --older-than AGE   --list: entries last used before AGE ago (30m, 12h, 7d)\n"
+    "  --sort FIELD       --list: key, kernel, arch, size, created or used (newest\n"
+    "                     first); default arch then kernel\n"
+    "  --limit N          --list: at most N rows\n"
+    "  --all              --list: one row per entry however many there are\n"
     "  --shape DIMS       --run: sizes as 512x1024x4096 or 512,1024,4096, in the op's\n"
     "                     order (gemm: M,N,K; softmax: rows,cols; embedding: V,D,Q)\n"
     "  --seed N           --run: random seed (default 1)\n"
@@ -58,8 +70,8 @@ static const char usage_text[] =
     "                     the classes of the M values the lines name)\n"
     "  --manifest FILE    --precompile, --tune: manifest to use (default: the built-in\n"
     "                     manifest for the 0.7B MoE training workload)\n"
-    "  --arch LIST        --precompile, --export: targets such as sm_80,sm_90,gfx90a\n"
-    "  --ops LIST         --precompile, --export, --tune: operators such as gemm_f16_fwd,\n"
+    "  --arch LIST        --precompile, --export, --list: targets such as sm_80,sm_90,gfx90a\n"
+    "  --ops LIST         --precompile, --export, --tune, --list: operators such as gemm_f16_fwd,\n"
     "                     softmax_f16_fwd\n"
     "  -j N, --jobs N     --precompile: worker processes (default: number of CPUs)\n"
     "  --dry-run          --precompile: list the jobs, compile nothing\n"
@@ -108,7 +120,9 @@ static const char usage_text[] =
     "  2  usage: unknown option, bad value, invalid manifest (nothing was done)\n"
     "  3  no device: --run found no usable GPU\n"
     "  4  unavailable: a requested target's compiler library is missing or does not\n"
-    "     know the target; --remote on a build without the remote tier\n";
+    "     know the target; --remote on a build without the remote tier\n"
+    "  5  not kept: --precompile compiled kernels that the cache did not store or\n"
+    "     (with --remote) the remote cache did not take\n";
 
 /* Which commands accept an option. */
 #define C(x) (1u << (x))
@@ -126,10 +140,12 @@ static const opt_spec specs[] = {
     {"--help", "-h", 0, TK__CMD_HELP, ALL_COMMANDS},
     {"--version", "-V", 0, TK__CMD_VERSION, ALL_COMMANDS},
     {"--list", NULL, 0, TK__CMD_LIST, ALL_COMMANDS},
-    {"--stats", NULL, 0, TK__CMD_STATS, ALL_COMMANDS},
+    {"--stats", "-s", 0, TK__CMD_STATS, ALL_COMMANDS},
+    {"--show-stats", NULL, 0, TK__CMD_STATS, ALL_COMMANDS},
+    {"--zero-stats", "-z", 0, TK__CMD_ZERO_STATS, ALL_COMMANDS},
     {"--verify", NULL, 0, TK__CMD_VERIFY, ALL_COMMANDS},
     {"--prune", NULL, 0, TK__CMD_PRUNE, ALL_COMMANDS},
-    {"--clear", NULL, 0, TK__CMD_CLEAR, ALL_COMMANDS},
+    {"--clear", "-C", 0, TK__CMD_CLEAR, ALL_COMMANDS},
     {"--info", NULL, 0, TK__CMD_INFO, ALL_COMMANDS},
     {"--run", NULL, 1, TK__CMD_RUN, ALL_COMMANDS},
     {"--precompile", NULL, 0, TK__CMD_PRECOMPILE, ALL_COMMANDS},
@@ -141,14 +157,20 @@ static const opt_spec specs[] = {
     {"--json", NULL, 0, TK__CMD_NONE,
      C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_INFO) | C(TK__CMD_RUN)},
     {"--verbose", "-v", 0, TK__CMD_NONE, C(TK__CMD_LIST) | C(TK__CMD_PRECOMPILE) | C(TK__CMD_TUNE)},
-    {"--max-size", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRUNE)},
+    {"--max-size", "-M", 1, TK__CMD_NONE, C(TK__CMD_PRUNE) | C(TK__CMD_SET_MAX_SIZE)},
+    {"--kernel", NULL, 1, TK__CMD_NONE, C(TK__CMD_LIST)},
+    {"--older-than", NULL, 1, TK__CMD_NONE, C(TK__CMD_LIST)},
+    {"--sort", NULL, 1, TK__CMD_NONE, C(TK__CMD_LIST)},
+    {"--limit", NULL, 1, TK__CMD_NONE, C(TK__CMD_LIST)},
+    {"--all", NULL, 0, TK__CMD_NONE, C(TK__CMD_LIST)},
     {"--shape", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--seed", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--policy", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN) | C(TK__CMD_PRECOMPILE) | C(TK__CMD_TUNE)},
     {"--build-mode", NULL, 1, TK__CMD_NONE, C(TK__CMD_RUN)},
     {"--manifest", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_TUNE)},
-    {"--arch", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT)},
-    {"--ops", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT) | C(TK__CMD_TUNE)},
+    {"--arch", NULL, 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT) | C(TK__CMD_LIST)},
+    {"--ops", NULL, 1, TK__CMD_NONE,
+     C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT) | C(TK__CMD_TUNE) | C(TK__CMD_LIST)},
     {"--jobs", "-j", 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     {"--dry-run", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     /* the remote tier */
@@ -160,6 +182,8 @@ static const opt_spec specs[] = {
 
 static const char *command_name(tk__cli_command cmd)
 {
+    if (cmd == TK__CMD_SET_MAX_SIZE)
+        return "--max-size";
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
         if (specs[i].command == cmd)
             return specs[i].name;
@@ -205,11 +229,49 @@ static int apply_value(tk__cli_opts *o, const opt_spec *s, const char *v)
     if (strcmp(n, "--cache-dir") == 0) {
         o->cache_dir = v;
     } else if (strcmp(n, "--max-size") == 0) {
-        if (tk_parse_size(v, &o->max_size) != TK_OK || o->max_size == 0) {
+        if (tk_parse_size(v, &o->max_size) != TK_OK) {
             tk__cli_error("--max-size: bad size '%s' (examples: 500M, 2G, 1048576)", v);
             return -1;
         }
         o->have_max_size = 1;
+    } else if (strcmp(n, "--kernel") == 0) {
+        o->kernel_glob = v;
+    } else if (strcmp(n, "--older-than") == 0) {
+        char *end = NULL;
+        double x = strtod(v, &end);
+        double unit = 0;
+        if (end && end != v && x >= 0) {
+            if (*end == 0 || strcmp(end, "s") == 0)
+                unit = 1;
+            else if (strcmp(end, "m") == 0)
+                unit = 60;
+            else if (strcmp(end, "h") == 0)
+                unit = 3600;
+            else if (strcmp(end, "d") == 0)
+                unit = 86400;
+        }
+        if (unit == 0 || x * unit > 1e12) {
+            tk__cli_error("--older-than: bad age '%s' (examples: 90s, 30m, 12h, 7d)", v);
+            return -1;
+        }
+        o->older_than = (int64_t)(x * unit);
+    } else if (strcmp(n, "--sort") == 0) {
+        static const char *const fields[] = {"key", "kernel", "arch", "size", "created", "used"};
+        int ok = 0;
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            ok |= strcmp(v, fields[i]) == 0;
+        if (!ok) {
+            tk__cli_error("--sort: bad field '%s' (key, kernel, arch, size, created or used)", v);
+            return -1;
+        }
+        o->sort = v;
+    } else if (strcmp(n, "--limit") == 0) {
+        int64_t lim;
+        if (tk__parse_i64(v, 1, INT64_MAX, &lim) != 0) {
+            tk__cli_error("--limit: bad value '%s' (a positive number of rows)", v);
+            return -1;
+        }
+        o->limit = (uint64_t)lim;
     } else if (strcmp(n, "--shape") == 0) {
         o->shape = v;
     } else if (strcmp(n, "--seed") == 0) {
@@ -335,8 +397,12 @@ static int parse_args(int argc, char **argv, tk__cli_opts *o)
                 o->verbose = 1;
             else if (strcmp(s->name, "--dry-run") == 0)
                 o->dry_run = 1;
+            else if (strcmp(s->name, "--all") == 0)
+                o->all_rows = 1;
         }
     }
+    if (o->command == TK__CMD_NONE && o->have_max_size)
+        o->command = TK__CMD_SET_MAX_SIZE; /* ccache's -M SIZE: set the limit */
     if (o->command == TK__CMD_NONE) {
         tk__cli_error("no command given (try --help)");
         return -1;
@@ -348,6 +414,10 @@ static int parse_args(int argc, char **argv, tk__cli_opts *o)
             tk__cli_error("%s does not apply to %s", seen[k]->name, command_name(o->command));
             return -1;
         }
+    }
+    if (o->command == TK__CMD_PRUNE && o->have_max_size && o->max_size == 0) {
+        tk__cli_error("--prune --max-size: the size must be above 0 (500M, 2G)");
+        return -1;
     }
     if (o->command == TK__CMD_RUN && !o->shape) {
         tk__cli_error("--run needs --shape DIMS (for example --shape 512x1024x4096)");
@@ -399,6 +469,10 @@ int main(int argc, char **argv)
         return tk__cmd_push(&opts);
     case TK__CMD_TUNE:
         return tk__cmd_tune(&opts);
+    case TK__CMD_ZERO_STATS:
+        return tk__cmd_zero_stats(&opts);
+    case TK__CMD_SET_MAX_SIZE:
+        return tk__cmd_set_max_size(&opts);
     case TK__CMD_NONE:
         break;
     }

@@ -343,6 +343,16 @@ static int valid_entry(const char *s)
     return depth == 0;
 }
 
+/* -DNAME[=VALUE]: NAME a C identifier, as the library requires. */
+static int valid_define_name(const char *d)
+{
+    if (!(isalpha((unsigned char)*d) || *d == '_'))
+        return 0;
+    while (isalnum((unsigned char)*d) || *d == '_')
+        d++;
+    return *d == 0 || *d == '=';
+}
+
 static int is_include_option(const char *o)
 {
     return strncmp(o, "-I", 2) == 0 || strncmp(o, "--include-path=", 15) == 0;
@@ -401,39 +411,19 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
         snprintf(k->path, plen, "%s/%s", p->base_dir, file);
     else
         snprintf(k->path, plen, "%s", file);
-    FILE *f = fopen(k->path, "rb");
-    if (!f)
-        return fail(p, file, "cannot read %s: %s", k->path, strerror(errno));
-    size_t cap = 4096, len = 0;
-    k->source = malloc(cap);
-    while (k->source) {
-        size_t r = fread(k->source + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0)
-            break;
-        if (len + 1 == cap) {
-            char *grown = realloc(k->source, cap * 2);
-            if (!grown) {
-                free(k->source);
-                k->source = NULL;
-                break;
-            }
-            k->source = grown;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!k->source)
-        return oom(p);
-    k->source[len] = 0;
+    char why[1024];
+    size_t len = 0;
+    if (tk__cli_read_regular(k->path, TK__CLI_MAX_TEXT_FILE, &k->source, &len, why, sizeof why) !=
+        0)
+        return fail(p, file, "cannot read %s", why);
     if (strlen(k->source) != len || len == 0)
         return fail(p, file, "%s is empty or not a text file", k->path);
     if (!(k->entry = strdup(tok[2])))
         return oom(p);
     if (!valid_entry(k->entry))
         return fail(p, tok[2],
-                    "not an entry point: an extern \"C\" name or a C++ name expression "
-                    "such as \"fill<4, float>\" (quoted when it holds blanks)");
+                    "not an entry point: a kernel's name (extern \"C\" or not) or a C++ name "
+                    "expression such as \"fill<4, float>\" (quoted when it holds blanks)");
     size_t n = (size_t)ntok;
     k->defines = calloc(n, sizeof *k->defines);
     k->define_text = calloc(n, sizeof *k->define_text);
@@ -457,6 +447,9 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
         if (strncmp(tok[t], "-D", 2) == 0) {
             if (!tok[t][2] || tok[t][2] == '=')
                 return fail(p, tok[t], "define without a name");
+            if (!valid_define_name(tok[t] + 2))
+                return fail(p, tok[t],
+                            "not a macro name: a letter or '_', then letters, digits or '_'");
             char *d = strdup(tok[t] + 2);
             if (!d)
                 return oom(p);
@@ -637,37 +630,10 @@ int tk__manifest_parse(const char *text, const char *name, const char *base_dir,
 
 int tk__manifest_load(const char *path, tk__manifest *out, char *err, size_t err_size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, err_size, "%s: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t len = 0;
+    if (tk__cli_read_regular(path, TK__CLI_MAX_TEXT_FILE, &text, &len, err, err_size) != 0)
         return -1;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *text = malloc(cap);
-    while (text) {
-        size_t r = fread(text + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0)
-            break;
-        if (len + 1 == cap) {
-            char *grown = realloc(text, cap * 2);
-            if (!grown) {
-                free(text);
-                text = NULL;
-                break;
-            }
-            text = grown;
-            cap *= 2;
-        }
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    if (!text || read_error) {
-        snprintf(err, err_size, "%s: %s", path, text ? "read error" : "out of memory");
-        free(text);
-        return -1;
-    }
-    text[len] = 0;
     if (strlen(text) != len) {
         snprintf(err, err_size, "%s: not a text file", path);
         free(text);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -49,6 +50,8 @@ typedef struct result_hdr {
     uint32_t cached;
     double seconds;
     uint32_t log_len;
+    uint32_t published; /* values the job's compiles sent to the remote */
+    uint32_t remote_errors;
 } result_hdr;
 
 typedef struct run_state {
@@ -442,6 +445,9 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
         char why[1024] = "";
         double t0 = tk__now();
         tk_context **slot = &ctxs[(size_t)it->target * N_POLICIES + it->policy];
+        tk_context_stats before = TK_STRUCT_INIT(tk_context_stats);
+        if (*slot)
+            tk_context_get_stats(*slot, &before);
         tk_status st = TK_OK;
         if (!*slot) {
             tk_config *cfg = target_config(s->opts, t, it->policy);
@@ -480,6 +486,11 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
             }
             if (st != TK_OK)
                 log = strdup(tk_context_last_error(*slot));
+            tk_context_stats after = TK_STRUCT_INIT(tk_context_stats);
+            if (tk_context_get_stats(*slot, &after) == TK_OK) {
+                r.published = (uint32_t)(after.remote_publishes - before.remote_publishes);
+                r.remote_errors = (uint32_t)(after.remote_errors - before.remote_errors);
+            }
         }
         r.status = (int32_t)st;
         r.seconds = tk__now() - t0;
@@ -515,7 +526,21 @@ typedef struct progress {
     int verbose;
     size_t done, total;
     uint64_t compiled, cached, failed;
+    double t_start; /* for the elapsed time and the estimate */
 } progress;
+
+/* "1h02m", "3m07s", "12s". */
+static const char *fmt_secs(double t, char *buf, size_t size)
+{
+    long s = t < 0 ? 0 : (long)(t + 0.5);
+    if (s >= 3600)
+        snprintf(buf, size, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else if (s >= 60)
+        snprintf(buf, size, "%ldm%02lds", s / 60, s % 60);
+    else
+        snprintf(buf, size, "%lds", s);
+    return buf;
+}
 
 static void describe_item(const run_state *s, const item *it, char *buf, size_t size)
 {
@@ -539,11 +564,23 @@ static void show_progress(const run_state *s, progress *p, const item *it, const
             cols = ws.ws_col;
         const int bar = 24;
         int filled = p->total ? (int)((double)bar * (double)p->done / (double)p->total) : bar;
-        char line[1024];
+        char line[1024], el[32], left[48];
+        double elapsed = tk__now() - p->t_start;
+        /* The estimate: the mean time of a job so far, for the jobs left. */
+        if (p->done && p->done < p->total) {
+            char l[32];
+            snprintf(left, sizeof left, ", ~%s left",
+                     fmt_secs(elapsed / (double)p->done * (double)(p->total - p->done), l,
+                              sizeof l));
+        } else {
+            left[0] = 0;
+        }
         int n = snprintf(line, sizeof line,
-                         "[%.*s%.*s] %zu/%zu  new %llu  cached %llu  failed %llu  %s", filled,
-                         "########################", bar - filled, "........................",
-                         p->done, p->total, (unsigned long long)p->compiled,
+                         "[%.*s%.*s] %zu/%zu jobs  %s%s  kernels: new %llu  cached %llu  "
+                         "failed %llu  %s",
+                         filled, "########################", bar - filled,
+                         "........................", p->done, p->total,
+                         fmt_secs(elapsed, el, sizeof el), left, (unsigned long long)p->compiled,
                          (unsigned long long)p->cached, (unsigned long long)p->failed, what);
         if (n >= cols)
             line[cols - 1] = 0;
@@ -634,12 +671,12 @@ static int record_failure(failure **fails, size_t *n_fails, size_t item_idx, tk_
 }
 
 static int execute(run_state *s, int n_workers, double t_start, const char *root,
-                   uint64_t *n_compiled)
+                   uint64_t *n_compiled, uint64_t *n_published, uint64_t *n_remote_errors)
 {
     worker *ws = calloc((size_t)n_workers, sizeof *ws);
     failure *fails = NULL;
     size_t n_fails = 0;
-    progress p = {isatty(STDOUT_FILENO), s->opts->verbose, 0, s->n_items, 0, 0, 0};
+    progress p = {isatty(STDOUT_FILENO), s->opts->verbose, 0, s->n_items, 0, 0, 0, t_start};
     size_t next = 0;
     int alive = 0;
     if (!ws) {
@@ -738,6 +775,8 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
                 w->busy = -1;
             }
             p.done++;
+            *n_published += r.published;
+            *n_remote_errors += r.remote_errors;
             p.compiled += r.compiled;
             p.cached += r.cached;
             if (r.status != TK_OK) {
@@ -792,18 +831,74 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
     return p.failed ? TK__EXIT_FAIL : TK__EXIT_OK;
 }
 
-/* Counts user-tier entries written since a time: what this run stored. */
-typedef struct stored_count {
-    int64_t since;
-    uint64_t n;
-} stored_count;
+/* The user tier's entries by key and file identity: an entry this run
+ * stored is one whose key is new or whose file was replaced (an atomic
+ * store is a new file). Exact, unlike file times (seconds). */
+typedef struct entry_id {
+    char hex[33];
+    dev_t dev;
+    ino_t ino;
+    int64_t mtime_ns;
+} entry_id;
 
-static int count_stored(void *user, const tk_cache_entry_info *info)
+typedef struct entry_ids {
+    entry_id *v;
+    size_t n, cap;
+    int failed;
+} entry_ids;
+
+static int entry_id_cmp(const void *a, const void *b)
 {
-    stored_count *c = user;
-    if (!info->read_only_tier && info->created >= c->since)
-        c->n++;
+    return strcmp(((const entry_id *)a)->hex, ((const entry_id *)b)->hex);
+}
+
+static int collect_id(void *user, const tk_cache_entry_info *info)
+{
+    entry_ids *ids = user;
+    struct stat st;
+    if (info->read_only_tier || !info->key_hex || strlen(info->key_hex) != 32 ||
+        lstat(info->path, &st) != 0)
+        return 0;
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 256;
+        entry_id *v = realloc(ids->v, cap * sizeof *v);
+        if (!v) {
+            ids->failed = 1;
+            return 1;
+        }
+        ids->v = v, ids->cap = cap;
+    }
+    entry_id *e = &ids->v[ids->n++];
+    memcpy(e->hex, info->key_hex, 33);
+    e->dev = st.st_dev;
+    e->ino = st.st_ino;
+    e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
     return 0;
+}
+
+static tk_status entry_ids_of(tk_cache *cache, entry_ids *ids)
+{
+    memset(ids, 0, sizeof *ids);
+    tk_status st = tk_cache_list(cache, collect_id, ids);
+    if (st == TK_OK && ids->failed)
+        st = TK_OUT_OF_MEMORY;
+    if (st == TK_OK && ids->n > 1)
+        qsort(ids->v, ids->n, sizeof *ids->v, entry_id_cmp);
+    return st;
+}
+
+/* Entries of now that were not in before, or not as the same file. */
+static uint64_t entries_stored(const entry_ids *before, const entry_ids *now)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < now->n; i++) {
+        const entry_id *e = &now->v[i];
+        const entry_id *old =
+            before->n ? bsearch(e, before->v, before->n, sizeof *e, entry_id_cmp) : NULL;
+        if (!old || old->dev != e->dev || old->ino != e->ino || old->mtime_ns != e->mtime_ns)
+            n++;
+    }
+    return n;
 }
 
 static int default_workers(void)
@@ -898,10 +993,12 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         goto done;
     }
     /* The library never fails a compile because the cache cannot store it;
-     * a precompile that stored nothing has failed all the same. What counts
-     * is the entries this run wrote (created since it started), not how much
-     * the cache grew: a compile that repairs a corrupt entry replaces it. */
-    int64_t t_wall = (int64_t)time(NULL);
+     * a precompile that did not store what it compiled has failed all the
+     * same. What counts is the entries this run wrote (new keys and replaced
+     * files), not how much the cache grew: a compile that repairs a corrupt
+     * entry replaces it. */
+    entry_ids before;
+    tk_status ids_st = entry_ids_of(cache, &before);
 
     int n_workers = opts->jobs ? opts->jobs : default_workers();
     if ((size_t)n_workers > s.n_items)
@@ -911,21 +1008,37 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
     printf("precompiling %zu jobs (%zu shapes x %zu targets) with %d worker process%s into %s\n",
            s.n_items, s.m.n_jobs, s.n_targets, n_workers, n_workers == 1 ? "" : "es", root);
     fflush(stdout);
-    uint64_t n_compiled = 0;
-    rc = execute(&s, n_workers, t_start, root, &n_compiled);
+    uint64_t n_compiled = 0, n_published = 0, n_remote_errors = 0;
+    rc = execute(&s, n_workers, t_start, root, &n_compiled, &n_published, &n_remote_errors);
     if (n_compiled) {
-        stored_count sc = {t_wall, 0};
-        tk_status ls = tk_cache_list(cache, count_stored, &sc);
-        if (ls != TK_OK || sc.n < n_compiled) {
+        entry_ids now;
+        tk_status ls = ids_st == TK_OK ? entry_ids_of(cache, &now) : ids_st;
+        uint64_t stored = ls == TK_OK ? entries_stored(&before, &now) : 0;
+        if (ls == TK_OK)
+            free(now.v);
+        if (ls != TK_OK || stored < n_compiled) {
             tk__cli_error("%llu %s compiled but %llu stored in the cache at %s: is it "
                           "writable, full, disabled (TOKITAI_JIT_CACHE_DISABLE) or too small "
                           "(TOKITAI_JIT_CACHE_MAX_SIZE)?%s%s",
                           (unsigned long long)n_compiled, n_compiled == 1 ? "kernel" : "kernels",
-                          (unsigned long long)sc.n, root, ls != TK_OK ? " " : "",
+                          (unsigned long long)stored, root, ls != TK_OK ? " " : "",
                           ls != TK_OK ? tk_cache_last_error(cache) : "");
-            rc = TK__EXIT_FAIL;
+            if (rc == TK__EXIT_OK)
+                rc = TK__EXIT_NOT_KEPT;
+        }
+        const char *env = getenv("TOKITAI_JIT_REMOTE");
+        const char *url = opts->remote ? opts->remote : env;
+        if (url && *url && n_published < n_compiled) {
+            tk__cli_error("%llu %s compiled but %llu published to the remote cache (%llu remote "
+                          "errors: the server refused, is full or did not answer; --stats "
+                          "--remote shows it)",
+                          (unsigned long long)n_compiled, n_compiled == 1 ? "kernel" : "kernels",
+                          (unsigned long long)n_published, (unsigned long long)n_remote_errors);
+            if (rc == TK__EXIT_OK)
+                rc = TK__EXIT_NOT_KEPT;
         }
     }
+    free(before.v);
 
 done:
     tk_cache_close(cache);

@@ -1,11 +1,14 @@
 /* Small helpers shared by the commands: messages, JSON strings, formatting. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -199,5 +202,91 @@ int tk__target_name_valid(const char *t)
         }
         return *p == 0;
     }
+    return 0;
+}
+
+int tk__cli_open_regular(const char *path, uint64_t max, uint64_t *size, char *err, size_t err_size)
+{
+    /* Non-blocking: opening a FIFO with no writer must not hang the tool. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_size, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, err_size, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, err_size, "%s: not a regular file (%s)", path,
+                 S_ISDIR(st.st_mode)    ? "a folder"
+                 : S_ISFIFO(st.st_mode) ? "a named pipe"
+                 : S_ISCHR(st.st_mode)  ? "a character device"
+                 : S_ISBLK(st.st_mode)  ? "a block device"
+                 : S_ISSOCK(st.st_mode) ? "a socket"
+                                        : "a special file");
+        close(fd);
+        return -1;
+    }
+    if (max && (uint64_t)st.st_size > max) {
+        snprintf(err, err_size, "%s: %llu bytes, more than the %llu this tool reads", path,
+                 (unsigned long long)st.st_size, (unsigned long long)max);
+        close(fd);
+        return -1;
+    }
+    if (size)
+        *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+int tk__cli_read_regular(const char *path, uint64_t max, char **out, size_t *len, char *err,
+                         size_t err_size)
+{
+    uint64_t size = 0;
+    int fd = tk__cli_open_regular(path, max, &size, err, err_size);
+    if (fd < 0)
+        return -1;
+    /* Read at most max bytes whatever the size said (a file that grows). */
+    size_t cap = (size_t)size + 1, got = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        ssize_t r = read(fd, buf + got, cap - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(err, err_size, "%s: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+        if (got == cap) {
+            if (got > max) {
+                snprintf(err, err_size, "%s: more than the %llu bytes this tool reads", path,
+                         (unsigned long long)max);
+                free(buf);
+                close(fd);
+                return -1;
+            }
+            size_t ncap = cap * 2 > max + 1 ? (size_t)max + 1 : cap * 2;
+            char *grown = realloc(buf, ncap + 1);
+            if (!grown)
+                break;
+            buf = grown;
+            cap = ncap;
+        }
+    }
+    close(fd);
+    if (!buf) {
+        snprintf(err, err_size, "%s: out of memory", path);
+        return -1;
+    }
+    buf[got] = 0;
+    *out = buf;
+    *len = got;
     return 0;
 }

@@ -171,6 +171,7 @@ static tk_status context_init(tk_context *ctx, const tk_config *cfg)
     ctx->log_user = cfg->log_user;
     ctx->log_level = cfg->log_level;
     ctx->env_log_level = tk__log_env_level();
+    tk__env_log_problems(ctx);
     return TK_OK;
 }
 
@@ -279,6 +280,22 @@ report:
     return st;
 }
 
+/* The cache's persistent statistics get this context's counts (before a
+ * reset, and at destroy): the handle writes them once when it closes. */
+static void hand_counts(tk_context *ctx)
+{
+#define TAKE(field) __atomic_load_n(&ctx->field, __ATOMIC_RELAXED)
+    uint64_t v[TK__PSTAT_COUNT];
+    v[TK__PSTAT_HITS] = TAKE(n_disk_hits);
+    v[TK__PSTAT_MISSES] = TAKE(n_compiles) + TAKE(n_compile_failures);
+    v[TK__PSTAT_COMPILES] = TAKE(n_compiles);
+    v[TK__PSTAT_COMPILE_NS] = TAKE(compile_ns);
+    v[TK__PSTAT_FALLBACKS] = TAKE(n_fallback_calls);
+    v[TK__PSTAT_ERRORS] = TAKE(n_compile_failures) + TAKE(n_load_failures) + TAKE(n_cache_errors);
+#undef TAKE
+    tk__cache_stats_add(ctx->cache, v);
+}
+
 void tk_context_destroy(tk_context *ctx)
 {
     if (!ctx)
@@ -301,6 +318,7 @@ void tk_context_destroy(tk_context *ctx)
     tk__kernels_destroy(ctx);
     if (ctx->be && ctx->has_device)
         ctx->be->device_close(ctx->dev);
+    hand_counts(ctx);
     tk_cache_close(ctx->cache);
     free(ctx->last_error);
     tk__builder_destroy(ctx);
@@ -435,6 +453,7 @@ void tk_context_reset_stats(tk_context *ctx)
 {
     if (!ctx)
         return;
+    hand_counts(ctx);
     uint64_t *fields[] = {&ctx->n_memory_hits,    &ctx->n_disk_hits,
                           &ctx->n_compiles,       &ctx->n_compile_failures,
                           &ctx->n_loads,          &ctx->n_load_failures,

@@ -110,6 +110,15 @@ struct tk_kernel {
      * 48 KiB); raised by the first launch that asks for more. Atomic. */
     unsigned shared_limit;
     struct tk_kernel *next_owned;
+    /* The symbol in the code object when it is not entry (a C++ function's
+     * mangled name), else NULL. */
+    char *symbol;
+    const tk__backend *be;
+    /* Parameter layout, read from code on the first tk_kernel_get_params:
+     * params_state 0 not read, 1 read, -1 none recorded (acquire/release). */
+    int params_state;
+    tk_kernel_param *params;
+    size_t n_params;
 };
 
 typedef struct tk__slot {
@@ -229,5 +238,9 @@ void tk__hip_stream_destroy(void *stream);
 
 /* ISA name comgr reads from an AMD code object (tests, tools). */
 tk_status tk__hip_code_isa(const void *code, size_t size, char *buf, size_t buf_size, tk__err *err);
+
+/* Logs a warning for each TOKITAI_JIT_* variable with a value refused by
+ * its parser (env.c); called once the context can log. */
+void tk__env_log_problems(tk_context *ctx);
 
 #endif

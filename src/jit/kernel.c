@@ -31,7 +31,13 @@
  * found"), and a stored entry is used only when today's record is the same
  * (entry_current); otherwise the kernel is compiled and its entry replaced.
  * A C++ name expression as entry is compiled through the name-expression
- * API and its lowered name stored in the entry for the next disk hit.
+ * API and its lowered name stored in the entry for the next disk hit. A
+ * user source's plain name goes through the same API up front (the
+ * backend compiles once more without it only when the name alone fails),
+ * so a C++ function resolves like an extern "C" one; a name that resolves
+ * to nothing fails with the kernels the code object lists. A kernel's
+ * parameter layout is read from its code object on first request
+ * (tk_kernel_get_params).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +50,7 @@
 #include "common/out_struct.h"
 #include "jit/jit_internal.h"
 #include "jit/sources.h"
+#include "jit/symbols.h"
 
 /* ------------------------------------------------------------- hashing */
 
@@ -303,6 +310,8 @@ static void kernel_free(tk_context *ctx, tk_kernel *k)
     }
     free(k->headers);
     free(k->code);
+    free(k->symbol);
+    free(k->params);
     free(k);
 }
 
@@ -462,6 +471,7 @@ typedef struct prep {
     char label[512];   /* "gemm_f16", the source_label, or "user:<16 hex>" for the metadata */
     char file[512];    /* name given to the compiler */
     int name_expr;     /* the entry is a C++ name expression */
+    int name_probe;    /* a user source's plain name, resolved as a name expression too */
     tk__srcset set;    /* a user source with its includes resolved (sources.h) */
     const char **dirs; /* -I folders of the caller's options */
     tk__search search;
@@ -573,6 +583,8 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
                             "source) a C++ name expression",
                             d->entry);
         p->name_expr = 1;
+    } else if (!d->source_name) {
+        p->name_probe = 1;
     }
 
     /* Defines: identifiers, single-line values, no name twice; sorted. */
@@ -758,7 +770,7 @@ static int disk_lookup(tk_context *ctx, const prep *p, obtained *o)
         tk__entry_free(&entry);
         return 0;
     }
-    if (p->name_expr) {
+    if (entry.meta.lowered && entry.meta.lowered[0]) {
         o->lowered = strdup(entry.meta.lowered);
         if (!o->lowered) {
             tk__entry_free(&entry);
@@ -793,6 +805,113 @@ void tk__foreground_wait(void)
         nanosleep(&ms, NULL);
 }
 
+/* Edit distance of two short names (case-insensitive), capped at 99. */
+static unsigned name_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 120 || nb > 120)
+        return 99;
+    unsigned row[121];
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= na; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= nb; j++) {
+            unsigned up = row[j];
+            int same = (a[i - 1] | 0x20) == (b[j - 1] | 0x20);
+            unsigned best = diag + (same ? 0u : 1u);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb] < 99 ? row[nb] : 99;
+}
+
+/* Why entry is not a kernel of a code object, listing the kernels it has
+ * (demangled), the likely one first ("did you mean"), and for an
+ * overloaded name how to pick one. malloc'd; NULL when nothing can be
+ * said. */
+static char *missing_kernel_message(tk_context *ctx, const char *entry, const void *code,
+                                    size_t size, int overloaded)
+{
+    tk__err e = {.msg = "", .log = NULL};
+    char *list = NULL;
+    if (!ctx->be->list_kernels || ctx->be->list_kernels(code, size, &list, &e) != TK_OK) {
+        free(e.log);
+        return NULL;
+    }
+    tk__sbuf out = {0};
+    tk__sbuf all = {0};
+    char shown[600], base[256], best[600] = "", first_overload[600] = "";
+    unsigned best_d = 99;
+    size_t n = 0, n_same = 0;
+    for (char *line = list, *eol; line && *line; line = eol ? eol + 1 : NULL) {
+        eol = strchr(line, '\n');
+        if (eol)
+            *eol = '\0';
+        if (!*line)
+            continue;
+        tk__demangle(line, shown, sizeof shown);
+        tk__symbol_base(line, base, sizeof base);
+        if (n < 24) {
+            tk__sb_str(&all, n ? ", " : "");
+            tk__sb_str(&all, shown);
+        }
+        n++;
+        if (strcmp(base, entry) == 0) {
+            if (!n_same++)
+                snprintf(first_overload, sizeof first_overload, "%s", shown);
+        }
+        unsigned dist = base[0] ? name_distance(base, entry) : 99;
+        size_t len = strlen(entry);
+        if (dist < best_d && (dist <= 2 || dist <= len / 3 || strstr(base, entry) || strstr(entry, base))) {
+            best_d = dist;
+            snprintf(best, sizeof best, "%s", shown);
+        }
+    }
+    free(list);
+    if (n > 24) {
+        char more[64];
+        snprintf(more, sizeof more, " and %zu more", n - 24);
+        tk__sb_str(&all, more);
+    }
+    if (overloaded || n_same > 1) {
+        /* "k(float*, int)" -> static_cast<void (*)(float*, int)>(k) */
+        const char *paren = strchr(first_overload, '(');
+        tk__sb_str(&out, "the name is overloaded (");
+        tk__sb_str(&out, all.p ? all.p : "");
+        tk__sb_str(&out, "); name one overload with a name expression such as \"static_cast<void (*)");
+        tk__sb_str(&out, paren ? paren : "(...)");
+        tk__sb_str(&out, ">(");
+        tk__sb_str(&out, entry);
+        tk__sb_str(&out, ")\"");
+    } else if (n == 0) {
+        tk__sb_str(&out, "it contains no kernel (is the function __global__, and defined under the "
+                         "defines given?)");
+    } else {
+        if (best[0]) {
+            tk__sb_str(&out, "did you mean ");
+            tk__sb_str(&out, best);
+            tk__sb_str(&out, "? ");
+        }
+        tk__sb_str(&out, "its kernels: ");
+        tk__sb_str(&out, all.p);
+        tk__sb_str(&out, " (an entry is a kernel's name, or for a template or a namespace a name "
+                         "expression such as \"ns::k<4, float>\")");
+    }
+    free(all.p);
+    if (out.failed) {
+        free(out.p);
+        return NULL;
+    }
+    return out.p;
+}
+
 /* Disk cache, else (under the cross-process key lock, looking again) compile
  * and store. force_compile skips the lookups (after a refused load);
  * no_compile stops after the first lookup with TK_NOT_FOUND, recording
@@ -821,9 +940,10 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
     }
 
     tk__err e = {.msg = "", .log = NULL};
-    tk__code code = {NULL, 0, NULL, NULL};
+    tk__code code = {NULL, 0, NULL, NULL, 0, 0};
     tk__compile_extra extra = {(const char *const *)p->set.names, (const char *const *)p->set.texts,
-                               p->set.n_files, p->name_expr ? d->entry : NULL};
+                               p->set.n_files, (p->name_expr || p->name_probe) ? d->entry : NULL,
+                               p->name_probe};
     if (tk__in_builder)
         tk__foreground_wait();
     else
@@ -862,14 +982,23 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
             ctx->target, secs * 1e3, p->key.hex);
 
     tk_resource_usage res;
+    if (code.lowered && strcmp(code.lowered, d->entry) == 0) {
+        /* An extern "C" function: its symbol is the name itself. */
+        free(code.lowered);
+        code.lowered = NULL;
+    }
     const char *symbol = code.lowered ? code.lowered : d->entry;
-    st = ctx->be->inspect(code.data, code.size, symbol, &res, &e);
+    st = code.name_overloaded ? TK_NOT_FOUND : ctx->be->inspect(code.data, code.size, symbol, &res, &e);
     if (st == TK_NOT_FOUND) {
-        /* The code object has no such kernel (a typo, or an entry that only
-         * exists under some define): nothing worth storing or loading. */
+        /* The code object has no such kernel (a typo, an overloaded name, or
+         * an entry that only exists under some define): nothing worth
+         * storing or loading. The message lists what it has. */
         tk__cache_unlock(lock);
-        st = tk__fail(ctx, TK_NOT_FOUND, "kernel %s is not in the code compiled from %s for %s: %s",
-                      d->entry, p->label, ctx->target, e.msg);
+        char *why = missing_kernel_message(ctx, d->entry, code.data, code.size,
+                                           code.name_overloaded);
+        st = tk__fail(ctx, TK_NOT_FOUND, "kernel %s is not in the code compiled from %s for %s%s%s",
+                      d->entry, p->label, ctx->target, why ? ": " : "", why ? why : "");
+        free(why);
         free(code.data);
         free(code.lowered);
         free(e.log);
@@ -1058,6 +1187,9 @@ static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_
     k->code_size = o.size;
     k->module = module;
     k->fn = fn;
+    k->symbol = o.lowered;
+    k->be = ctx->be;
+    o.lowered = NULL;
     o.code = NULL;
     module = NULL;
     st = table_insert(ctx, k, alias);
@@ -1219,6 +1351,70 @@ tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out)
                            .compile_seconds = kernel->compile_seconds,
                            .resources = kernel->resources};
     tk__out_copy(out, &info, sizeof info);
+    return TK_OK;
+}
+
+/* Reads the parameter layout of k from its code object (params_mu held). */
+static void params_read(tk_kernel *k)
+{
+    tk__err e = {.msg = "", .log = NULL};
+    tk__param *raw = NULL;
+    size_t n = 0;
+    const char *symbol = k->symbol ? k->symbol : k->entry;
+    if (!k->be || !k->be->kernel_params || !k->code ||
+        k->be->kernel_params(k->code, k->code_size, symbol, &raw, &n, &e) != TK_OK) {
+        free(e.log);
+        __atomic_store_n(&k->params_state, -1, __ATOMIC_RELEASE);
+        return;
+    }
+    tk_kernel_param *params = n ? calloc(n, sizeof *params) : NULL;
+    int *kinds = n ? calloc(n, sizeof *kinds) : NULL;
+    if (n && (!params || !kinds)) {
+        free(params);
+        free(kinds);
+        free(raw);
+        return; /* out of memory: state stays 0, a later call tries again */
+    }
+    /* A C++ function's mangled name says what the object may not: pointer
+     * or integer, float or struct. */
+    size_t n_named = 0;
+    int named = n && k->symbol && tk__demangle_kinds(k->symbol, kinds, n, &n_named) && n_named == n;
+    for (size_t i = 0; i < n; i++) {
+        params[i].offset = raw[i].offset;
+        params[i].size = raw[i].size;
+        params[i].kind = raw[i].kind;
+        if (params[i].kind == TK_PARAM_UNKNOWN && named)
+            params[i].kind = kinds[i];
+    }
+    free(kinds);
+    free(raw);
+    k->params = params;
+    k->n_params = n;
+    __atomic_store_n(&k->params_state, 1, __ATOMIC_RELEASE);
+}
+
+static pthread_mutex_t params_mu = PTHREAD_MUTEX_INITIALIZER;
+
+tk_status tk_kernel_get_params(const tk_kernel *kernel, tk_kernel_params *out)
+{
+    if (!kernel || tk__out_bad(out))
+        return TK_INVALID_ARGUMENT;
+    /* The handle is the context's own allocation; reading the layout once
+     * and keeping it is the only write, under params_mu. */
+    tk_kernel *k = (tk_kernel *)kernel;
+    if (__atomic_load_n(&k->params_state, __ATOMIC_ACQUIRE) == 0) {
+        pthread_mutex_lock(&params_mu);
+        if (__atomic_load_n(&k->params_state, __ATOMIC_ACQUIRE) == 0)
+            params_read(k);
+        pthread_mutex_unlock(&params_mu);
+    }
+    int state = __atomic_load_n(&k->params_state, __ATOMIC_ACQUIRE);
+    if (state == 0)
+        return TK_OUT_OF_MEMORY;
+    if (state < 0)
+        return TK_NOT_FOUND;
+    tk_kernel_params r = {.struct_size = sizeof r, .n_params = k->n_params, .params = k->params};
+    tk__out_copy(out, &r, sizeof r);
     return TK_OK;
 }
 

@@ -254,6 +254,59 @@ tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback
     return TK_OK;
 }
 
+void tk__op_kernel_request(tk_context *ctx, const tk_kernel_desc *desc)
+{
+    if (tk__ctx_has_device(ctx) && tk__ctx_build_mode(ctx) != TK_BUILD_SYNC)
+        tk__kernel_queue(ctx, desc);
+}
+
+tk_status tk__op_kernel_fast(tk_context *ctx, const tk_kernel_desc *fast, tk_kernel **kernel)
+{
+    tk_kernel *k = NULL;
+    tk_status st = tk__kernel_get_or_queue(ctx, fast, 1, &k);
+    if (st != TK_OK)
+        return st;
+    trace_record(fast, k, 1);
+    tk__ctx_count_fallback(ctx);
+    *kernel = k;
+    return TK_OK;
+}
+
+tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
+                                  const tk_kernel_desc *fast, const tk_kernel_desc *fallback,
+                                  tk_kernel **kernel, int *which)
+{
+    tk_status st;
+    tk_kernel *k = NULL;
+    *which = 0;
+    if (!tk__ctx_has_device(ctx) || tk__ctx_build_mode(ctx) == TK_BUILD_SYNC)
+        return tk__op_kernel(ctx, best, kernel, NULL, NULL);
+    st = tk__kernel_get_or_queue(ctx, best, 0, &k);
+    if (st == TK_OK) {
+        trace_record(best, k, 0);
+        *kernel = k;
+        return TK_OK;
+    }
+    if (st != TK_NOT_FOUND)
+        return st;
+    /* the fast fallback is requested first: it serves every shape of the
+     * layout */
+    st = tk__op_kernel_fast(ctx, fast, kernel);
+    if (st == TK_OK) {
+        tk__kernel_queue(ctx, best);
+        *which = 1;
+        return TK_OK;
+    }
+    if (st != TK_NOT_FOUND)
+        return st;
+    st = tk__op_kernel_fallback(ctx, fallback, 1, kernel);
+    if (st != TK_OK)
+        return st;
+    tk__kernel_queue(ctx, best);
+    *which = 2;
+    return TK_OK;
+}
+
 tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
                              tk_kernel **kernel, int *used_fallback)
@@ -302,7 +355,7 @@ tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
  * Never shrunk. Bound per stream, the largest of:
  *   1 MiB                       the smallest buffer;
  *   64 MiB                      GEMM split-K partials (splits x M x N fp32,
- *                               capped by SPLIT_WS_MAX in ops/gemm.c: a shape
+ *                               capped by SPLIT_WS_MAX in ops/gemm/plan.c: a shape
  *                               that would need more is not split);
  *   8 x 2^ceil(log2 Q) bytes    embedding backward with Q lookups (its sort
  *                               keys; 128 KiB at Q = 16384, 8 MiB at 2^20).

@@ -66,6 +66,21 @@ const tk__op_trace *tk__op_trace_get(void);
 tk_status tk__op_kernel_ready(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel);
 tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback, int compile,
                                  tk_kernel **kernel);
+/* Queues a background build of desc (unless it is known) on a device
+ * context in an asynchronous build mode; nothing otherwise. For a kernel a
+ * call will need with the one it requested (GEMM split-K's reduce). */
+void tk__op_kernel_request(tk_context *ctx, const tk_kernel_desc *desc);
+/* A fallback kernel when it is ready (in memory or on disk), counted as a
+ * fallback call; else TK_NOT_FOUND at once (never waiting for its build in
+ * flight), its background build requested. */
+tk_status tk__op_kernel_fast(tk_context *ctx, const tk_kernel_desc *fast, tk_kernel **kernel);
+/* tk__op_kernel_pick with two fallbacks: best when ready; else `fast` when
+ * ready (tk__op_kernel_fast; best requested); else `fallback` (compiled now
+ * when needed), with fast requested before best. *which: 0 best, 1 fast, 2
+ * fallback. */
+tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
+                                  const tk_kernel_desc *fast, const tk_kernel_desc *fallback,
+                                  tk_kernel **kernel, int *which);
 tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
                              tk_kernel **kernel, int *used_fallback);

@@ -3,10 +3,18 @@
  * choice and launch. Kernels: kernel_src/softmax_f16.cu, softmax_xent_f16.cu.
  *
  * Variant choice (same for both ops; cols, alignment and target only):
- *  - TK_VEC: the widest of 8/4/2/1 halves dividing cols and every leading
- *    dimension, with every pointer aligned to it (fp16 pointers only need
- *    2-byte alignment; a less aligned one gets a narrower variant, not an
- *    error).
+ *  - TK_VEC: the widest of 8/4/2 halves at which every array's rows start
+ *    at the same distance from a vector boundary (base pointers equal
+ *    modulo 2 * VEC bytes, leading dimensions modulo VEC), else 1. Where
+ *    that distance is not always 0 or cols is not a multiple of VEC
+ *    (odd vocabularies such as 50257, offset or oddly padded rows),
+ *    TK_EDGE: the kernels read the whole aligned vectors of each row as
+ *    they would an aligned row's and the < 2 * VEC halves before and after
+ *    them one per thread, so an odd width costs a few scalar loads per row
+ *    instead of 2-byte loads over the whole row (0.5-0.7 of the copy
+ *    bandwidth at 50257 columns, measured on an H100). fp16 pointers only
+ *    need 2-byte alignment; arrays that do not agree get a narrower
+ *    variant, not an error.
  *  - Rows that fit in registers (ITERS * max(VEC/2,1) <= 32 registers per
  *    input, groups of at most 512 threads) are read once: up to 256 vectors
  *    per row a group of <= 32 threads per row (about one vector per thread,
@@ -18,7 +26,9 @@
  *    still one read and one write. The fewest blocks of 256 threads
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
  *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
- *    Measured on an H100 (bench/softmax --sweep, notes of issue 11): what
+ *    The forward at VEC >= 2 first takes 4, then 8, blocks of 256 threads
+ *    with up to 13 vectors each (CLUSTER_FWD_ITERS) before larger blocks.
+ *    Measured on an H100 (bench/softmax --sweep): what
  *    limits these kernels is how many blocks are resident, a cluster being
  *    placed whole within one GPC. So the forward keeps exp(x - max) in
  *    place of x (TK_STORE_E: one exp per element) and half its slice in
@@ -54,18 +64,29 @@
  * registers of g or more, g waits in shared memory instead (s and g both in
  * registers leave one block of 512 threads per SM). */
 #define CLUSTER_SMEM_G_REGS 20
+/* Forward on the cluster path: vectors per thread a block of CLUSTER_G
+ * threads holds before a cluster of 8 or blocks of 512 (measured on an H100
+ * at 151936 columns: 8 blocks of 256 x 10 vectors, 6 of them in shared
+ * memory, 0.93 of copy; 8 blocks of 512 x 5 0.83: at 3 blocks per SM half
+ * as many clusters fit at once), of which CLUSTER_FWD_REGS in registers. A
+ * cluster of 4 such blocks before one of 8 (at 100003 columns 4 blocks of
+ * 256 x 13: 0.96 of copy, 8 blocks of 256 x 7: 0.94; at 70393 0.95 and
+ * 0.92). */
+#define CLUSTER_FWD_ITERS 13
+#define CLUSTER_FWD_REGS 4
 /* Shared memory a launch gets without raising the kernel's limit. */
 #define SMEM_DEFAULT (48u * 1024u)
 
 typedef struct softmax_plan {
     unsigned vec, g, iters, block, cluster, smem;
+    int edge;        /* TK_EDGE: rows not on vector boundaries, or cols not a multiple of vec */
     unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
     unsigned minb;   /* forward on the cluster path: TK_MINB (0: the kernel's default) */
     int is_long, smem_g, store_e;
     int64_t blocks;
     char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
         d_cols[24]; /* u32: 10 digits + NUL */
-    tk_define defs[11];
+    tk_define defs[12];
     size_t n_defs;
     const char *source;
     const char *entry;
@@ -102,15 +123,41 @@ static int target_has_clusters(tk_context *ctx)
     return atoi(target + 3) >= 90;
 }
 
-static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, unsigned vec,
-                      int clusters, softmax_plan *p)
+/* The vector width for n arrays (base pointers, leading dimensions in
+ * halves) of rows of cols halves, and whether it needs TK_EDGE. A NULL
+ * pointer counts as aligned (precompile: buffers from the allocator). */
+static unsigned pick_vec(int64_t cols, const void *const *ptrs, const int64_t *lds, int n,
+                         int *edge)
 {
-    const int64_t nvec = cols / vec;
+    static const unsigned widths[] = {8, 4, 2};
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        const unsigned v = widths[w];
+        const uintptr_t p0 = ptrs[0] ? (uintptr_t)ptrs[0] % (2u * v) : 0;
+        const int64_t l0 = lds[0] % v;
+        int ok = 1;
+        for (int i = 1; ok && i < n; i++)
+            ok = (ptrs[i] ? (uintptr_t)ptrs[i] % (2u * v) : 0) == p0 && lds[i] % v == l0;
+        if (ok) {
+            *edge = p0 != 0 || l0 != 0 || cols % v != 0;
+            return v;
+        }
+    }
+    *edge = 0;
+    return 1;
+}
+
+static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, unsigned vec,
+                      int edge, int clusters, softmax_plan *p)
+{
+    /* TK_EDGE: the whole vectors of a row, at most cols / vec, are laid out
+     * as an aligned row's; its < 2 * vec other halves go one per thread */
+    const int64_t nvec = cols >= vec ? cols / vec : 1;
     const unsigned itmax = 32u / (vec >= 2 ? vec / 2u : 1u);
     const int fwd = op == TK_OP_SOFTMAX_F16_FWD;
 
     memset(p, 0, sizeof *p);
     p->vec = vec;
+    p->edge = edge;
     p->cluster = 1;
     if (nvec <= 256) {
         /* one or a few vectors per thread */
@@ -126,15 +173,26 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         /* The fewest blocks of CLUSTER_G threads whose slices fit
          * (cap vectors each); 8 blocks beyond. */
         const int64_t cap = (int64_t)CLUSTER_G * itmax;
+        /* forward at VEC >= 2: blocks of CLUSTER_G threads hold up to
+         * CLUSTER_FWD_ITERS vectors each, all but CLUSTER_FWD_REGS of them
+         * in shared memory, before a cluster of 8 or larger blocks */
+        const int ext = fwd && vec >= 2;
+        const int64_t cap_ext = (int64_t)CLUSTER_G * CLUSTER_FWD_ITERS;
         int64_t per;
         while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > cap)
             p->cluster *= 2;
+        if (ext && p->cluster == CLUSTER_MAX && (nvec + 3) / 4 > cap && (nvec + 3) / 4 <= cap_ext)
+            p->cluster = 4;
         per = (nvec + p->cluster - 1) / p->cluster;
         if (per <= cap) {
             block_shape(per, CLUSTER_G, &p->g, &p->iters);
             /* forward: half the slice in shared memory */
             if (fwd && vec >= 2)
                 p->siters = p->iters / 2;
+        } else if (ext && per <= cap_ext) {
+            p->g = CLUSTER_G;
+            p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
+            p->siters = p->iters - CLUSTER_FWD_REGS;
         } else {
             block_shape(per, 512, &p->g, &p->iters);
             /* forward: all of it in shared memory, 40 registers: 3 blocks
@@ -199,6 +257,8 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_LONG", NULL};
     else
         p->defs[p->n_defs++] = (tk_define){"TK_ITERS", p->d_iters};
+    if (p->edge)
+        p->defs[p->n_defs++] = (tk_define){"TK_EDGE", NULL};
     if (p->cluster > 1)
         p->defs[p->n_defs++] = (tk_define){"TK_CLUSTER", p->d_cluster};
     if (p->smem_g)
@@ -255,7 +315,7 @@ static tk_status check_extent(tk_context *ctx, const char *op, const char *name,
  * generic one of the same variant: same grid and block, cols at run time
  * (and its own shared memory: a generic ITERS may be larger). */
 static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t rows, int64_t cols,
-                        unsigned vec, void *stream, void **args)
+                        unsigned vec, int edge, void *stream, void **args)
 {
     softmax_plan p, pg;
     tk_kernel *k = NULL;
@@ -263,7 +323,7 @@ static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t ro
     int used_fallback;
     const tk_policy policy = tk_context_policy(ctx);
     const int clusters = target_has_clusters(ctx);
-    plan_make(policy, which, rows, cols, vec, clusters, &p);
+    plan_make(policy, which, rows, cols, vec, edge, clusters, &p);
     unsigned grid[3] = {(unsigned)p.blocks, 1, 1};
     unsigned block[3] = {p.block, 1, 1};
     tk_status st = tk__op_check_grid(ctx, op, p.blocks, p.block, 1);
@@ -271,7 +331,7 @@ static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t ro
         return st;
     d = plan_desc(&p);
     if (policy != TK_POLICY_GENERIC) {
-        plan_make(TK_POLICY_GENERIC, which, rows, cols, vec, clusters, &pg);
+        plan_make(TK_POLICY_GENERIC, which, rows, cols, vec, edge, clusters, &pg);
         dg = plan_desc(&pg);
     }
     st = tk__op_kernel_pick(ctx, &d, policy != TK_POLICY_GENERIC ? &dg : NULL, 1, &k,
@@ -286,6 +346,7 @@ tk_status tk_softmax_f16_fwd(tk_context *ctx, int64_t rows, int64_t cols, const 
 {
     static const char op[] = "tk_softmax_f16_fwd";
     unsigned vec;
+    int edge;
     tk_status st = tk__op_need_device(ctx, op);
     if (st == TK_OK)
         st = check_shape(ctx, op, rows, cols);
@@ -305,14 +366,12 @@ tk_status tk_softmax_f16_fwd(tk_context *ctx, int64_t rows, int64_t cols, const 
         return st;
     {
         const void *ptrs[2] = {d_in, d_out};
-        /* The width must divide cols and both leading dimensions. */
-        vec = tk__op_vec_width(cols, ptrs, 2);
-        while (vec > 1 && ((ld_in % vec) != 0 || (ld_out % vec) != 0))
-            vec /= 2;
+        const int64_t lds[2] = {ld_in, ld_out};
+        vec = pick_vec(cols, ptrs, lds, 2, &edge);
     }
     {
         void *args[] = {&d_in, &ld_in, &d_out, &ld_out, &rows, &cols};
-        return launch(ctx, op, TK_OP_SOFTMAX_F16_FWD, rows, cols, vec, stream, args);
+        return launch(ctx, op, TK_OP_SOFTMAX_F16_FWD, rows, cols, vec, edge, stream, args);
     }
 }
 
@@ -322,6 +381,7 @@ tk_status tk_softmax_xent_f16_bwd(tk_context *ctx, int64_t rows, int64_t cols, c
 {
     static const char op[] = "tk_softmax_xent_f16_bwd";
     unsigned vec;
+    int edge;
     tk_status st = tk__op_need_device(ctx, op);
     if (st == TK_OK)
         st = check_shape(ctx, op, rows, cols);
@@ -347,13 +407,12 @@ tk_status tk_softmax_xent_f16_bwd(tk_context *ctx, int64_t rows, int64_t cols, c
         return st;
     {
         const void *ptrs[3] = {d_s, d_g, d_grad_in};
-        vec = tk__op_vec_width(cols, ptrs, 3);
-        while (vec > 1 && ((ld_s % vec) != 0 || (ld_g % vec) != 0 || (ld_grad_in % vec) != 0))
-            vec /= 2;
+        const int64_t lds[3] = {ld_s, ld_g, ld_grad_in};
+        vec = pick_vec(cols, ptrs, lds, 3, &edge);
     }
     {
         void *args[] = {&d_s, &ld_s, &d_g, &ld_g, &d_grad_in, &ld_grad_in, &rows, &cols};
-        return launch(ctx, op, TK_OP_SOFTMAX_XENT_F16_BWD, rows, cols, vec, stream, args);
+        return launch(ctx, op, TK_OP_SOFTMAX_XENT_F16_BWD, rows, cols, vec, edge, stream, args);
     }
 }
 
@@ -365,11 +424,15 @@ tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
     const char *name = tk_op_name(op);
     softmax_plan p;
     tk_kernel_desc d;
+    const void *ptrs[1] = {NULL};
+    int edge;
+    unsigned vec;
     tk_status st = check_shape(ctx, name, dims[0], dims[1]);
     if (st != TK_OK)
         return st;
-    plan_make(tk_context_policy(ctx), op, dims[0], dims[1], tk__op_vec_width(dims[1], NULL, 0),
-              target_has_clusters(ctx), &p);
+    vec = pick_vec(dims[1], ptrs, &dims[1], 1, &edge);
+    plan_make(tk_context_policy(ctx), op, dims[0], dims[1], vec, edge, target_has_clusters(ctx),
+              &p);
     d = plan_desc(&p);
     return tk__op_kernel(ctx, &d, NULL, n_compiled, n_cached);
 }

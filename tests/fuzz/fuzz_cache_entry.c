@@ -28,8 +28,13 @@ static void parse_entry(const uint8_t *data, size_t size)
     const char *why;
     if (tk__entry_parse(data, size, 1, &v, &why) == TK_OK) {
         /* Whatever parses must be self-consistent. */
-        if ((uint64_t)v.key_size + v.payload_size > size)
+        if ((uint64_t)v.key_size + v.stored_size > size)
             abort();
+        /* And decoding stays within the size it declares. */
+        void *code = malloc(v.payload_size ? (size_t)v.payload_size : 1);
+        if (code)
+            (void)tk__entry_payload(&v, code);
+        free(code);
     }
     if (size >= TK__ENTRY_HEADER_SIZE && tk__entry_parse_header(data, size, &v, &why) == TK_OK &&
         TK__ENTRY_HEADER_SIZE + (size_t)v.meta_size <= size)

@@ -34,7 +34,18 @@ typedef struct tk__code {
     size_t size;
     char *log;
     char *lowered; /* mangled name of extra->name_expr, malloc'd; NULL without one */
+    /* With name_probe: the plain name did not resolve as a name expression
+     * (found nowhere, or overloaded: then name_overloaded is set); the code
+     * object was compiled without it and lowered is NULL. */
+    int name_unresolved;
+    int name_overloaded;
 } tk__code;
+
+/* One kernel parameter as the code object records it. */
+typedef struct tk__param {
+    uint32_t offset, size;
+    int kind; /* tk_param_kind */
+} tk__param;
 
 /* What a user source brings besides its text (see src/jit/sources.h). */
 typedef struct tk__compile_extra {
@@ -42,6 +53,11 @@ typedef struct tk__compile_extra {
     const char *const *header_texts;
     size_t n_headers;
     const char *name_expr; /* C++ name expression of the entry, or NULL */
+    /* name_expr is a plain identifier registered up front, so that one
+     * compile serves an extern "C" function (lowered = the name) and a C++
+     * one (lowered = its mangled name): a failure of the name expression
+     * alone is no compile error (see tk__code.name_unresolved). */
+    int name_probe;
 } tk__compile_extra;
 
 struct tk__backend {
@@ -84,6 +100,15 @@ struct tk__backend {
     /* Reads resource usage of entry from a code object; no device needed. */
     tk_status (*inspect)(const void *code, size_t size, const char *entry, tk_resource_usage *out,
                          tk__err *err);
+
+    /* Parameters of kernel symbol in a code object (no device needed):
+     * *out (malloc'd, *n entries; NULL when n is 0) in order. TK_NOT_FOUND
+     * when the object records no parameters for it. Kinds the object does not
+     * say are TK_PARAM_UNKNOWN. */
+    tk_status (*kernel_params)(const void *code, size_t size, const char *symbol, tk__param **out,
+                               size_t *n, tk__err *err);
+    /* Symbols of every kernel in a code object, one per line (malloc'd). */
+    tk_status (*list_kernels)(const void *code, size_t size, char **out, tk__err *err);
 
     /* Module API. */
     tk_status (*module_load)(void *dev_handle, const void *code, size_t size, void **module,

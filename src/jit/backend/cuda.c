@@ -488,9 +488,10 @@ static tk_status cuda_device_bind(void *dev_handle, tk__err *err)
     return TK_OK;
 }
 
-static tk_status cuda_compile(const char *target, const char *name, const char *source,
-                              const char *const *options, size_t n_options,
-                              const tk__compile_extra *extra, tk__code *out, tk__err *err)
+static tk_status cuda_compile_one(const char *target, const char *name, const char *source,
+                                  const char *const *options, size_t n_options,
+                                  const tk__compile_extra *extra, const char *name_expr,
+                                  tk__code *out, tk__err *err)
 {
     tk_status st = cuda_load(err);
     if (st != TK_OK)
@@ -529,11 +530,11 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
                          g.rtc.nvrtcGetErrorString(r));
         goto done;
     }
-    if (extra && extra->name_expr) {
-        r = g.rtc.nvrtcAddNameExpression(prog, extra->name_expr);
+    if (name_expr) {
+        r = g.rtc.nvrtcAddNameExpression(prog, name_expr);
         if (r != 0) {
             st = tk__err_set(err, TK_COMPILE_FAILED, "nvrtcAddNameExpression(%s): %s",
-                             extra->name_expr, g.rtc.nvrtcGetErrorString(r));
+                             name_expr, g.rtc.nvrtcGetErrorString(r));
             goto done;
         }
     }
@@ -569,12 +570,12 @@ static tk_status cuda_compile(const char *target, const char *name, const char *
         st = tk__err_set(err, TK_COMPILE_FAILED, "nvrtcGetCUBIN: %s", g.rtc.nvrtcGetErrorString(r));
         goto done;
     }
-    if (extra && extra->name_expr) {
+    if (name_expr) {
         const char *lowered = NULL;
-        r = g.rtc.nvrtcGetLoweredName(prog, extra->name_expr, &lowered);
+        r = g.rtc.nvrtcGetLoweredName(prog, name_expr, &lowered);
         if (r != 0 || !lowered) {
             st = tk__err_set(err, TK_NOT_FOUND, "no __global__ function %s in %s: %s",
-                             extra->name_expr, name, g.rtc.nvrtcGetErrorString(r));
+                             name_expr, name, g.rtc.nvrtcGetErrorString(r));
             goto done;
         }
         out->lowered = strdup(lowered);
@@ -593,6 +594,48 @@ done:
         g.rtc.nvrtcDestroyProgram(&prog);
     free(cubin);
     free(opts);
+    return st;
+}
+
+/* 1 when every error of an NVRTC log is about the name expression (NVRTC
+ * compiles it as a pragma in a file of its own, "__nv_name_map"). */
+static int only_name_map_errors(const char *log)
+{
+    int errors = 0;
+    for (const char *p = log; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        const char *hit = strstr(p, ": error");
+        if (hit && (size_t)(hit - p) < n) {
+            if (strncmp(p, "__nv_name_map", 13) != 0)
+                return 0;
+            errors++;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return errors > 0;
+}
+
+static tk_status cuda_compile(const char *target, const char *name, const char *source,
+                              const char *const *options, size_t n_options,
+                              const tk__compile_extra *extra, tk__code *out, tk__err *err)
+{
+    const char *expr = extra ? extra->name_expr : NULL;
+    tk_status st = cuda_compile_one(target, name, source, options, n_options, extra, expr, out, err);
+    if (st != TK_COMPILE_FAILED || !expr || !extra->name_probe || !only_name_map_errors(out->log))
+        return st;
+    /* A plain name that names no single function: the source itself is
+     * fine; compile it without the name and let the caller look the name up
+     * in the code object (and list what it holds). */
+    int overloaded = out->log && strstr(out->log, "overloaded function") != NULL;
+    free(out->log);
+    out->log = NULL;
+    tk__err_clear(err);
+    st = cuda_compile_one(target, name, source, options, n_options, extra, NULL, out, err);
+    if (st == TK_OK) {
+        out->name_unresolved = 1;
+        out->name_overloaded = overloaded;
+    }
     return st;
 }
 
@@ -673,7 +716,9 @@ static int sec(const elf_view *v, unsigned i, shdr *s)
 /* NUL-terminated string at off of a string section, or NULL. */
 static const char *str_at(const elf_view *v, const shdr *strsec, uint32_t off)
 {
-    if (off >= strsec->size)
+    /* A SHT_NOBITS section has no bytes in the file (sec() leaves its
+     * offset and size unchecked). */
+    if (strsec->type == 8 || off >= strsec->size)
         return NULL;
     const char *s = (const char *)v->d + strsec->offset + off;
     if (!memchr(s, '\0', strsec->size - off))
@@ -705,7 +750,7 @@ static long symbol_index(const elf_view *v, const char *name, int *reserved_smem
     shdr symtab, strtab;
     long found = -1;
     *reserved_smem = 0;
-    if (!sec_named(v, ".symtab", &symtab) || !sec(v, symtab.link, &strtab))
+    if (!sec_named(v, ".symtab", &symtab) || !sec(v, symtab.link, &strtab) || symtab.type == 8)
         return -1;
     for (uint64_t i = 0; i < symtab.size / 24; i++) {
         const unsigned char *p = v->d + symtab.offset + i * 24;
@@ -725,6 +770,8 @@ typedef void (*attr_fn)(void *user, unsigned attr, const unsigned char *val, uns
 
 static void walk_attrs(const elf_view *v, const shdr *s, attr_fn fn, void *user)
 {
+    if (s->type == 8) /* SHT_NOBITS: nothing in the file to read */
+        return;
     const unsigned char *p = v->d + s->offset, *end = p + s->size;
     while (p + 4 <= end) {
         unsigned fmt = p[0], attr = p[1], h;
@@ -772,18 +819,28 @@ static void entry_attr(void *user, unsigned attr, const unsigned char *val, unsi
         s->r->kernarg_bytes = (int32_t)(u32at(val + 4) >> 16);
 }
 
-static tk_status cuda_inspect(const void *code, size_t size, const char *entry,
-                              tk_resource_usage *out, tk__err *err)
+static tk_status elf_open(const void *code, size_t size, elf_view *v, tk__err *err)
 {
     const unsigned char *d = code;
     if (size < 64 || memcmp(d, "\177ELF", 4) != 0 || d[4] != 2 /* 64-bit */ || d[5] != 1)
         return tk__err_set(err, TK_CORRUPT, "not a 64-bit little-endian cubin");
-    elf_view v = {d, size, u64at(d + 0x28), 0, 0, 0};
-    rd16(d + 0x3a, &v.shentsize);
-    rd16(d + 0x3c, &v.shnum);
-    rd16(d + 0x3e, &v.shstrndx);
-    if (v.shentsize < 64 || v.shoff > size)
+    elf_view e = {d, size, u64at(d + 0x28), 0, 0, 0};
+    rd16(d + 0x3a, &e.shentsize);
+    rd16(d + 0x3c, &e.shnum);
+    rd16(d + 0x3e, &e.shstrndx);
+    if (e.shentsize < 64 || e.shoff > size)
         return tk__err_set(err, TK_CORRUPT, "cubin: bad section table");
+    *v = e;
+    return TK_OK;
+}
+
+static tk_status cuda_inspect(const void *code, size_t size, const char *entry,
+                              tk_resource_usage *out, tk__err *err)
+{
+    elf_view v;
+    tk_status est = elf_open(code, size, &v, err);
+    if (est != TK_OK)
+        return est;
 
     tk_resource_usage r = {-1, -1, -1, 0, -1, -1, 32, -1, -1};
     int reserved = 0;
@@ -813,6 +870,109 @@ static tk_status cuda_inspect(const void *code, size_t size, const char *entry,
             r.registers = (int32_t)(s.info >> 24);
     }
     *out = r;
+    return TK_OK;
+}
+
+/* EIATTR_KPARAM_INFO: u32 index, u16 ordinal, u16 offset, u32 flags whose
+ * top 14 bits are the size in bytes (checked against cuobjdump's reading
+ * of NVRTC 13 cubins: char 1, short 2, pointer 8, a 12-byte struct 12). */
+#define EIATTR_KPARAM_INFO 0x17
+#define MAX_KPARAMS 4096
+
+typedef struct kparam_state {
+    tk__param *p;
+    size_t n; /* highest ordinal + 1 */
+    int bad;
+} kparam_state;
+
+static void kparam_attr(void *user, unsigned attr, const unsigned char *val, unsigned len,
+                        unsigned hval)
+{
+    kparam_state *s = user;
+    if (attr != EIATTR_KPARAM_INFO || !val || len < 12 || s->bad)
+        return;
+    unsigned ordinal, offset;
+    rd16(val + 4, &ordinal);
+    rd16(val + 6, &offset);
+    uint32_t bytes = u32at(val + 8) >> 18;
+    if (ordinal >= MAX_KPARAMS || !s->p) {
+        s->bad = 1;
+        return;
+    }
+    s->p[ordinal].offset = offset;
+    s->p[ordinal].size = bytes;
+    s->p[ordinal].kind = TK_PARAM_UNKNOWN;
+    if (ordinal + 1 > s->n)
+        s->n = ordinal + 1;
+}
+
+static tk_status cuda_kernel_params(const void *code, size_t size, const char *symbol,
+                                    tk__param **out, size_t *n, tk__err *err)
+{
+    elf_view v;
+    tk_status st = elf_open(code, size, &v, err);
+    if (st != TK_OK)
+        return st;
+    char name[1100];
+    shdr s;
+    snprintf(name, sizeof name, ".nv.info.%s", symbol);
+    if (!sec_named(&v, name, &s))
+        return tk__err_set(err, TK_NOT_FOUND, "cubin: no parameter info for %s", symbol);
+    kparam_state ks = {calloc(MAX_KPARAMS, sizeof(tk__param)), 0, 0};
+    if (!ks.p)
+        return tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < MAX_KPARAMS; i++)
+        ks.p[i].size = UINT32_MAX; /* marks an ordinal never seen */
+    walk_attrs(&v, &s, kparam_attr, &ks);
+    for (size_t i = 0; i < ks.n && !ks.bad; i++)
+        ks.bad = ks.p[i].size == UINT32_MAX;
+    if (ks.bad) {
+        free(ks.p);
+        return tk__err_set(err, TK_CORRUPT, "cubin: parameter info of %s has gaps", symbol);
+    }
+    *n = ks.n;
+    *out = ks.p;
+    return TK_OK;
+}
+
+/* Every kernel has a .nv.info.<symbol> section (a kernel without
+ * parameters too); device functions have none. */
+static tk_status cuda_list_kernels(const void *code, size_t size, char **out, tk__err *err)
+{
+    elf_view v;
+    tk_status st = elf_open(code, size, &v, err);
+    if (st != TK_OK)
+        return st;
+    shdr strs;
+    if (!sec(&v, v.shstrndx, &strs))
+        return tk__err_set(err, TK_CORRUPT, "cubin: no section names");
+    size_t cap = 256, len = 0;
+    char *list = malloc(cap);
+    if (!list)
+        return tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
+    list[0] = '\0';
+    for (unsigned i = 0; i < v.shnum; i++) {
+        shdr sh;
+        const char *n = sec(&v, i, &sh) ? str_at(&v, &strs, sh.name) : NULL;
+        if (!n || strncmp(n, ".nv.info.", 9) != 0)
+            continue;
+        size_t k = strlen(n + 9);
+        if (len + k + 2 > cap) {
+            while (len + k + 2 > cap)
+                cap *= 2;
+            char *grown = realloc(list, cap);
+            if (!grown) {
+                free(list);
+                return tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
+            }
+            list = grown;
+        }
+        memcpy(list + len, n + 9, k);
+        len += k;
+        list[len++] = '\n';
+        list[len] = '\0';
+    }
+    *out = list;
     return TK_OK;
 }
 
@@ -1065,6 +1225,8 @@ static const tk__backend g_cuda = {
     .default_options = cuda_default_options,
     .prelude = cuda_prelude,
     .inspect = cuda_inspect,
+    .kernel_params = cuda_kernel_params,
+    .list_kernels = cuda_list_kernels,
     .module_load = cuda_module_load,
     .module_unload = cuda_module_unload,
     .module_function = cuda_module_function,

@@ -423,9 +423,10 @@ static int unbundle(const unsigned char *d, size_t size, size_t *off, size_t *le
     return 0;
 }
 
-static tk_status hip_compile_locked(const char *target, const char *name, const char *source,
-                                    const char *const *options, size_t n_options,
-                                    const tk__compile_extra *extra, tk__code *out, tk__err *err)
+static tk_status hip_compile_one(const char *target, const char *name, const char *source,
+                                 const char *const *options, size_t n_options,
+                                 const tk__compile_extra *extra, const char *name_expr,
+                                 tk__code *out, tk__err *err)
 {
     tk_status st = hip_load(err);
     if (st != TK_OK)
@@ -458,11 +459,11 @@ static tk_status hip_compile_locked(const char *target, const char *name, const 
                          g.rtc.hiprtcGetErrorString(r));
         goto done;
     }
-    if (extra && extra->name_expr) {
-        r = g.rtc.hiprtcAddNameExpression(prog, extra->name_expr);
+    if (name_expr) {
+        r = g.rtc.hiprtcAddNameExpression(prog, name_expr);
         if (r != 0) {
             st = tk__err_set(err, TK_COMPILE_FAILED, "hiprtcAddNameExpression(%s): %s",
-                             extra->name_expr, g.rtc.hiprtcGetErrorString(r));
+                             name_expr, g.rtc.hiprtcGetErrorString(r));
             goto done;
         }
     }
@@ -507,12 +508,12 @@ static tk_status hip_compile_locked(const char *target, const char *name, const 
         memmove(codebuf, codebuf + off, len);
         size = len;
     }
-    if (extra && extra->name_expr) {
+    if (name_expr) {
         const char *lowered = NULL;
-        r = g.rtc.hiprtcGetLoweredName(prog, extra->name_expr, &lowered);
+        r = g.rtc.hiprtcGetLoweredName(prog, name_expr, &lowered);
         if (r != 0 || !lowered) {
             st = tk__err_set(err, TK_NOT_FOUND, "no __global__ function %s in %s: %s",
-                             extra->name_expr, name, g.rtc.hiprtcGetErrorString(r));
+                             name_expr, name, g.rtc.hiprtcGetErrorString(r));
             goto done;
         }
         out->lowered = strdup(lowered);
@@ -531,6 +532,51 @@ done:
         g.rtc.hiprtcDestroyProgram(&prog);
     free(codebuf);
     free(opts);
+    return st;
+}
+
+/* 1 when every error of a hipRTC log is about the name expression (hipRTC
+ * compiles it as `extern "C" constexpr auto __hiprtc_N = expr;`, the line
+ * quoted under the error). */
+static int only_name_expr_errors(const char *log)
+{
+    int errors = 0;
+    for (const char *p = log; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        const char *hit = strstr(p, " error: ");
+        if (hit && (size_t)(hit - p) < n) {
+            const char *next = eol ? eol + 1 : "";
+            const char *next_eol = strchr(next, '\n');
+            const char *mark = strstr(next, "__hiprtc_");
+            if (!mark || (next_eol && mark > next_eol))
+                return 0;
+            errors++;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return errors > 0;
+}
+
+static tk_status hip_compile_locked(const char *target, const char *name, const char *source,
+                                    const char *const *options, size_t n_options,
+                                    const tk__compile_extra *extra, tk__code *out, tk__err *err)
+{
+    const char *expr = extra ? extra->name_expr : NULL;
+    tk_status st = hip_compile_one(target, name, source, options, n_options, extra, expr, out, err);
+    if (st != TK_COMPILE_FAILED || !expr || !extra->name_probe || !only_name_expr_errors(out->log))
+        return st;
+    /* A plain name that names no single function: compile without it and
+     * let the caller look it up (see cuda.c). */
+    int overloaded = out->log && strstr(out->log, "overloaded function") != NULL;
+    free(out->log);
+    out->log = NULL;
+    tk__err_clear(err);
+    st = hip_compile_one(target, name, source, options, n_options, extra, NULL, out, err);
+    if (st == TK_OK) {
+        out->name_unresolved = 1;
+        out->name_overloaded = overloaded;
+    }
     return st;
 }
 
@@ -664,6 +710,176 @@ static tk_status hip_inspect(const void *code, size_t size, const char *entry,
     g.comgr.amd_comgr_destroy_metadata(root);
     g.comgr.amd_comgr_release_data(data);
     return st;
+}
+
+/* String value of key in map into buf; 0 when absent. */
+static int md_str(comgr_md map, const char *key, char *buf, size_t size)
+{
+    comgr_md v;
+    int ok = 0;
+    if (g.comgr.amd_comgr_metadata_lookup(map, key, &v) != 0)
+        return 0;
+    size_t n = 0;
+    if (g.comgr.amd_comgr_get_metadata_string(v, &n, NULL) == 0 && n > 0 && n <= size &&
+        g.comgr.amd_comgr_get_metadata_string(v, &n, buf) == 0) {
+        buf[n - 1] = '\0';
+        ok = 1;
+    }
+    g.comgr.amd_comgr_destroy_metadata(v);
+    return ok;
+}
+
+/* Calls fn for each kernel map of a code object's metadata; fn returns 1 to
+ * stop. */
+typedef int (*kernel_md_fn)(void *user, comgr_md kernel);
+
+static tk_status each_kernel(const void *code, size_t size, kernel_md_fn fn, void *user,
+                             tk__err *err)
+{
+    tk_status st = hip_load(err);
+    if (st != TK_OK)
+        return st;
+    size_t off = 0, len = 0;
+    if (size < 4 || !unbundle(code, size, &off, &len))
+        return tk__err_set(err, TK_CORRUPT, "not an AMD code object");
+    comgr_data data;
+    comgr_md root, kernels;
+    st = comgr_data_of((const char *)code + off, len, &data, err);
+    if (st != TK_OK)
+        return st;
+    if (g.comgr.amd_comgr_get_data_metadata(data, &root) != 0) {
+        g.comgr.amd_comgr_release_data(data);
+        return tk__err_set(err, TK_CORRUPT, "comgr: no metadata in the code object");
+    }
+    if (g.comgr.amd_comgr_metadata_lookup(root, "amdhsa.kernels", &kernels) == 0) {
+        size_t n = 0;
+        g.comgr.amd_comgr_get_metadata_list_size(kernels, &n);
+        for (size_t i = 0; i < n; i++) {
+            comgr_md k;
+            if (g.comgr.amd_comgr_index_list_metadata(kernels, i, &k) != 0)
+                continue;
+            int stop = fn(user, k);
+            g.comgr.amd_comgr_destroy_metadata(k);
+            if (stop)
+                break;
+        }
+        g.comgr.amd_comgr_destroy_metadata(kernels);
+    }
+    g.comgr.amd_comgr_destroy_metadata(root);
+    g.comgr.amd_comgr_release_data(data);
+    return TK_OK;
+}
+
+typedef struct params_walk {
+    const char *symbol;
+    tk__param *p;
+    size_t n;
+    int found;
+    tk_status st;
+} params_walk;
+
+static int params_of(void *user, comgr_md k)
+{
+    params_walk *w = user;
+    if (!md_string_eq(k, ".name", w->symbol))
+        return 0;
+    w->found = 1;
+    comgr_md args;
+    if (g.comgr.amd_comgr_metadata_lookup(k, ".args", &args) != 0)
+        return 1; /* no .args: no parameters */
+    size_t n = 0;
+    g.comgr.amd_comgr_get_metadata_list_size(args, &n);
+    w->p = n ? calloc(n, sizeof *w->p) : NULL;
+    if (n && !w->p) {
+        w->st = TK_OUT_OF_MEMORY;
+        n = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        comgr_md a;
+        if (g.comgr.amd_comgr_index_list_metadata(args, i, &a) != 0)
+            continue;
+        char kind[64] = "";
+        md_str(a, ".value_kind", kind, sizeof kind);
+        /* hidden_*: arguments the runtime appends (offsets, queue pointers). */
+        if (strncmp(kind, "hidden_", 7) != 0) {
+            int32_t size = md_int(a, ".size"), offset = md_int(a, ".offset");
+            tk__param *p = &w->p[w->n++];
+            p->size = size > 0 ? (uint32_t)size : 0;
+            p->offset = offset > 0 ? (uint32_t)offset : 0;
+            p->kind = strcmp(kind, "global_buffer") == 0 || strcmp(kind, "dynamic_shared_pointer") == 0
+                          ? TK_PARAM_POINTER
+                          : TK_PARAM_UNKNOWN;
+        }
+        g.comgr.amd_comgr_destroy_metadata(a);
+    }
+    g.comgr.amd_comgr_destroy_metadata(args);
+    return 1;
+}
+
+static tk_status hip_kernel_params(const void *code, size_t size, const char *symbol,
+                                   tk__param **out, size_t *n, tk__err *err)
+{
+    params_walk w = {symbol, NULL, 0, 0, TK_OK};
+    tk_status st = each_kernel(code, size, params_of, &w, err);
+    if (st == TK_OK && w.st != TK_OK)
+        st = tk__err_set(err, w.st, "out of memory");
+    else if (st == TK_OK && !w.found)
+        st = tk__err_set(err, TK_NOT_FOUND, "comgr: no kernel %s in the metadata", symbol);
+    if (st != TK_OK) {
+        free(w.p);
+        return st;
+    }
+    *out = w.p;
+    *n = w.n;
+    return TK_OK;
+}
+
+typedef struct names_walk {
+    char *list;
+    size_t len, cap;
+    int oom;
+} names_walk;
+
+static int name_of(void *user, comgr_md k)
+{
+    names_walk *w = user;
+    char name[1024];
+    if (!md_str(k, ".name", name, sizeof name))
+        return 0;
+    size_t n = strlen(name);
+    if (w->len + n + 2 > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (w->len + n + 2 > cap)
+            cap *= 2;
+        char *grown = realloc(w->list, cap);
+        if (!grown) {
+            w->oom = 1;
+            return 1;
+        }
+        w->list = grown;
+        w->cap = cap;
+    }
+    memcpy(w->list + w->len, name, n);
+    w->len += n;
+    w->list[w->len++] = '\n';
+    w->list[w->len] = '\0';
+    return 0;
+}
+
+static tk_status hip_list_kernels(const void *code, size_t size, char **out, tk__err *err)
+{
+    names_walk w = {NULL, 0, 0, 0};
+    tk_status st = each_kernel(code, size, name_of, &w, err);
+    if (st == TK_OK && w.oom)
+        st = tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
+    if (st == TK_OK && !w.list && !(w.list = calloc(1, 1)))
+        st = tk__err_set(err, TK_OUT_OF_MEMORY, "out of memory");
+    if (st != TK_OK) {
+        free(w.list);
+        return st;
+    }
+    *out = w.list;
+    return TK_OK;
 }
 
 tk_status tk__hip_code_isa(const void *code, size_t size, char *buf, size_t buf_size, tk__err *err)
@@ -848,6 +1064,8 @@ static const tk__backend g_hip = {
     .default_options = hip_default_options,
     .prelude = hip_prelude,
     .inspect = hip_inspect,
+    .kernel_params = hip_kernel_params,
+    .list_kernels = hip_list_kernels,
     .module_load = hip_module_load,
     .module_unload = hip_module_unload,
     .module_function = hip_module_function,

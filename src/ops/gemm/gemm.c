@@ -1,0 +1,319 @@
+/*
+ * fp16 GEMM operators (forward, grad_a, grad_b) and their CPU references.
+ *
+ * Every op is mapped onto one formulation, C[m,n] = sum_k A(m,k) B(k,n), of
+ * the kernel in kernel_src/gemm_f16.cu, which reads each operand either
+ * K-contiguous or transposed (see that file). The specialiser picks a block
+ * tile from the shape (tile table below, measured on an H100: see
+ * bench/NOTES-gemm.md) and bakes it, the layout, the alignment facts and,
+ * under the exact policy, the shape itself as defines.
+ *
+ * Policies: exact bakes M, N, K (one compile per shape, the compiler folds
+ * the bounds); stable (the default) bakes the two weight dimensions, N and K
+ * of the op, and passes the token count M at run time (in kernel terms: the
+ * kernel's M for forward and grad_a, the reduction length for grad_b);
+ * generic passes all three at run time. Under stable and generic the set of
+ * kernels for given N and K is fixed: the variant (tile, wgmma or mma.sync,
+ * split-K or not, 64 to 256 columns) is a function of the shape, so the
+ * token counts fall into a few classes, one kernel each (tk_op_precompile
+ * compiles every class). The variant choice is the same under all policies.
+ *
+ * Fallback (TK_BUILD_ASYNC): while a call's kernel is being built, the call
+ * runs on the "universal" kernel of its layout: mma.sync with 64x64 tiles,
+ * nothing baked, no split, the call's alignment variant (the scalar AMD /
+ * portable kernel on those targets), which serves any shape. One per layout
+ * and alignment class, compiled once (a wait, the first time ever) and
+ * shared by every N and K.
+ *
+ * Split-K (NVIDIA, sm_80 and up): shapes with too few output tiles for the
+ * chip and a long reduction run gridDim.y = splits block rows, each summing
+ * its share of the K tiles into an fp32 workspace [splits][M][N] (the
+ * context's operator workspace, src/ops/embedding.c); a second kernel
+ * (TK_GEMM_REDUCE) sums the splits in a fixed order and converts to the
+ * output type, so results are the same on every run. On sm_90 those shapes
+ * take the TMA wgmma kernel with 128x128 tiles (M, N >= 128), else the mma.sync
+ * tile. plan_split holds the model.
+ *
+ * Alignment: fp16 operands need 2-byte aligned pointers and the fp32 output
+ * 4-byte ones (TK_MISALIGNED otherwise). The fast variant's 16-byte cp.async
+ * loads need both inputs 16-byte aligned with leading dimensions multiple of
+ * 8; anything else gets the scalar-load variant of the same kernel (slower,
+ * never an error).
+ *
+ * Files: gemm.c (this: the entry points, validation, the kernel choice of
+ * a call and its fallback, precompile), plan.c (the heuristics and their
+ * fitted constants), config.c (configurations, their text, tuning records),
+ * launch.c (kernel descriptions, launch dimensions, tensor maps, launches),
+ * tune.c (the tuner), reference.c (CPU references). The kernels:
+ * kernel_src/gemm_f16.cu and kernel_src/gemm/.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/gemm/gemm_internal.h"
+
+/* Fallbacks ($TOKITAI_JIT_GEMM_FALLBACK): "universal" only the mma.sync
+ * universal kernel serves calls whose kernel is being built; "fast" every
+ * call that the fast fallback (tk__gemm_plan_fast) can serve runs on it, its
+ * own kernel never used (for measuring it); else (default) the fast fallback
+ * when it is built, the universal kernel until then. */
+enum { FALLBACK_DEFAULT = 0, FALLBACK_UNIVERSAL = 1, FALLBACK_FORCE = 2 };
+static int fallback_mode(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("TOKITAI_JIT_GEMM_FALLBACK");
+        v = FALLBACK_DEFAULT;
+        if (e != NULL && strcmp(e, "universal") == 0)
+            v = FALLBACK_UNIVERSAL;
+        else if (e != NULL && strcmp(e, "fast") == 0)
+            v = FALLBACK_FORCE;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* Validates, plans and launches. The operand names are the op's own. */
+static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
+                          const void *d_a, int64_t lda, const char *a_name, const char *lda_name,
+                          const void *d_b, int64_t ldb, const char *b_name, const char *ldb_name,
+                          void *d_c, int64_t ldc, const char *c_name, const char *ldc_name,
+                          void *stream)
+{
+    gemm_plan p, u, f;
+    gemm_desc d, ud, fd, rd;
+    tk_kernel *kernel = NULL, *reduce = NULL;
+    int64_t blocks;
+    unsigned threads, smem;
+    tk_status st;
+
+    tk__gemm_plan_op(op, M, N, K, &p);
+    st = tk__op_need_device(ctx, p.op);
+    if (st != TK_OK)
+        return st;
+    if ((st = tk__op_check_size(ctx, p.op, "M", M)) != TK_OK ||
+        (st = tk__op_check_size(ctx, p.op, "N", N)) != TK_OK ||
+        (st = tk__op_check_size(ctx, p.op, "K", K)) != TK_OK)
+        return st;
+    if ((st = tk__op_check_ptr(ctx, p.op, a_name, d_a, 2)) != TK_OK ||
+        (st = tk__op_check_ptr(ctx, p.op, b_name, d_b, 2)) != TK_OK ||
+        (st = tk__op_check_ptr(ctx, p.op, c_name, d_c, p.out_f16 ? 2 : 4)) != TK_OK)
+        return st;
+
+    /* Kernel operand A is [M,K] (K-major) or [K,M]; B is [N,K] or [K,N];
+     * C is [M,N]. Each stored row count x ld must be addressable. */
+    p.lda = lda, p.ldb = ldb, p.ldc = ldc;
+    {
+        const int64_t a_rows = p.a_kmajor ? p.M : p.K, a_cols = p.a_kmajor ? p.K : p.M;
+        const int64_t b_rows = p.b_kmajor ? p.N : p.K, b_cols = p.b_kmajor ? p.K : p.N;
+        if ((st = tk__op_check_product(ctx, p.op, a_name, a_rows, a_cols, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, b_name, b_rows, b_cols, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, c_name, p.M, p.N, p.out_f16 ? 2 : 4)) != TK_OK)
+            return st;
+        if ((st = tk__op_resolve_ld(ctx, p.op, lda_name, &p.lda, a_cols)) != TK_OK ||
+            (st = tk__op_resolve_ld(ctx, p.op, ldb_name, &p.ldb, b_cols)) != TK_OK ||
+            (st = tk__op_resolve_ld(ctx, p.op, ldc_name, &p.ldc, p.N)) != TK_OK)
+            return st;
+        if ((st = tk__op_check_product(ctx, p.op, lda_name, a_rows, p.lda, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, ldb_name, b_rows, p.ldb, 2)) != TK_OK ||
+            (st = tk__op_check_product(ctx, p.op, ldc_name, p.M, p.ldc, p.out_f16 ? 2 : 4)) !=
+                TK_OK)
+            return st;
+    }
+    tk__gemm_plan_target(ctx, &p);
+    tk__gemm_plan_alignment(&p, d_a, d_b, d_c);
+    tk__gemm_plan_wgmma(&p);
+    tk__gemm_plan_split(&p);
+    tk__gemm_plan_grid(&p);
+    tk__gemm_plan_skinny(&p);
+    tk__gemm_plan_smallk(&p);
+    if (!tk__gemm_plan_tuned(ctx, &p) && tk__gemm_tune_mode() == TUNE_AUTO && p.aligned && !p.amd &&
+        !p.simple) {
+        /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the
+         * caller's buffers and stream, then plan again with the record */
+        tk__gemm_tune_call(ctx, &p, d_a, d_b, d_c, stream);
+    }
+    tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+    if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, p.splits)) != TK_OK)
+        return st;
+    if (p.K / 16 > INT32_MAX) /* the kernels count K tiles in 32-bit */
+        return tk__fail(ctx, TK_UNSUPPORTED,
+                        "%s: reduction length %lld is beyond the kernel's range", p.op,
+                        (long long)p.K);
+
+    tk__gemm_build_desc(&p, tk_context_policy(ctx), &d);
+    tk__gemm_plan_universal(&p, &u);
+    tk__gemm_build_desc(&u, TK_POLICY_GENERIC, &ud);
+    const int fmode = fallback_mode();
+    int fast = fmode != FALLBACK_UNIVERSAL && tk__gemm_plan_fast(&p, &f);
+    if (fast) {
+        tk__gemm_build_desc(&f, TK_POLICY_GENERIC, &fd);
+        fast = !tk__gemm_desc_same(&d, &fd);
+    }
+    if (fast && fmode == FALLBACK_FORCE) {
+        /* measuring the fast fallback: it serves the call as its kernel */
+        p = f;
+        d = fd;
+        fast = 0;
+        tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+        if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
+            return st;
+    }
+    {
+        /* 0: the call's own kernel; 1: the fast fallback; 2: the universal */
+        int which = 0;
+        if (tk__gemm_desc_same(&d, &ud)) {
+            st = tk__op_kernel_pick(ctx, &d.desc, NULL, 1, &kernel, &which);
+        } else if (fast) {
+            st = tk__op_kernel_pick_fast(ctx, &d.desc, &fd.desc, &ud.desc, &kernel, &which);
+        } else {
+            st = tk__op_kernel_pick(ctx, &d.desc, &ud.desc, 1, &kernel, &which);
+            which *= 2;
+        }
+        if (st != TK_OK)
+            return st;
+        if (which != 0 && p.splits > 1) {
+            /* Split-K needs its reduce kernel too: requested with the split
+             * kernel, so that both are built when the builds are waited for
+             * (else the first call after the wait would find the reduce
+             * missing and every call until its build ends would fall back). */
+            tk__gemm_build_reduce_desc(&p, &rd);
+            tk__op_kernel_request(ctx, &rd.desc);
+        } else if (p.splits > 1) {
+            /* ready, or a fallback serves this call while it is built */
+            tk__gemm_build_reduce_desc(&p, &rd);
+            st = tk__op_kernel_ready(ctx, &rd.desc, &reduce);
+            if (st == TK_NOT_FOUND && fast) {
+                st = tk__op_kernel_fast(ctx, &fd.desc, &kernel);
+                which = 1;
+            }
+            if (st == TK_NOT_FOUND) {
+                st = tk__op_kernel_fallback(ctx, &ud.desc, 1, &kernel);
+                which = 2;
+            }
+            if (st != TK_OK)
+                return st;
+        }
+        if (which != 0) {
+            p = which == 1 ? f : u;
+            tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+            if ((st = tk__op_check_grid(ctx, p.op, blocks, threads, 1)) != TK_OK)
+                return st;
+        }
+    }
+    return tk__gemm_exec(ctx, &p, kernel, reduce, d_a, d_b, d_c, stream);
+}
+
+tk_status tk_gemm_f16_fwd(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_A,
+                          int64_t lda, const void *d_B, int64_t ldb, float *d_C, int64_t ldc,
+                          void *stream)
+{
+    return gemm_run(ctx, TK_OP_GEMM_F16_FWD, M, N, K, d_A, lda, "d_A", "lda", d_B, ldb, "d_B",
+                    "ldb", d_C, ldc, "d_C", "ldc", stream);
+}
+
+tk_status tk_gemm_f16_grad_a(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_grad_C,
+                             int64_t ldgc, const void *d_B, int64_t ldb, void *d_grad_A,
+                             int64_t ldga, void *stream)
+{
+    return gemm_run(ctx, TK_OP_GEMM_F16_GRAD_A, M, N, K, d_grad_C, ldgc, "d_grad_C", "ldgc", d_B,
+                    ldb, "d_B", "ldb", d_grad_A, ldga, "d_grad_A", "ldga", stream);
+}
+
+tk_status tk_gemm_f16_grad_b(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_A,
+                             int64_t lda, const void *d_grad_C, int64_t ldgc, void *d_grad_B,
+                             int64_t ldgb, void *stream)
+{
+    return gemm_run(ctx, TK_OP_GEMM_F16_GRAD_B, M, N, K, d_A, lda, "d_A", "lda", d_grad_C, ldgc,
+                    "d_grad_C", "ldgc", d_grad_B, ldgb, "d_grad_B", "ldgb", stream);
+}
+
+/* Distinct kernels of a precompile (descriptions compared in full). */
+typedef struct desc_set {
+    gemm_desc d[128];
+    int n, overflow;
+} desc_set;
+
+static int desc_set_add(desc_set *set, const gemm_desc *d)
+{
+    for (int i = 0; i < set->n; i++)
+        if (strcmp(set->d[i].desc.entry, d->desc.entry) == 0 && tk__gemm_desc_same(&set->d[i], d))
+            return 0;
+    if (set->n == (int)(sizeof set->d / sizeof set->d[0])) {
+        set->overflow = 1;
+        return -1;
+    }
+    set->d[set->n] = *d;
+    /* the copy's defines must point into the copy */
+    set->d[set->n].desc.defines = set->d[set->n].defs;
+    for (size_t i = 0; i < d->desc.n_defines; i++)
+        set->d[set->n].defs[i].value = set->d[set->n].text[i];
+    set->n++;
+    return 1;
+}
+
+static void add_plan(desc_set *set, const gemm_plan *p, tk_policy policy)
+{
+    gemm_desc d;
+    tk__gemm_build_desc(p, policy, &d);
+    desc_set_add(set, &d);
+    if (p->splits > 1) {
+        tk__gemm_build_reduce_desc(p, &d);
+        desc_set_add(set, &d);
+    }
+}
+
+/* Under the exact policy, the kernels of exactly this shape. Under stable and
+ * generic, M (the token count) is not part of any kernel, only of the variant
+ * choice, so every kernel any M can use with these N and K is compiled: the
+ * variant of each M up to M_CLASS_LIMIT and beyond, plus the universal
+ * fallback of the layout. A warm cache then serves every token count a
+ * training run produces without a compile or a wait. */
+tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, unsigned *n_compiled,
+                              unsigned *n_cached)
+{
+    const tk_policy policy = tk_context_policy(ctx);
+    gemm_plan p, u;
+    desc_set *set;
+    tk_status st = TK_OK;
+
+    tk__gemm_plan_op(op, dims[0], dims[1], dims[2], &p);
+    if (tk__op_check_product(ctx, p.op, "M x K", dims[0], dims[2], 4) != TK_OK ||
+        tk__op_check_product(ctx, p.op, "K x N", dims[2], dims[1], 4) != TK_OK ||
+        tk__op_check_product(ctx, p.op, "M x N", dims[0], dims[1], 4) != TK_OK)
+        return TK_OVERFLOW;
+    set = calloc(1, sizeof *set);
+    if (set == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: out of memory", p.op);
+    if (policy == TK_POLICY_EXACT) {
+        tk__gemm_plan_packed(ctx, op, dims[0], dims[1], dims[2], &p);
+        add_plan(set, &p, policy);
+    } else {
+        static const int64_t beyond[] = {M_CLASS_LIMIT * 2, (int64_t)1 << 20, (int64_t)1 << 24};
+        for (int64_t m = 1; m <= M_CLASS_LIMIT; m++) {
+            tk__gemm_plan_packed(ctx, op, m, dims[1], dims[2], &p);
+            add_plan(set, &p, policy);
+            if (tk__gemm_plan_fast(&p, &u)) /* the fast fallback of the class */
+                add_plan(set, &u, TK_POLICY_GENERIC);
+        }
+        for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; i++) {
+            if (tk__op_check_product(ctx, p.op, "M x K", beyond[i], dims[2], 4) != TK_OK ||
+                tk__op_check_product(ctx, p.op, "M x N", beyond[i], dims[1], 4) != TK_OK)
+                break;
+            tk__gemm_plan_packed(ctx, op, beyond[i], dims[1], dims[2], &p);
+            add_plan(set, &p, policy);
+        }
+        tk__gemm_plan_packed(ctx, op, dims[0], dims[1], dims[2], &p);
+        tk__gemm_plan_universal(&p, &u);
+        add_plan(set, &u, TK_POLICY_GENERIC);
+    }
+    for (int i = 0; st == TK_OK && i < set->n; i++)
+        st = tk__op_kernel(ctx, &set->d[i].desc, NULL, n_compiled, n_cached);
+    if (st == TK_OK && set->overflow)
+        st = tk__fail(ctx, TK_INTERNAL, "%s: more kernel variants than the precompile tracks (%d)",
+                      p.op, set->n);
+    free(set);
+    return st;
+}

@@ -1,0 +1,181 @@
+/*
+ * Internal to the GEMM operators (src/ops/gemm/): the plan of a call, its
+ * configuration, kernel description, and the functions the files share.
+ */
+#ifndef TK_OPS_GEMM_INTERNAL_H
+#define TK_OPS_GEMM_INTERNAL_H
+
+#include "ops/ops_internal.h"
+
+/* NVIDIA tile configurations; index 0 is the large one. */
+typedef struct gemm_tile {
+    int bm, bn, bk, wm, wn, stages;
+} gemm_tile;
+
+/* 1: the sm_90a wgmma kernel loads through the bulk tensor copy engine (TMA,
+ * warp-specialised, tensor maps built per call; TK_WGMMA=2 in the kernel),
+ * 0: through cp.async (TK_WGMMA=1). On an H100 (2026-11-22, bench/ops, cuBLAS
+ * in the same run) the TMA kernel ran 0.85-0.97 of cuBLAS at 4096^3 / 8192^3
+ * and 0.82-0.98 at 2048^3, against 0.48-0.60 for cp.async; test_gpu_gemm
+ * passed with it. Build with -DTK_GEMM_TMA=0 to fall back. */
+#ifndef TK_GEMM_TMA
+#define TK_GEMM_TMA 1
+#endif
+
+/* 1: the TMA kernel is launched with programmatic dependent launch (it may
+ * start while the previous kernel of the stream finishes; TK_PDL in the
+ * kernel waits for it before touching memory). Build with -DTK_GEMM_PDL=0,
+ * or set TOKITAI_JIT_GEMM_PDL=0, to launch it plainly. */
+#ifndef TK_GEMM_PDL
+#define TK_GEMM_PDL 1
+#endif
+/* 1: split-K for few-tile shapes (plan_split); build with -DTK_GEMM_SPLITK=0
+ * to turn it off. */
+#ifndef TK_GEMM_SPLITK
+#define TK_GEMM_SPLITK 1
+#endif
+#define SPLIT_MAX 16
+/* 1: the unsplit TMA kernel's epilogue stores C with the bulk tensor copy
+ * engine from two staging buffers (TK_EPI_TMA), overlapping the stores with
+ * the next chunk and tile; build with -DTK_GEMM_EPI_TMA=0 to stage through
+ * the ring (or registers) and store with st.global. */
+#ifndef TK_GEMM_EPI_TMA
+#define TK_GEMM_EPI_TMA 1
+#endif
+/* 1: the forward with N <= 8 runs on the skinny kernel (plan_skinny); build
+ * with -DTK_GEMM_SKINNY=0 to keep it on the tiled kernels. */
+#ifndef TK_GEMM_SKINNY
+#define TK_GEMM_SKINNY 1
+#endif
+/* 1: the TMA kernel may compute C^T = B^T A^T on swapped tiles where that
+ * fits the token count to the chip better (swap_pick_bn); build with
+ * -DTK_GEMM_SWAP=0 to keep every call unswapped. */
+#ifndef TK_GEMM_SWAP
+#define TK_GEMM_SWAP 1
+#endif
+/* TMA kernel epilogue staged through shared memory (TK_EPI_SMEM in the
+ * kernel); build with -DTK_GEMM_EPI_SMEM=0 for the register-pair stores. */
+#ifndef TK_GEMM_EPI_SMEM
+#define TK_GEMM_EPI_SMEM 1
+#endif
+/* The AMD kernel has one fixed 64x64 tile, 256 threads, static LDS. */
+#define AMD_TILE 64
+#define AMD_THREADS 256u
+/* Multiprocessors assumed when sizing tiles (H100/H200: 132). Only steers
+ * the tile choice, never correctness. */
+#define NV_SMS 132
+
+/* Token counts above this all take the same variant (128-row tiles fill the
+ * chip, split-K and swapped tiles are never chosen); below it every value is
+ * planned (tk__gemm_precompile). */
+#define M_CLASS_LIMIT (NV_SMS * 128 + 1024)
+
+/* One op expressed in the kernel's terms. */
+typedef struct gemm_plan {
+    const char *op;
+    int moving;            /* which kernel dim is the op's M (tokens): 0 = M, 1 = N, 2 = K */
+    int64_t M, N, K;       /* kernel's M, N, K */
+    int64_t lda, ldb, ldc; /* resolved */
+    int a_kmajor, b_kmajor, out_f16;
+    int aligned, vec_out;
+    int amd;                     /* HIP backend: MFMA / portable kernel */
+    int simple;                  /* NVIDIA target below sm_80: portable kernel */
+    int sm90;                    /* NVIDIA sm_90 (Hopper): the wgmma kernel may serve */
+    int wgmma;                   /* the sm_90a warpgroup-MMA kernel serves this call */
+    int tma;                     /* ... in its TMA form (tensor maps as arguments) */
+    int wg_bm, wg_bn, wg_stages; /* wg_bm: 128; 64 or 256 on the TMA kernel */
+    int swap;                    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
+    int skinny;                  /* the forward with N <= 8 on its own kernel (plan_skinny) */
+    int smallk;                  /* K <= SMALLK_K_MAX on its own kernel (plan_smallk) */
+    int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
+                  * 2 the same grid sharing the K steps of all tiles (stream-K) */
+    int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
+    int cluster; /* tma: 2 clusters of two blocks on adjacent column tiles, each
+                  * loading half of their shared A tile for both (TK_CLUSTER);
+                  * 0 none */
+    int c16;     /* C 16-byte aligned, rows a multiple of 16 bytes apart */
+    int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
+    gemm_tile tile;
+    int64_t om, on, ok; /* the op's own M, N, K (tuning records are keyed on them) */
+    int64_t sms;        /* multiprocessors of the device (NV_SMS offline) */
+} gemm_plan;
+
+typedef struct gemm_cfg {
+    int tma;     /* 1: the sm_90a TMA wgmma kernel, 0: mma.sync */
+    int bn;      /* tma: columns, a multiple of 16 (of 64 with B N-major) */
+    int bm;      /* tma: 64, 128 or 256 rows */
+    int swap;    /* tma: 1 the swapped plan (plan_swap) */
+    int skinny;  /* 1: the skinny kernel (plan_skinny); nothing else applies */
+    int smallk;  /* 1: the small-K kernel (plan_smallk); nothing else applies */
+    int tile;    /* mma.sync: index into tk__gemm_nv_tiles */
+    int persist; /* tma: 1 persistent grid, 2 stream-K */
+    int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
+    int cluster; /* tma, a block per tile: 2 clusters of two sharing A; 0 none */
+    int splits;  /* split-K factor; 1: none */
+} gemm_cfg;
+
+#define N_TILES 4
+/* TMA kernel tile widths (plan.c) */
+#define N_TMA_BNS 4
+
+/* Tuning modes (tk__gemm_tune_mode) */
+enum { TUNE_RECORDS = 0, TUNE_OFF = 1, TUNE_AUTO = 2 };
+
+/* Widths of the 256-row swapped tiles (plan.c, swap_pick_bn: where they
+ * come from) */
+#define SWAP_BN_MIN 64
+#define SWAP_BN_MAX 192
+
+typedef struct gemm_desc {
+    tk_kernel_desc desc;
+    tk_define defs[20];
+    char text[20][24];
+} gemm_desc;
+
+/* plan.c */
+extern const gemm_tile tk__gemm_nv_tiles[N_TILES];
+void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p);
+extern const int tk__gemm_tma_bns[N_TMA_BNS];
+int tk__gemm_tma_stages(int bm, int bn);
+void tk__gemm_plan_swap(gemm_plan *p);
+void tk__gemm_plan_wgmma(gemm_plan *p);
+int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N);
+void tk__gemm_plan_split(gemm_plan *p);
+void tk__gemm_plan_untiled(gemm_plan *p);
+int tk__gemm_skinny_fits(const gemm_plan *p);
+void tk__gemm_plan_skinny(gemm_plan *p);
+int tk__gemm_smallk_fits(const gemm_plan *p);
+void tk__gemm_plan_smallk(gemm_plan *p);
+void tk__gemm_plan_grid(gemm_plan *p);
+void tk__gemm_plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);
+void tk__gemm_plan_alignment(gemm_plan *p, const void *a, const void *b, const void *c);
+void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u);
+int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f);
+void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
+                                    gemm_plan *p);
+void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);
+
+/* config.c */
+void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c);
+void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size);
+int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c);
+int64_t tk__gemm_m_class_max(int64_t m);
+char *tk__gemm_put_dec(char *out, int64_t v);
+void tk__gemm_record_name(const gemm_plan *p, char buf[64]);
+tk_status tk__gemm_record_store(tk_context *ctx, const gemm_plan *p, const char *cfg);
+int tk__gemm_tune_mode(void);
+int tk__gemm_plan_tuned(tk_context *ctx, gemm_plan *p);
+
+/* launch.c */
+void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d);
+int tk__gemm_desc_same(const gemm_desc *a, const gemm_desc *b);
+void tk__gemm_build_reduce_desc(const gemm_plan *p, gemm_desc *d);
+void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, unsigned *smem);
+tk_status tk__gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, tk_kernel *reduce,
+                        const void *d_a, const void *d_b, void *d_c, void *stream);
+
+/* tune.c */
+void tk__gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b, void *d_c,
+                        void *stream);
+
+#endif

@@ -1,0 +1,343 @@
+/*
+ * GEMM kernel descriptions (the defines a plan bakes), launch dimensions,
+ * tensor maps, and the launches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/gemm/gemm_internal.h"
+
+static int pdl_enabled(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("TOKITAI_JIT_GEMM_PDL");
+        v = TK_GEMM_PDL && !(e != NULL && strcmp(e, "0") == 0);
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* A CUtensorMap: 128 bytes, 64-byte aligned. */
+typedef struct gemm_tmap {
+    _Alignas(64) unsigned char b[128];
+} gemm_tmap;
+
+/* Encoded tensor maps of this thread's recent calls: a training step calls
+ * the same GEMMs on the same buffers again and again, and encoding costs
+ * host time on every call (three maps per call). A map holds only the
+ * address, shape, strides and box, so a hit is exact. */
+#define TMAP_CACHE 64
+typedef struct tmap_slot {
+    const void *base;
+    uint64_t rows, cols, row_bytes;
+    unsigned box_cols, box_rows, es;
+    gemm_tmap map;
+} tmap_slot;
+static _Thread_local tmap_slot tmap_cache[TMAP_CACHE];
+static _Thread_local unsigned tmap_next;
+static _Thread_local const tk_context *tmap_ctx;
+
+static tk_status tmap_get(tk_context *ctx, gemm_tmap *out, const void *base, uint64_t rows,
+                          uint64_t cols, uint64_t row_bytes, unsigned box_cols, unsigned box_rows,
+                          unsigned es)
+{
+    if (tmap_ctx != ctx) { /* maps are per device: start over for another context */
+        memset(tmap_cache, 0, sizeof tmap_cache);
+        tmap_ctx = ctx;
+    }
+    for (unsigned i = 0; i < TMAP_CACHE; i++) {
+        const tmap_slot *t = &tmap_cache[i];
+        if (t->base == base && base != NULL && t->rows == rows && t->cols == cols &&
+            t->row_bytes == row_bytes && t->box_cols == box_cols && t->box_rows == box_rows &&
+            t->es == es) {
+            *out = t->map;
+            return TK_OK;
+        }
+    }
+    tk_status st =
+        tk__tensor_map_f16(ctx, out->b, base, rows, cols, row_bytes, box_cols, box_rows, es);
+    if (st == TK_OK) {
+        tmap_slot *t = &tmap_cache[tmap_next++ % TMAP_CACHE];
+        t->base = base, t->rows = rows, t->cols = cols, t->row_bytes = row_bytes;
+        t->box_cols = box_cols, t->box_rows = box_rows, t->es = es;
+        t->map = *out;
+    }
+    return st;
+}
+
+/* Kernel description of a plan; defines point into `text`. */
+
+/* Decimal text of a non-negative value without printf: this runs on every
+ * operator call (the kernel lookup needs the defines), so it stays cheap. */
+static void add_def(gemm_desc *d, const char *name, int64_t value)
+{
+    const size_t i = d->desc.n_defines++;
+    tk__gemm_put_dec(d->text[i], value);
+    d->defs[i].name = name;
+    d->defs[i].value = d->text[i];
+}
+
+void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->desc.source_name = "gemm_f16";
+    d->desc.entry = "tk_gemm_f16";
+    d->desc.defines = d->defs;
+    add_def(d, "TK_A_KMAJOR", p->a_kmajor);
+    add_def(d, "TK_B_KMAJOR", p->b_kmajor);
+    add_def(d, "TK_OUT_F16", p->out_f16);
+    if (p->amd) {
+        /* One kernel shape on AMD; only layout and shape specialise it. */
+    } else if (p->simple) {
+        add_def(d, "TK_GEMM_SIMPLE", 1);
+    } else if (p->skinny) {
+        add_def(d, "TK_GEMM_SKINNY", 1);
+    } else if (p->smallk) {
+        add_def(d, "TK_GEMM_SMALLK", 1);
+    } else if (p->wgmma) {
+        /* wgmma needs the sm_90a target; the engine then adds no other. */
+        static const char *const wg_opts[] = {"--gpu-architecture=sm_90a"};
+        add_def(d, "TK_WGMMA", p->tma ? 2 : 1);
+        if (p->wg_bm != 128)
+            add_def(d, "TK_BM", p->wg_bm);
+        add_def(d, "TK_BN", p->wg_bn);
+        add_def(d, "TK_STAGES", p->wg_stages);
+        if (p->swap)
+            add_def(d, "TK_SWAP", 1);
+        if (p->tma && p->cluster > 1)
+            add_def(d, "TK_CLUSTER", p->cluster);
+        add_def(d, "TK_ALIGNED", 1);
+        add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
+        if (p->splits > 1)
+            add_def(d, "TK_SPLITK", 1);
+        if (p->tma && !TK_GEMM_EPI_SMEM)
+            add_def(d, "TK_EPI_SMEM", 0);
+        if (p->tma && p->epi_tma)
+            add_def(d, "TK_EPI_TMA", 1);
+        if (p->tma && p->persist == 2)
+            add_def(d, "TK_STREAMK", 1);
+        if (p->tma && pdl_enabled())
+            add_def(d, "TK_PDL", 1);
+        d->desc.options = wg_opts;
+        d->desc.n_options = 1;
+    } else {
+        add_def(d, "TK_BM", p->tile.bm);
+        add_def(d, "TK_BN", p->tile.bn);
+        add_def(d, "TK_BK", p->tile.bk);
+        add_def(d, "TK_WM", p->tile.wm);
+        add_def(d, "TK_WN", p->tile.wn);
+        add_def(d, "TK_STAGES", p->tile.stages);
+        add_def(d, "TK_ALIGNED", p->aligned);
+        add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
+        if (p->splits > 1)
+            add_def(d, "TK_SPLITK", 1);
+    }
+    if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 0))
+        add_def(d, "TK_M", p->M);
+    if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 1))
+        add_def(d, "TK_N", p->N);
+    if (policy == TK_POLICY_EXACT || (policy == TK_POLICY_STABLE && p->moving != 2))
+        add_def(d, "TK_K", p->K);
+}
+
+/* 1 when two descriptions built by tk__gemm_build_desc name the same kernel. */
+int tk__gemm_desc_same(const gemm_desc *a, const gemm_desc *b)
+{
+    if (a->desc.n_defines != b->desc.n_defines || a->desc.n_options != b->desc.n_options)
+        return 0;
+    for (size_t i = 0; i < a->desc.n_defines; i++)
+        if (strcmp(a->defs[i].name, b->defs[i].name) != 0 ||
+            strcmp(a->defs[i].value, b->defs[i].value) != 0)
+            return 0;
+    return 1;
+}
+
+/* The split-K reduction kernel for p's output type (shape at run time under
+ * both policies: it is a plain element-wise pass). */
+void tk__gemm_build_reduce_desc(const gemm_plan *p, gemm_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->desc.source_name = "gemm_f16";
+    d->desc.entry = "tk_gemm_f16";
+    d->desc.defines = d->defs;
+    add_def(d, "TK_GEMM_REDUCE", 1);
+    add_def(d, "TK_OUT_F16", p->out_f16);
+}
+
+#define REDUCE_THREADS 256u
+
+static int64_t reduce_blocks(const gemm_plan *p)
+{
+    const int64_t quads = (p->M * p->N + 3) / 4;
+    const int64_t b = (quads + REDUCE_THREADS - 1) / REDUCE_THREADS;
+    return b < NV_SMS * 16 ? b : NV_SMS * 16;
+}
+
+void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, unsigned *smem)
+{
+    if (p->amd || p->simple) {
+        *blocks = ((p->M + AMD_TILE - 1) / AMD_TILE) * ((p->N + AMD_TILE - 1) / AMD_TILE);
+        *threads = AMD_THREADS;
+        *smem = 0;
+        return;
+    }
+    if (p->smallk) {
+        /* a column tile of 256 per block, its 32-row chunks shared among
+         * the column's blocks: about 2 blocks per SM in all (80-100
+         * registers a thread; a multiple of the column tiles, see the
+         * kernel) */
+        const int64_t tn = (p->N + 255) / 256, chunks = (p->M + 31) / 32;
+        int64_t g = (2 * p->sms + tn - 1) / tn;
+        if (g > chunks)
+            g = chunks;
+        *blocks = tn * (g > 0 ? g : 1);
+        *threads = 256;
+        *smem = 0;
+        return;
+    }
+    if (p->skinny) { /* 32 rows per block at a time, up to 4 blocks per SM */
+        *blocks = (p->M + 31) / 32;
+        if (*blocks > 4 * p->sms)
+            *blocks = 4 * p->sms;
+        *threads = 256;
+        *smem = (unsigned)(16 * p->K + 8192);
+        return;
+    }
+    if (p->wgmma) {
+        const int64_t tn = (p->N + p->wg_bn - 1) / p->wg_bn;
+        /* clusters: the column tiles in pairs (an odd count's last pair has
+         * a block with nothing to store) */
+        *blocks =
+            ((p->M + p->wg_bm - 1) / p->wg_bm) * (p->tma && p->cluster > 1 ? (tn + 1) / 2 * 2 : tn);
+        if (p->persist && *blocks > p->sms)
+            *blocks = p->sms;
+        /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
+        *threads = p->tma ? 384 : 256;
+        /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
+        *smem = (unsigned)(p->wg_stages * (p->wg_bm + p->wg_bn) * 64 * 2 + (p->tma ? 2048 : 1024) +
+                           (p->epi_tma ? 32768 : 0));
+        return;
+    }
+    *blocks = ((p->M + p->tile.bm - 1) / p->tile.bm) * ((p->N + p->tile.bn - 1) / p->tile.bn);
+    *threads = (unsigned)(p->tile.wm * p->tile.wn * 32);
+    *smem = (unsigned)(p->tile.stages * (p->tile.bm + p->tile.bn) * p->tile.bk * 2);
+}
+
+static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, int64_t blocks,
+                             unsigned threads, unsigned smem, const void *d_a, const void *d_b,
+                             void *d_c, int64_t ldc, void *skw, void *stream);
+
+/* Runs p with its kernel (and the reduce kernel when split) into c. */
+tk_status tk__gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, tk_kernel *reduce,
+                        const void *d_a, const void *d_b, void *d_c, void *stream)
+{
+    int64_t blocks;
+    unsigned threads, smem;
+    tk_status st;
+    tk__gemm_launch_dims(p, &blocks, &threads, &smem);
+    if (p->splits > 1) {
+        /* Both kernels first (by the caller), so a compile failure enqueues
+         * nothing. */
+        void *ws = NULL;
+        st = tk__op_workspace_acquire(ctx, stream,
+                                      (size_t)p->splits * (size_t)p->M * (size_t)p->N * 4u, &ws);
+        if (st != TK_OK)
+            return st;
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, ws, p->N, NULL, stream);
+        if (st == TK_OK) {
+            const unsigned rgrid[3] = {(unsigned)reduce_blocks(p), 1, 1};
+            const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};
+            long long m = p->M, n = p->N, lc = p->ldc;
+            int splits = p->splits;
+            void *rargs[] = {&ws, &d_c, &m, &n, &lc, &splits};
+            /* After a split grid of one wave, the reduce is launched as its
+             * programmatic dependent: it is launched while the split kernel
+             * runs and starts summing as it completes (the kernel waits in
+             * griddepcontrol.wait). H100, bench/sweep: fwd 128x1024x2816
+             * (split 5) 61 -> 65 TF/s, 2048x64x2048 53 -> 59. Not after
+             * longer grids (earlier measurements, bench/NOTES-gemm.md). */
+            if (p->tma && pdl_enabled() && blocks * p->splits <= p->sms)
+                st = tk__kernel_launch_pdl(ctx, reduce, rgrid, rblock, 0, stream, rargs);
+            else
+                st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);
+        }
+        tk__op_workspace_release(ctx);
+        return st;
+    }
+    if (p->tma && p->persist == 2) {
+        /* stream-K: a flag and a partial tile (128 x BN fp32) per block */
+        void *ws = NULL;
+        st = tk__op_workspace_acquire(
+            ctx, stream, (size_t)blocks * (8u + (size_t)p->wg_bm * (size_t)p->wg_bn * 4u), &ws);
+        if (st != TK_OK)
+            return st;
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, ws, stream);
+        tk__op_workspace_release(ctx);
+        return st;
+    }
+    return gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, NULL, stream);
+}
+
+/* Launches the GEMM kernel of p into c (leading dimension ldc: the output's,
+ * or N for the split-K workspace). */
+static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, int64_t blocks,
+                             unsigned threads, unsigned smem, const void *d_a, const void *d_b,
+                             void *d_c, int64_t ldc, void *skw, void *stream)
+{
+    tk_status st;
+    if (p->swap) { /* the kernel's A is the op's B side (tk__gemm_plan_swap) */
+        const void *t = d_a;
+        d_a = d_b;
+        d_b = t;
+    }
+    {
+        const unsigned grid[3] = {(unsigned)blocks, (unsigned)p->splits, 1};
+        const unsigned block[3] = {threads, 1, 1};
+        long long m = p->M, n = p->N, k = p->K, la = p->lda, lb = p->ldb, lc = ldc;
+        if (p->tma) {
+            /* Stored operands as row-major matrices; boxes of 64 columns (128
+             * bytes, the swizzle width) by the kernel's rows per copy. */
+            gemm_tmap ma, mb;
+            /* clusters load A in 64-row boxes, half of them per block; 64-row
+             * tiles in one */
+            if (p->a_kmajor)
+                st = tmap_get(ctx, &ma, d_a, (uint64_t)p->M, (uint64_t)p->K, (uint64_t)p->lda * 2,
+                              64, p->cluster > 1 || p->wg_bm == 64 ? 64 : 128, 2);
+            else
+                st = tmap_get(ctx, &ma, d_a, (uint64_t)p->K, (uint64_t)p->M, (uint64_t)p->lda * 2,
+                              64, 64, 2);
+            if (st != TK_OK)
+                return st;
+            if (p->b_kmajor)
+                st = tmap_get(ctx, &mb, d_b, (uint64_t)p->N, (uint64_t)p->K, (uint64_t)p->ldb * 2,
+                              64, (unsigned)p->wg_bn, 2);
+            else
+                st = tmap_get(ctx, &mb, d_b, (uint64_t)p->K, (uint64_t)p->N, (uint64_t)p->ldb * 2,
+                              64, 64, 2);
+            if (st != TK_OK)
+                return st;
+            gemm_tmap mc;
+            memset(&mc, 0, sizeof mc);
+            if (p->epi_tma) {
+                const unsigned es = p->out_f16 ? 2u : 4u;
+                st = tmap_get(ctx, &mc, d_c, (uint64_t)p->M, (uint64_t)p->N, (uint64_t)ldc * es,
+                              128u / es, 128, es);
+                if (st != TK_OK)
+                    return st;
+            }
+            /* stream-K flag value: new for every launch (see the kernel) */
+            static unsigned epoch;
+            unsigned long long tag =
+                (0x7F4A7C15ull << 32) | __atomic_add_fetch(&epoch, 1u, __ATOMIC_RELAXED);
+            void *targs[] = {ma.b, mb.b, mc.b, (void *)&d_c, &m, &n, &k, &lc, &skw, &tag};
+            if (pdl_enabled())
+                return tk__kernel_launch_pdl(ctx, kernel, grid, block, smem, stream, targs);
+            return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, targs);
+        }
+        void *args[] = {(void *)&d_a, (void *)&d_b, (void *)&d_c, &m, &n, &k, &la, &lb, &lc};
+        return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, args);
+    }
+}

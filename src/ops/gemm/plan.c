@@ -1,0 +1,656 @@
+/*
+ * GEMM planning: which kernel, tile, grid, epilogue and split serve a call.
+ *
+ * Every number the heuristics use is here, each beside the measurement it
+ * was fitted to (tokitai-jit --tune or bench/sweep on an H100, cold
+ * operands, cuBLAS in the same run; the runs are in bench/NOTES-gemm.md).
+ * The fitted ones, in the order of the planning steps:
+ *
+ *   tk__gemm_nv_tiles   mma.sync tiles and their stages        pick_tile
+ *   tma_bns, tma_bn_eff TMA tile widths, throughput per area   tma_pick_bn
+ *   TMA_KB_EFF          K-major B widths 144..240              tma_pick_bn
+ *   ks_eff_tab          64-row tiles by width                  ks_eff
+ *   SWAP_BN_MIN/MAX     256-row swapped tiles' widths          (gemm_internal.h)
+ *   SWAP128_BN_MIN/MAX  128-row swapped tiles' widths          swap_pick_bn
+ *   swap_eff, KS_SWAP_EFF  swapped tiles' throughput           swap_pick_bn
+ *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
+ *   SPLIT_MIN_KT_*, SPLIT_WS_MAX, the split thresholds         plan_split
+ *   the persistent grid's threshold (more than a wave)         plan_grid
+ *   SKINNY_*, SMALLK_K_MAX  the router's and small-K kernels   plan_skinny, plan_smallk
+ *
+ * The chip-independent ones (NV_SMS, M_CLASS_LIMIT, SPLIT_MAX, the build
+ * switches TK_GEMM_*) are in gemm_internal.h.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/gemm/gemm_internal.h"
+
+/* K tiles per split at least: 16 of 64 (1024 of K) on the TMA kernel, 8 of BK
+ * (256-512) on mma.sync. On an H100 (bench/NOTES-gemm.md) 1024^3 split in
+ * two 512-long halves on the TMA kernel ran 0.48-0.62 of cuBLAS against
+ * 0.63-0.81 unsplit on the mma.sync 64x64 tile; 16x4096x1024 on mma.sync ran
+ * better with 256-long splits (1.02 / 1.49) than with 512 (0.77 / 1.31). */
+#define SPLIT_MIN_KT_TMA 16
+#define SPLIT_MIN_KT_MMA 8
+/* fp32 partials kept below this (bytes): beyond it the shape has tiles enough */
+#define SPLIT_WS_MAX ((int64_t)64 << 20)
+
+/* Above 48 KiB of dynamic shared memory the engine's launch raises the
+ * function's limit first (once per kernel). 4 stages on the large tile: 5%
+ * over 3 on an H100 (bench/NOTES-gemm.md). */
+const gemm_tile tk__gemm_nv_tiles[N_TILES] = {
+    {128, 128, 32, 2, 2, 4}, /* enough 128x128 tiles to fill the chip: 64 KiB */
+    {64, 64, 32, 2, 2, 4},   /* mid sizes (~1024^2 outputs, K <= 2048): 32 KiB */
+    {32, 64, 64, 1, 2, 4},   /* few output tiles, long K: 48 KiB */
+    {16, 128, 32, 1, 4, 4},  /* one 16-row strip of tokens: 36 KiB */
+};
+
+static int ceil_div_gt(int64_t a, int64_t b, int64_t n)
+{
+    /* ceil(a / b) >= n, without overflow */
+    return (a + b - 1) / b >= n;
+}
+
+static const gemm_tile *pick_tile(int64_t M, int64_t N, int64_t K)
+{
+    const int64_t tm = (M + 127) / 128;
+    /* 128x128 tiles from 3/4 of a wave: the MoE down projection (M ~ 2048,
+     * N 1024, K 2816: 128 tiles) ran 0.37 of cuBLAS on the 32x64 tile. */
+    if (tm >= NV_SMS || ceil_div_gt(N, 128, (NV_SMS * 3 / 4 + tm - 1) / tm))
+        return &tk__gemm_nv_tiles[0];
+    if (M <= 16)
+        return &tk__gemm_nv_tiles[3];
+    if (M * N >= (int64_t)768 * 1024 && K <= 2048)
+        return &tk__gemm_nv_tiles[1];
+    return &tk__gemm_nv_tiles[2];
+}
+
+/* sm_XX number of an NVIDIA target ("sm_90", "sm_90a"); 0 when unknown. */
+static int sm_number(const char *target)
+{
+    if (target == NULL || strncmp(target, "sm_", 3) != 0)
+        return 0;
+    return atoi(target + 3);
+}
+
+void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p)
+{
+    const char *backend = tk_context_backend_name(ctx);
+    p->amd = backend != NULL && strcmp(backend, "hip") == 0;
+    p->simple = 0;
+    p->sm90 = 0;
+    if (!p->amd) {
+        int sm = sm_number(tk_context_target(ctx));
+        /* mma.m16n8k16 + cp.async need sm_80; an unknown target (stub)
+         * takes the tensor-core kernel. */
+        p->simple = sm > 0 && sm < 80;
+        p->sm90 = sm == 90;
+    }
+    p->tile = *pick_tile(p->M, p->N, p->K);
+    p->sms = tk__ctx_sm_count(ctx);
+    if (p->sms <= 0)
+        p->sms = NV_SMS;
+}
+
+/* TMA kernel tile widths (columns of C per block; 128 rows) and their
+ * relative throughput per tile area: the narrower the instruction, the more
+ * shared-memory reads of A per MMA; 192 columns leave room for 4 stages
+ * only (128: 6). Fitted to tokitai-jit --tune on an H100 (bench/NOTES-gemm.md):
+ * the down projection at 4352-5504 tokens ran 3-9% faster on three rounds of
+ * 128-wide tiles than on two of 192-wide ones. */
+const int tk__gemm_tma_bns[N_TMA_BNS] = {64, 128, 192, 256};
+static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
+
+/* Ring stages for a TMA tile: as many as fit (at most 8) beside the
+ * barriers in 227 KiB, and beside the TMA-store staging (32 KiB) for
+ * 128-row tiles: 8 for 64 columns, 6 for 128, 4 for 192 and 256; 256-row
+ * tiles (no TMA store): 4 up to 192 columns. */
+int tk__gemm_tma_stages(int bm, int bn)
+{
+    const int stage = (bm + bn) * 64 * 2;
+    const int s = (232448 - 2048 - (bm == 128 ? 32768 : 0)) / stage;
+    return s > 8 ? 8 : s;
+}
+
+/* The TMA tile width for a kernel M x N on `sms` multiprocessors: least
+ * rounds x width / throughput, where rounds = the tiles each multiprocessor
+ * takes in turn (wave quantisation). On an H100 cuBLAS sizes its tiles the
+ * same way (the ncu profile of bench/sweep, bench/NOTES-gemm.md): grad_b of
+ * the MoE experts, a 1024 x 2816 output, takes 8 x 15 tiles of 128 x 192 (one
+ * round) where 128 x 256 makes 88 (67% of the chip) and 128 x 128 176
+ * (two rounds); a 1024 x 1024 output takes 128 tiles of 128 x 64. Ties go to
+ * the wider tile. */
+/* K-major B (grad_a; B then comes in one box of BN rows) allows any width
+ * in steps of 16: the widths between 128 and 256 that the chip's wave needs
+ * (a 1024-wide output cut into 5 to 7 columns of tiles), with this weight
+ * (provisional: between 128's and 256's). */
+#define TMA_KB_EFF 0.93
+/* 64-row tiles, both consumer warpgroups on the whole tile, alternate K
+ * steps. Their throughput per area, fitted to tokitai-jit --tune on an H100
+ * (cold operands; bench/NOTES-gemm.md): about
+ * 0.84 x (bn / (64 + bn))^0.6: 0.55 at 64 columns, 0.66 at 128 (128 x 64
+ * tiles: 0.70), 0.71 at 192, 0.74 at 256. A tile's time per K step seems to
+ * follow the bytes its multiprocessor loads (64 + bn rows of 128 bytes) more
+ * than its area: ~100 GB/s per multiprocessor whatever the tile, as
+ * estimated from those times (128 x 64, 64 x 128 and 128 x 128 tiles:
+ * ~240, ~236 and ~325 ns per K step of 24, 24 and 32 KiB). */
+static const double ks_eff_tab[16] = {0.320, 0.435, 0.505, 0.554, 0.590, 0.618, 0.640, 0.659,
+                                      0.674, 0.686, 0.697, 0.707, 0.715, 0.722, 0.729, 0.735};
+/* (the table: 0.84 x (bn / (64 + bn))^0.6 for bn = 16, 32, ..., 256; no pow
+ * on the call path, which plans every call) */
+static double ks_eff(int bn)
+{
+    return ks_eff_tab[bn / 16 - 1];
+}
+
+/* Cost of an M x N output in bm x bn tiles of throughput eff per area:
+ * rounds (the tiles each multiprocessor takes in turn) x tile area / eff. */
+static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, double eff)
+{
+    const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+    return (double)((tiles + sms - 1) / sms) * bm * bn / eff;
+}
+
+static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
+                       double *cost_out)
+{
+    int best = 256;
+    double best_cost = 0;
+    for (int i = N_TMA_BNS - 1; i >= 0; i--) {
+        const double cost = wave_cost(M, N, 128, tk__gemm_tma_bns[i], sms, tma_bn_eff[i]);
+        if (i == N_TMA_BNS - 1 || cost < best_cost * 0.999) {
+            best = tk__gemm_tma_bns[i];
+            best_cost = cost;
+        }
+    }
+    for (int bn = 240; b_kmajor && bn > 128; bn -= 16) {
+        const double cost = wave_cost(M, N, 128, bn, sms, TMA_KB_EFF);
+        if (bn != 192 && cost < best_cost * 0.999) {
+            best = bn;
+            best_cost = cost;
+        }
+    }
+    *bm_out = 128;
+    /* 64-row tiles (the warpgroups split the K steps): more, smaller tiles
+     * for outputs that leave much of the chip idle in 128-row ones; not for
+     * N < 64: boxes of B mostly zero fill, loaded by twice the tiles (fwd
+     * 2048 x 8 x 1024: 64 x 64 tiles 7.6 us, 128 x 64 6.2) */
+    for (int bn = 256; N >= 64 && bn >= 64; bn -= b_kmajor ? 16 : 64) {
+        const double cost = wave_cost(M, N, 64, bn, sms, ks_eff(bn));
+        if (cost < best_cost * 0.999) {
+            best = bn;
+            best_cost = cost;
+            *bm_out = 64;
+        }
+    }
+    *cost_out = best_cost;
+    return best;
+}
+
+/* Swapped tiles (tk__gemm_plan_swap): the op's C^T = B^T A^T, its tokens on the
+ * kernel's N, where the tile width is free in steps of 16 (B K-major), so
+ * that the token count can be cut into as many tiles as fill one round;
+ * 256 rows (two 64-row wgmmas per consumer warpgroup) on the other side.
+ * cuBLAS fits its tiles the same way on an H100 (bench/NOTES-gemm.md): the
+ * down projection at 4284 tokens, a 4284 x 1024 output, ran on 128 tiles of
+ * 256 x 136, the 136 on the tokens, where 128-row tiles make two rounds.
+ * Throughput per tile area by the wgmma width, from tokitai-jit --tune on an
+ * H100 (the down projection at 2944 tokens: 96-wide swapped tiles 28.3 us
+ * against 33.0 for 92 tiles of 128 x 256; at 4284, 144-wide ones one round
+ * at 0.97 of cuBLAS): 0.76 at 64 columns to 0.94 from 128 on. */
+/* 128-row swapped tiles: narrower widths, for token counts whose 256-row
+ * tiles would leave most of the chip idle. Their throughput weights, from
+ * tokitai-jit --tune on an H100 with cold operands (bench/NOTES-gemm.md): fwd N=1024 K=2816 at 1152
+ * tokens 120 tiles of 128 x 80 in 16.3 us against 18.4 for 72 of 128 x 128; 48 wide at 768 tokens
+ * and 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
+#define SWAP128_BN_MIN 32
+#define SWAP128_BN_MAX 96
+/* 64-row swapped tiles: ks_eff x this (the 128-row swapped tiles ran at
+ * 0.83-0.90 of the unswapped ones' weights: the transposed epilogue) */
+#define KS_SWAP_EFF 0.85
+static double swap_eff(int bm, int bn)
+{
+    if (bm == 128)
+        return bn >= 96 ? 0.72 : bn >= 80 ? 0.66 : bn >= 64 ? 0.58 : bn >= 48 ? 0.50 : 0.375;
+    return bn >= 128 ? 0.94 : bn >= 112 ? 0.91 : bn >= 96 ? 0.87 : bn >= 80 ? 0.82 : 0.76;
+}
+
+/* Kernel M x N of the swapped plan (M: the op's N, N: its tokens): the
+ * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
+ * throughput, and that cost. */
+static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int *bm_out, double *cost_out)
+{
+    int best = 0, best_bm = 256;
+    double best_cost = 0;
+    for (int bm = 256; bm >= 64; bm /= 2) {
+        const int hi = bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
+        const int lo = bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
+        for (int bn = hi; bn >= lo; bn -= 16) {
+            const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn) : swap_eff(bm, bn);
+            const double cost = wave_cost(M, N, bm, bn, sms, eff);
+            if (best == 0 || cost < best_cost * 0.999) {
+                best = bn;
+                best_bm = bm;
+                best_cost = cost;
+            }
+        }
+    }
+    *bm_out = best_bm;
+    *cost_out = best_cost;
+    return best;
+}
+
+/* Swaps the kernel's operands: C^T[N,M] = B^T A^T. The kernel's A is then
+ * the op's B side (A'(n,k) = B(k,n): K-major when B was), its B the op's A
+ * side, its M and N exchanged, and its epilogue stores element (m, n) at
+ * C[n * ldc + m] (TK_SWAP). Applying it twice restores the plan. */
+void tk__gemm_plan_swap(gemm_plan *p)
+{
+    int64_t t;
+    int k;
+    t = p->M, p->M = p->N, p->N = t;
+    t = p->lda, p->lda = p->ldb, p->ldb = t;
+    k = p->a_kmajor, p->a_kmajor = p->b_kmajor, p->b_kmajor = k;
+    if (p->moving != 2)
+        p->moving = 1 - p->moving;
+    p->swap = !p->swap;
+}
+
+/* Swapped plans win when they save at least this share of the cost. */
+#define SWAP_GAIN 0.92
+/* ... and with 256-row swapped tiles and a reduction of 2048 or more (token
+ * counts from ~2000, where split-K is never the alternative) when they save
+ * this share: fwd 3283x1024x2816, predicted 0.96, ran 32.3 us on 120 tiles
+ * of 256 x 112 against 34.0 on 104 of 128 x 256 (--tune, cold operands,
+ * H100); in bench/sweep fwd 7112x1024x2816 71.2 -> 63.9 us, grad_a
+ * 3509x2816x1024 33.9 -> 30.8. With K = 1024 (fwd 7743x2816x1024) the same
+ * threshold swapped it 79.0 -> 91.6 us: the transposed epilogue weighs
+ * more on a short reduction. */
+#define SWAP_GAIN_256 0.97
+#define SWAP_GAIN_256_MIN_K 2048
+
+/* After tk__gemm_plan_target and tk__gemm_plan_alignment: the wgmma kernel (sm_90a) takes the
+ * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
+ * allowed. TMA form: every aligned shape, tile width by tma_pick_bn.
+ * Everything else stays on the mma.sync kernel. Measured on an H100:
+ * bench/NOTES-gemm.md. */
+void tk__gemm_plan_wgmma(gemm_plan *p)
+{
+    p->wgmma = 0;
+    p->tma = 0;
+    p->persist = 0;
+    p->cluster = 0;
+    if (!p->sm90 || !p->aligned)
+        return;
+    const int64_t tm = (p->M + 127) / 128;
+    const int64_t fill = NV_SMS * 9 / 10;
+    /* TMA coordinates are 32-bit. The TMA kernel takes every aligned shape,
+     * however few rows or columns: on an H100 (tokitai-jit --tune of the MoE
+     * expert shapes and of the default manifest, bench/NOTES-gemm.md) it ran
+     * 1.2-2.2x faster than the small mma.sync tiles from 16 to 512 tokens,
+     * and split 8 ways 1.4-2.3x faster on the router's N = 8 and the
+     * attention's 64-wide shapes. */
+    if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
+        const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+        double cost, swap_cost;
+        p->wgmma = 1;
+        p->tma = 1;
+        p->wg_bn = tma_pick_bn(p->M, p->N, p->b_kmajor, sms, &p->wg_bm, &cost);
+        /* tokens on the kernel's M, A K-major (the swapped B then is); the
+         * token counts a precompile enumerates; the op's N a whole 64-row
+         * tile at least (the router's N = 8 swapped onto 64-row tiles ran
+         * 2.4x slower than on its skinny kernel: boxes of 8 real rows in
+         * 64, and no skinny kernel for a swapped plan) */
+        if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT && p->N >= 64) {
+            int bm;
+            const int bn = swap_pick_bn(p->N, p->M, sms, &bm, &swap_cost);
+            const double gain =
+                bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256 : SWAP_GAIN;
+            if (swap_cost < cost * gain) {
+                tk__gemm_plan_swap(p);
+                p->wg_bm = bm;
+                p->wg_bn = bn;
+            }
+        }
+        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn);
+        return;
+    }
+    if (p->tile.bm != tk__gemm_nv_tiles[0].bm || p->tile.bn != tk__gemm_nv_tiles[0].bn)
+        return;
+    p->wgmma = 1;
+    p->wg_bm = 128;
+    /* 128x256 tiles also when they make ~0.9 of one wave (2048^3: 128 tiles on
+     * 132 SMs ran 0.62 of cuBLAS against 0.56 for 256 128x128 tiles) */
+    if (p->N > 128 && (tm >= fill || ceil_div_gt(p->N, 256, (fill + tm - 1) / tm))) {
+        p->wg_bn = 256;
+        p->wg_stages = 4;
+    } else {
+        p->wg_bn = 128;
+        p->wg_stages = 5;
+    }
+}
+
+/* A split factor s wanted for kt K tiles of an M x N output, clamped to kt
+ * and to fp32 partials within SPLIT_WS_MAX, then made even (each split
+ * ceil(kt / s) K tiles, none empty); 1 when that leaves fewer than 2. */
+int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
+{
+    if (s > kt)
+        s = kt;
+    while (s > 1 && s * M * N > SPLIT_WS_MAX / 4)
+        s--;
+    if (s < 2)
+        return 1;
+    const int64_t per = (kt + s - 1) / s;
+    return (kt + per - 1) / per;
+}
+
+/* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave
+ * of the chip and K is long. Splits = SMs / tiles (one wave at most), each
+ * split at least SPLIT_MIN_KT_* K tiles (1024 of K on the TMA kernel, 256 or
+ * 512 on mma.sync),
+ * at most SPLIT_MAX, fp32 partials within SPLIT_WS_MAX. On sm_90 (aligned,
+ * kernel M and N >= 128) the split runs on the TMA kernel with 128x128 tiles. */
+void tk__gemm_plan_split(gemm_plan *p)
+{
+    int64_t bm, bn, bk, tiles, kt, s;
+    int tma;
+    p->splits = 1;
+    if (!TK_GEMM_SPLITK || p->amd || p->simple)
+        return;
+    if (p->swap) {
+        /* Swapped tiles never split; where the unswapped plan would (few
+         * tiles, a long reduction), the split wins: fwd N=1024 K=2816 at
+         * 256 tokens split 4 on 128 x 64 tiles 9.2 us against 10.0 for 128
+         * swapped tiles of 64 x 32 (--tune, cold operands, H100). */
+        gemm_plan q = *p;
+        tk__gemm_plan_swap(&q);
+        tk__gemm_plan_split(&q);
+        if (q.splits > 1)
+            *p = q;
+        return;
+    }
+    if (p->tma) {
+        /* TMA kernel: split when a sixteenth of the chip or less has
+         * 128x128 tiles and K has 32 tiles of 64 or more (half the chip when
+         * K has 128 or more): as many splits as fill the chip, at most 8,
+         * each at least 4 K tiles. Fitted to --tune on an H100: shorter
+         * reductions (K = 1024) and half-full chips ran best unsplit; grad_a
+         * 1024x32000x1024 (64 tiles, K = 32000) 1.6x faster split 2. Shapes
+         * of K 2048-8191 with few tiles split on 128 x 64 tiles first. */
+        kt = (p->K + 63) / 64;
+        /* Half the chip or less in 128 x 64 tiles and K from 2048 to 8191
+         * (longer reductions take 128 x 128 tiles, below: grad_a
+         * 512x50304x1024 split 2 on 128 x 64 ran 0.78 of cuBLAS):
+         * those tiles split to fill one wave (two rounds of them lost
+         * everywhere), at least 8 K tiles each, at most 8 ways (--tune,
+         * cold operands, H100, bench/NOTES-gemm.md: fwd N=1024 K=2816 at
+         * 256 tokens split 4 9.8 us against 12.1 unsplit, at 384 split 2
+         * 11.2 against 12.3, at 128 split 4 8.5 against 9.5 for split 8 on
+         * 128 x 128; grad_a N=2816 K=1024 at 256 split 4 9.4 against 12.0,
+         * at 512 split 2 11.4 against 12.0; grad_b 2048x64x2048 and
+         * 2048x2048x64 split 4 8.9-9.6 against 9.9; with K = 1024, fwd
+         * N=2816 at 128 tokens, split 2 8.8 against 7.2 unsplit). */
+        /* M <= 64: 64-row tiles (128-row boxes would be half zero fill;
+         * grad_b 2048x2048x64: 64 x 64 tiles split 4 8.3 us, 128 x 64 9.0,
+         * --tune, cold operands) */
+        bm = p->M <= 64 ? 64 : 128;
+        tiles = ((p->M + bm - 1) / bm) * ((p->N + 63) / 64);
+        if (kt >= 32 && kt < 128 && tiles * 2 <= p->sms) {
+            s = p->sms / tiles;
+            if (s > 8)
+                s = 8;
+            s = tk__gemm_split_clamp(s < kt / 8 ? s : kt / 8, kt, p->M, p->N);
+            if (s >= 2) {
+                p->splits = (int)s;
+                p->wg_bn = 64;
+                p->wg_bm = (int)bm, p->wg_stages = tk__gemm_tma_stages((int)bm, 64);
+            }
+            return;
+        }
+        tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+        if (kt < 32 || (tiles * 16 > NV_SMS && (tiles * 2 > NV_SMS || kt < 128)))
+            return;
+        s = NV_SMS / tiles;
+        if (s > 8)
+            s = 8;
+        s = tk__gemm_split_clamp(s < kt / 4 ? s : kt / 4, kt, p->M, p->N);
+        if (s >= 2) {
+            /* 64 columns where they hold all of N: the router's grad_b (N =
+             * 8, K = 2048-16384 tokens) ran 1.20-1.26x faster split 8 on
+             * 128 x 64 tiles than on 128 x 128 (--tune, cold operands; the
+             * copies of a box mostly outside the tensor are slow) */
+            const int w = p->N <= 64 ? 64 : 128;
+            p->splits = (int)s;
+            p->wg_bn = w;
+            p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, w);
+        }
+        return;
+    }
+    if (p->wgmma)
+        return;
+    /* no tensor-map box larger than the matrix (128 rows of A and B) */
+    tma = TK_GEMM_TMA && p->sm90 && p->aligned && p->M >= 128 && p->N >= 128 && p->M < INT32_MAX &&
+          p->N < INT32_MAX && p->K < INT32_MAX;
+    bm = tma ? 128 : p->tile.bm;
+    bn = tma ? 128 : p->tile.bn;
+    bk = tma ? 64 : p->tile.bk;
+    tiles = ((p->M + bm - 1) / bm) * ((p->N + bn - 1) / bn);
+    kt = (p->K + bk - 1) / bk;
+    s = NV_SMS / tiles;
+    if (s > kt / (tma ? SPLIT_MIN_KT_TMA : SPLIT_MIN_KT_MMA))
+        s = kt / (tma ? SPLIT_MIN_KT_TMA : SPLIT_MIN_KT_MMA);
+    if (s > SPLIT_MAX)
+        s = SPLIT_MAX;
+    s = tk__gemm_split_clamp(s, kt, p->M, p->N);
+    if (s < 2)
+        return;
+    p->splits = (int)s;
+    if (tma) {
+        p->wgmma = 1;
+        p->tma = 1;
+        p->wg_bn = 128;
+        p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 128);
+    }
+}
+
+/* The router's forward (N <= 8 columns; the MoE gate's 8 experts) reads A
+ * once and computes little: 128-row tiles waste 15/16 of their width, and
+ * on an H100 the TMA kernel ran 16384 x 8 x 1024 in 25.7 us (1.25 TB/s)
+ * against 16.3 for cuBLAS. The skinny kernel (TK_GEMM_SKINNY) streams A
+ * with 16-byte loads into mma.sync. It needs an NVIDIA sm_80+ target, A
+ * 16-byte aligned with lda % 8 == 0, K % 8 == 0 and K <= SKINNY_K_MAX (B
+ * sits in shared memory, 16 bytes per k). */
+/* Off the tiled kernels' options: the plan for a kernel of its own
+ * (skinny, small-K) or for mma.sync (which sets its tile). */
+void tk__gemm_plan_untiled(gemm_plan *p)
+{
+    p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
+}
+
+#define SKINNY_N_MAX 8
+#define SKINNY_K_MAX 8192
+#define SKINNY_M_MIN 4096
+int tk__gemm_skinny_fits(const gemm_plan *p)
+{
+    return TK_GEMM_SKINNY && !p->amd && !p->simple && p->a_kmajor && !p->b_kmajor && !p->swap &&
+           !p->out_f16 && p->N <= SKINNY_N_MAX && p->K % 8 == 0 && p->K <= SKINNY_K_MAX &&
+           p->aligned;
+}
+
+/* After tk__gemm_plan_grid: the skinny kernel for router-sized forwards with rows
+ * enough to fill the chip (fewer ran as fast on the tiled kernels). */
+void tk__gemm_plan_skinny(gemm_plan *p)
+{
+    p->skinny = 0;
+    if (!tk__gemm_skinny_fits(p) || p->M < SKINNY_M_MIN)
+        return;
+    p->skinny = 1;
+    tk__gemm_plan_untiled(p);
+}
+
+/* Reductions of at most SMALLK_K_MAX (kernel K: the router's grad_a with
+ * its 8 experts, grad_b of a handful of tokens) write C and compute little:
+ * on an H100 the TMA kernel (one K step of 64, zero-filled past K, then its
+ * epilogue) wrote grad_a 8192 x 8 x 1024, a 16 MB output, in 12.9 us (1.3
+ * TB/s). The small-K kernel (TK_GEMM_SMALLK) loads both operands' tiles
+ * into shared memory and writes C with 8- or 16-byte row stores; any
+ * layout, alignment and NVIDIA target from sm_80 (plain CUDA cores). */
+#ifndef TK_GEMM_SMALLK
+#define TK_GEMM_SMALLK 1
+#endif
+#define SMALLK_K_MAX 16
+int tk__gemm_smallk_fits(const gemm_plan *p)
+{
+    return TK_GEMM_SMALLK && !p->amd && !p->simple && p->K <= SMALLK_K_MAX;
+}
+
+/* After tk__gemm_plan_skinny: the small-K kernel, in the op's own (unswapped) terms. */
+void tk__gemm_plan_smallk(gemm_plan *p)
+{
+    p->smallk = 0;
+    if (p->skinny || !tk__gemm_smallk_fits(p))
+        return;
+    if (p->swap)
+        tk__gemm_plan_swap(p);
+    p->smallk = 1;
+    tk__gemm_plan_untiled(p);
+}
+
+/* The heuristics' grid and epilogue, after tk__gemm_plan_split (tokitai-jit --tune
+ * of the MoE expert shapes on an H100, bench/NOTES-gemm.md): the unsplit
+ * TMA kernel stores C with the TMA-store epilogue (1-5% faster than staging
+ * through the ring); more than a wave of tiles runs on a persistent grid
+ * (its stores overlap the next tile's main loop: 8-19% faster than a block
+ * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
+ * to tuning records: it lost to the persistent grid where the heuristics
+ * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
+void tk__gemm_plan_grid(gemm_plan *p)
+{
+    p->persist = 0;
+    p->epi_tma = 0;
+    if (!p->tma || p->splits != 1)
+        return;
+    if (p->swap || p->wg_bm != 128) /* a block per tile, stored from the ring */
+        return;
+    p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
+    /* not for a single K step: the tiles are all epilogue, and a block per
+     * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
+     * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
+    p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS && p->K > 64;
+}
+
+/* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
+void tk__gemm_plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->om = M, p->on = N, p->ok = K;
+    switch (op) {
+    case TK_OP_GEMM_F16_FWD: /* C[M,N] = A[M,K] B[K,N] */
+        p->op = "tk_gemm_f16_fwd";
+        p->moving = 0;
+        p->M = M, p->N = N, p->K = K;
+        p->a_kmajor = 1, p->b_kmajor = 0, p->out_f16 = 0;
+        break;
+    case TK_OP_GEMM_F16_GRAD_A: /* grad_A[M,K] = grad_C[M,N] B[K,N]^T */
+        p->op = "tk_gemm_f16_grad_a";
+        p->moving = 0;
+        p->M = M, p->N = K, p->K = N;
+        p->a_kmajor = 1, p->b_kmajor = 1, p->out_f16 = 1;
+        break;
+    default: /* grad_B[K,N] = A[M,K]^T grad_C[M,N] */
+        p->op = "tk_gemm_f16_grad_b";
+        p->moving = 2;
+        p->M = K, p->N = N, p->K = M;
+        p->a_kmajor = 0, p->b_kmajor = 0, p->out_f16 = 1;
+        break;
+    }
+}
+
+void tk__gemm_plan_alignment(gemm_plan *p, const void *a, const void *b, const void *c)
+{
+    const size_t out_elem = p->out_f16 ? 2 : 4;
+    p->aligned =
+        ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0 && p->lda % 8 == 0 && p->ldb % 8 == 0;
+    p->vec_out = ((uintptr_t)c % (2 * out_elem)) == 0 && p->ldc % 2 == 0;
+    /* the bulk tensor store writes whole 16-byte pieces of a row: the rows
+     * must end on one (else it writes up to 12 bytes past column N: seen on
+     * an H100 with N = 2049, ldc = 2052) */
+    p->c16 = ((uintptr_t)c % 16) == 0 && (p->ldc * (int64_t)out_elem) % 16 == 0 &&
+             (p->N * (int64_t)out_elem) % 16 == 0;
+}
+
+/* The universal plan of p's call: any shape, nothing baked (see the top). */
+void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u)
+{
+    *u = *p;
+    if (u->swap)
+        tk__gemm_plan_swap(u);
+    u->skinny = 0;
+    u->smallk = 0;
+    u->wg_bm = 128;
+    u->wgmma = 0;
+    u->tma = 0;
+    u->persist = 0;
+    u->epi_tma = 0;
+    u->cluster = 0;
+    u->splits = 1;
+    u->tile = tk__gemm_nv_tiles[1];
+}
+
+/* The fast fallback of p's call: on sm_90 with aligned operands, the TMA
+ * kernel with nothing baked (M, N, K at run time), 128-row tiles 128 or 256
+ * wide (whichever the wave cost prefers), a persistent grid (a block per
+ * tile when the tiles fill less than the chip), the TMA-store epilogue where
+ * C allows it, no split, swap or cluster. At most two kernels per layout and
+ * output alignment, shared by every shape; they serve the calls whose own
+ * kernel is being built. 0 where it does not apply (the universal kernel
+ * then serves). */
+int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
+{
+    if (!TK_GEMM_TMA || p->amd || p->simple || !p->sm90 || !p->aligned)
+        return 0;
+    tk__gemm_plan_universal(p, f);
+    if (f->M >= INT32_MAX || f->N >= INT32_MAX || f->K >= INT32_MAX)
+        return 0;
+    const int64_t sms = f->sms > 0 ? f->sms : NV_SMS;
+    f->wgmma = 1;
+    f->tma = 1;
+    f->wg_bm = 128;
+    f->wg_bn = wave_cost(f->M, f->N, 128, 256, sms, tma_bn_eff[3]) <
+                       wave_cost(f->M, f->N, 128, 128, sms, tma_bn_eff[1]) * 0.999
+                   ? 256
+                   : 128;
+    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn);
+    f->persist = 1;
+    f->epi_tma = TK_GEMM_EPI_TMA && f->c16;
+    return 1;
+}
+
+/* The heuristics' plan of a packed call from an allocator (256-byte
+ * aligned pointers). */
+void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
+                                    gemm_plan *p)
+{
+    tk__gemm_plan_op(op, M, N, K, p);
+    p->lda = p->a_kmajor ? p->K : p->M;
+    p->ldb = p->b_kmajor ? p->K : p->N;
+    p->ldc = p->N;
+    tk__gemm_plan_target(ctx, p);
+    tk__gemm_plan_alignment(p, NULL, NULL, NULL);
+    tk__gemm_plan_wgmma(p);
+    tk__gemm_plan_split(p);
+    tk__gemm_plan_grid(p);
+    tk__gemm_plan_skinny(p);
+    tk__gemm_plan_smallk(p);
+}
+
+/* ... and with the class's tuning record, as a call would plan it. */
+void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+{
+    tk__gemm_plan_packed_heuristic(ctx, op, M, N, K, p);
+    tk__gemm_plan_tuned(ctx, p);
+}

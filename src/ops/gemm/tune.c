@@ -1,0 +1,543 @@
+/*
+ * The GEMM tuner: candidates of a class, compiled in parallel, timed on
+ * the device, the fastest stored as the class's tuning record.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/gemm/gemm_internal.h"
+
+/* ------------------------------------------------------------- the tuner
+ *
+ * Candidates of a class: the heuristics' plan, the skinny and small-K
+ * kernels where they fit, swapped 256-, 128- and 64-row tiles (for each
+ * round count its narrowest width; 256 and 128 rows also in clusters of
+ * two), the TMA kernel with 64- to 256-column tiles (persistent grid or
+ * not, when there is more than a wave of tiles; each epilogue; in clusters
+ * of two sharing A), K-major B's widths 144-240 (persistent or not, each
+ * epilogue), 64-row tiles (for each round count its narrowest width), the
+ * TMA kernel split 2..8 ways on 64- and 128-row tiles 64 and 128 wide when
+ * its tiles fill less than the chip, the three smaller mma.sync tiles
+ * unsplit and split 2 or 4 ways (on sm_90 only when the output has few
+ * tiles; elsewhere always, with the large mma.sync tile too); at most
+ * TUNE_MAX_CANDS. Each is compiled (in parallel), run once, then
+ * timed with device events in batches of back-to-back launches (about half
+ * a millisecond each, best of three, after warm-up runs); the fastest is the
+ * record when it beats the heuristics' configuration by TUNE_MARGIN. */
+#define TUNE_MAX_CANDS 128
+#define TUNE_JOBS 8
+#define TUNE_MARGIN 1.03
+
+typedef struct tune_cand {
+    gemm_plan p;
+    gemm_desc d, rd;
+    tk_kernel *k, *rk;
+    char text[64];
+    double us;
+    tk_status st;
+} tune_cand;
+
+static int tune_add(tune_cand *c, int n, const gemm_plan *q)
+{
+    gemm_cfg cfg;
+    char text[64];
+    if (n >= TUNE_MAX_CANDS)
+        return n;
+    tk__gemm_cfg_of_plan(q, &cfg);
+    tk__gemm_cfg_text(&cfg, text, sizeof text);
+    for (int i = 0; i < n; i++)
+        if (strcmp(c[i].text, text) == 0)
+            return n;
+    memset(&c[n], 0, sizeof c[n]);
+    c[n].p = *q;
+    memcpy(c[n].text, text, sizeof text);
+    return n + 1;
+}
+
+/* base: the heuristics' plan (candidate 0). */
+static int tune_candidates(const gemm_plan *base, tune_cand *c)
+{
+    static const int tma_splits[] = {2, 3, 4, 6, 8};
+    static const int mma_splits[] = {1, 2, 4};
+    int n = tune_add(c, 0, base);
+    gemm_cfg cfg;
+    gemm_plan q, o = *base;
+    if (o.swap) /* the op's own terms */
+        tk__gemm_plan_swap(&o);
+    const int64_t t128 = ((o.M + 127) / 128) * ((o.N + 127) / 128);
+    const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
+    cfg = (gemm_cfg){.skinny = 1, .splits = 1};
+    q = *base;
+    if (tk__gemm_plan_apply(&q, &cfg))
+        n = tune_add(c, n, &q);
+    cfg = (gemm_cfg){.smallk = 1, .splits = 1};
+    q = *base;
+    if (tk__gemm_plan_apply(&q, &cfg))
+        n = tune_add(c, n, &q);
+    /* swapped 256-, 128- and 64-row tiles: for each round count, its
+     * narrowest width, alone and (not 64 rows) in clusters of two */
+    for (int bm = 256; tma_ok && bm >= 64; bm /= 2)
+        for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0; bn <= (bm == 64 ? 256 : SWAP_BN_MAX);
+             bn += 16) {
+            const int64_t rounds =
+                ((o.N + bm - 1) / bm * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
+            if (rounds == last)
+                continue;
+            last = (int)rounds;
+            for (int cl = 0; cl <= (bm == 64 ? 0 : 2); cl += 2) {
+                cfg =
+                    (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .cluster = cl, .splits = 1};
+                q = *base;
+                if (tk__gemm_plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
+        }
+    for (int b = 0; tma_ok && b < N_TMA_BNS; b++) {
+        const int bn = tk__gemm_tma_bns[b];
+        const int64_t tiles = ((o.M + 127) / 128) * ((o.N + bn - 1) / bn);
+        for (int persist = 0; persist <= (tiles > base->sms ? 2 : 0); persist++)
+            for (int epi = 0; epi <= 1; epi++) {
+                cfg = (gemm_cfg){
+                    .tma = 1, .bn = bn, .bm = 128, .persist = persist, .epi = epi, .splits = 1};
+                q = *base;
+                if (tk__gemm_plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
+        /* clusters of two sharing A (a block per tile) */
+        if (tiles >= 2 && tiles <= 2 * base->sms) {
+            cfg = (gemm_cfg){
+                .tma = 1, .bn = bn, .bm = 128, .epi = base->c16, .cluster = 2, .splits = 1};
+            q = *base;
+            if (tk__gemm_plan_apply(&q, &cfg))
+                n = tune_add(c, n, &q);
+        }
+    }
+    /* K-major B: widths between 128 and 256 in steps of 16, the narrowest
+     * of each round count */
+    for (int bn = 144, last = 0; tma_ok && o.b_kmajor && bn < 256; bn += 16) {
+        const int64_t rounds =
+            (((o.M + 127) / 128) * ((o.N + bn - 1) / bn) + base->sms - 1) / base->sms;
+        if (rounds == last || bn == 192)
+            continue;
+        last = (int)rounds;
+        /* a block per tile and, past a wave, the persistent grid; each with
+         * the staged and the TMA-store epilogue */
+        for (int persist = 0; persist <= (rounds > 1 ? 1 : 0); persist++)
+            for (int epi = 0; epi <= 1; epi++) {
+                cfg = (gemm_cfg){
+                    .tma = 1, .bn = bn, .bm = 128, .persist = persist, .epi = epi, .splits = 1};
+                q = *base;
+                if (tk__gemm_plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
+    }
+    /* 64-row tiles: widths in steps of 16 (K-major B) or 64, the
+     * narrowest of each round count */
+    for (int bn = o.b_kmajor ? 32 : 64, last = 0; tma_ok && bn <= 256; bn += o.b_kmajor ? 16 : 64) {
+        const int64_t rounds =
+            (((o.M + 63) / 64) * ((o.N + bn - 1) / bn) + base->sms - 1) / base->sms;
+        if (rounds == last)
+            continue;
+        last = (int)rounds;
+        cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 64, .splits = 1};
+        q = *base;
+        if (tk__gemm_plan_apply(&q, &cfg))
+            n = tune_add(c, n, &q);
+    }
+    for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
+         i++) {
+        for (int bm = 64; bm <= 128; bm += 64)
+            for (int bn = 64; bn <= 128; bn += 64) {
+                cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .splits = tma_splits[i]};
+                q = *base;
+                if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1)
+                    n = tune_add(c, n, &q);
+            }
+    }
+    for (int t = tma_ok ? 1 : 0; t < N_TILES; t++) {
+        if (tma_ok && t128 >= 2 * base->sms)
+            break;
+        for (size_t i = 0; i < sizeof mma_splits / sizeof *mma_splits; i++) {
+            cfg = (gemm_cfg){.tma = 0, .tile = t, .splits = mma_splits[i]};
+            q = *base;
+            if (tk__gemm_plan_apply(&q, &cfg) && (mma_splits[i] == 1 || q.splits > 1))
+                n = tune_add(c, n, &q);
+        }
+    }
+    return n;
+}
+
+typedef struct tune_jobs {
+    tk_context *ctx;
+    tune_cand *c;
+    int n, next;
+    pthread_mutex_t mu;
+} tune_jobs;
+
+static void *tune_compile_worker(void *arg)
+{
+    tune_jobs *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        const int i = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n)
+            return NULL;
+        tune_cand *c = &j->c[i];
+        c->st = tk__op_kernel(j->ctx, &c->d.desc, &c->k, NULL, NULL);
+        if (c->st == TK_OK && c->p.splits > 1)
+            c->st = tk__op_kernel(j->ctx, &c->rd.desc, &c->rk, NULL, NULL);
+    }
+}
+
+/* Compiles (or finds) every candidate's kernels, TUNE_JOBS at a time. */
+static void tune_compile(tk_context *ctx, tune_cand *c, int n)
+{
+    tune_jobs j = {.ctx = ctx, .c = c, .n = n, .next = 0};
+    pthread_t th[TUNE_JOBS];
+    int started = 0;
+    const tk_policy policy = tk_context_policy(ctx);
+    for (int i = 0; i < n; i++) {
+        tk__gemm_build_desc(&c[i].p, policy, &c[i].d);
+        if (c[i].p.splits > 1)
+            tk__gemm_build_reduce_desc(&c[i].p, &c[i].rd);
+    }
+    pthread_mutex_init(&j.mu, NULL);
+    for (int i = 0; i < TUNE_JOBS && i < n; i++)
+        if (pthread_create(&th[i], NULL, tune_compile_worker, &j) == 0)
+            started++;
+    if (started == 0)
+        tune_compile_worker(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+}
+
+/* Operand sets the timed launches take in turn: one (the caller's buffers,
+ * TOKITAI_JIT_TUNE=auto) or, for tokitai-jit --tune, as many copies as
+ * make the operands of consecutive launches exceed L2 (TUNE_COLD_BYTES), so
+ * that each launch reads its operands from device memory, as the calls of a
+ * training step mostly do (their weights and activations do not stay in L2
+ * between uses); bench/sweep times the same way. */
+#define TUNE_SETS_MAX 8
+#define TUNE_COLD_BYTES (200.0 * 1024 * 1024)
+#define TUNE_SETS_BYTES_MAX (2048.0 * 1024 * 1024)
+typedef struct tune_ops {
+    const void *a[TUNE_SETS_MAX], *b[TUNE_SETS_MAX];
+    void *out[TUNE_SETS_MAX];
+    int n;
+} tune_ops;
+
+typedef struct tune_run {
+    tk_context *ctx;
+    const tune_cand *c;
+    const tune_ops *ops;
+    void *stream;
+    int reps;
+} tune_run;
+
+static tk_status tune_run_fn(void *user)
+{
+    const tune_run *r = user;
+    const tune_ops *o = r->ops;
+    tk_status st = TK_OK;
+    for (int i = 0; st == TK_OK && i < r->reps; i++) {
+        const int j = i % o->n;
+        st = tk__gemm_exec(r->ctx, &r->c->p, r->c->k, r->c->rk, o->a[j], o->b[j], o->out[j],
+                           r->stream);
+    }
+    return st;
+}
+
+/* Microseconds per launch of candidate c: three untimed runs (the first
+ * launch of a kernel pays lazy module loading and attribute setup, which
+ * must not size the batches), an estimate from a batch of 10, then the
+ * best of three batches of about half a millisecond (10 to 1000 launches),
+ * each launch on the next operand set of ops. */
+static tk_status tune_time(tk_context *ctx, const tune_cand *c, const tune_ops *ops, void *stream,
+                           double *us)
+{
+    tune_run r = {ctx, c, ops, stream, 3};
+    float ms = 0.0f;
+    double best = 1e30;
+    tk_status st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms);
+    r.reps = 10;
+    if (st == TK_OK)
+        st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms);
+    if (st != TK_OK)
+        return st;
+    r.reps = ms > 0.0f ? (int)(0.5 * r.reps / ms) : 1000;
+    if (r.reps < 10)
+        r.reps = 10;
+    if (r.reps > 1000)
+        r.reps = 1000;
+    for (int t = 0; t < 3; t++) {
+        if ((st = tk_time_on_stream(ctx, stream, tune_run_fn, &r, &ms)) != TK_OK)
+            return st;
+        if (ms / r.reps < best)
+            best = ms / r.reps;
+    }
+    *us = best * 1000.0;
+    return TK_OK;
+}
+
+/* Tunes base's class (base: the heuristics' plan, its op dims the class's
+ * representative) on the given operands and stream; stores the record. */
+/* 1 when got matches want (the heuristics' output) within what the
+ * configurations may differ by: fp32 sums in another order, one fp16
+ * rounding. NaN anywhere fails. */
+static int tune_same(const gemm_plan *p, const void *got, const void *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g, w;
+        if (p->out_f16) {
+            g = tk_f16_to_f32(((const uint16_t *)got)[i]);
+            w = tk_f16_to_f32(((const uint16_t *)want)[i]);
+        } else {
+            g = ((const float *)got)[i];
+            w = ((const float *)want)[i];
+        }
+        if (!(fabsf(g - w) <= 4e-3f * (fabsf(w) + 1.0f)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Runs c once into out and compares with the heuristics' output `want`
+ * (host copy). 1: same. */
+static int tune_check(tk_context *ctx, const tune_cand *c, const void *a, const void *b, void *out,
+                      void *stream, const void *want, void *host, size_t bytes)
+{
+    if (tk__gemm_exec(ctx, &c->p, c->k, c->rk, a, b, out, stream) != TK_OK ||
+        tk_stream_sync(ctx, stream) != TK_OK || tk_mem_download(ctx, host, out, bytes) != TK_OK)
+        return 0;
+    return tune_same(&c->p, host, want, bytes / (c->p.out_f16 ? 2 : 4));
+}
+
+static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_ops *ops,
+                            void *stream, tk_tune_report *rep)
+{
+    /* the winner's check and the output left behind: the first set */
+    const void *a = ops->a[0], *b = ops->b[0];
+    void *out = ops->out[0];
+    tune_cand *c = calloc(TUNE_MAX_CANDS, sizeof *c);
+    char name[64];
+    int n, best = -1;
+    tk_status st = TK_OK;
+    tk_context_stats before = TK_STRUCT_INIT(tk_context_stats), after = before;
+    if (c == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of memory", base->op);
+    n = tune_candidates(base, c);
+    tk_context_get_stats(ctx, &before);
+    tune_compile(ctx, c, n);
+    tk_context_get_stats(ctx, &after);
+    rep->compiled = (unsigned)(after.compiles - before.compiles);
+    for (int i = 0; i < n; i++) {
+        if (c[i].st != TK_OK) {
+            /* the heuristics' own kernel must build; a candidate may not */
+            if (i == 0) {
+                st = c[i].st;
+                break;
+            }
+            tk__log(ctx, TK_LOG_WARN, "%s: tuning candidate '%s' did not build: %s", base->op,
+                    c[i].text, tk_status_str(c[i].st));
+            continue;
+        }
+        c[i].st = tune_time(ctx, &c[i], ops, stream, &c[i].us);
+        if (c[i].st != TK_OK) {
+            if (i == 0) {
+                st = c[i].st;
+                break;
+            }
+            continue;
+        }
+        if (rep->candidates < sizeof rep->timed / sizeof rep->timed[0]) {
+            snprintf(rep->timed[rep->candidates].config, sizeof rep->timed[0].config, "%s",
+                     c[i].text);
+            rep->timed[rep->candidates].us = c[i].us;
+        }
+        rep->candidates++;
+        if (best < 0 || c[i].us < c[best].us)
+            best = i;
+    }
+    /* A record replaces the heuristics only for a clear gain: within 3% the
+     * heuristics' own configuration is kept (and recorded), so that noise
+     * between near-equal candidates does not pick for the class. */
+    if (best > 0 && c[0].st == TK_OK && c[best].us > c[0].us / TUNE_MARGIN)
+        best = 0;
+    if (st == TK_OK && best < 0)
+        st = tk__fail(ctx, TK_INTERNAL, "%s: tuning: no candidate ran", base->op);
+    if (st == TK_OK && best != 0) {
+        /* The winner must reproduce the heuristics' output (within the
+         * reordering split-K causes), else the next fastest is tried. */
+        const size_t bytes = (size_t)base->M * (size_t)base->N * (base->out_f16 ? 2u : 4u);
+        void *want = malloc(bytes), *host = malloc(bytes);
+        int ok = want != NULL && host != NULL &&
+                 tk__gemm_exec(ctx, &c[0].p, c[0].k, c[0].rk, a, b, out, stream) == TK_OK &&
+                 tk_stream_sync(ctx, stream) == TK_OK &&
+                 tk_mem_download(ctx, want, out, bytes) == TK_OK;
+        while (ok && best != 0 &&
+               !tune_check(ctx, &c[best], a, b, out, stream, want, host, bytes)) {
+            tk__log(ctx, TK_LOG_WARN,
+                    "%s: tuning candidate '%s' does not reproduce the heuristics' output: "
+                    "dropped",
+                    base->op, c[best].text);
+            rep->rejected++;
+            c[best].st = TK_INTERNAL;
+            best = 0;
+            for (int i = 1; i < n; i++)
+                if (c[i].st == TK_OK && c[i].us < c[best].us)
+                    best = i;
+        }
+        if (!ok)
+            st =
+                tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: could not check the winner", base->op);
+        else if (best != 0) /* leave the winner's output in out, as a call would */
+            st = tk__gemm_exec(ctx, &c[best].p, c[best].k, c[best].rk, a, b, out, stream);
+        free(want);
+        free(host);
+    }
+    if (st == TK_OK) {
+        tk__gemm_record_name(base, name);
+        snprintf(rep->record, sizeof rep->record, "%s %s M<=%lld", base->op + 3, name,
+                 (long long)tk__gemm_m_class_max(base->om));
+        snprintf(rep->chosen, sizeof rep->chosen, "%s", c[best].text);
+        snprintf(rep->heuristic, sizeof rep->heuristic, "%s", c[0].text);
+        rep->chosen_us = c[best].us;
+        rep->heuristic_us = c[0].us;
+        rep->timed_m = base->om;
+        /* The record; a failure to store it (read-only cache) still leaves it
+         * in force for this context. */
+        rep->stored = tk__gemm_record_store(ctx, base, c[best].text) == TK_OK;
+    }
+    free(c);
+    return st;
+}
+
+/* Pseudo-random fp16 values in [-1, 1) (xorshift), for the tuner's operands. */
+static void tune_fill(uint16_t *h, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        h[i] = tk_f32_to_f16((float)((int64_t)(x >> 40) - (1 << 23)) / (float)(1 << 23));
+    }
+}
+
+tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_report *rep)
+{
+    gemm_plan base;
+    tune_ops ops;
+    uint16_t *h = NULL;
+    size_t na, nb, nc, nmax;
+    tk_status st;
+    memset(rep, 0, sizeof *rep);
+    memset(&ops, 0, sizeof ops);
+    tk__gemm_plan_op(op, tk__gemm_m_class_max(dims[0]), dims[1], dims[2], &base);
+    if ((st = tk__op_need_device(ctx, base.op)) != TK_OK)
+        return st;
+    if (tk__op_check_product(ctx, base.op, "M x K", base.om, base.ok, 4) != TK_OK ||
+        tk__op_check_product(ctx, base.op, "K x N", base.ok, base.on, 4) != TK_OK ||
+        tk__op_check_product(ctx, base.op, "M x N", base.om, base.on, 4) != TK_OK)
+        return TK_OVERFLOW;
+    tk__gemm_plan_packed_heuristic(ctx, op, base.om, base.on, base.ok, &base);
+    if (base.amd || base.simple)
+        return tk__fail(ctx, TK_UNSUPPORTED,
+                        "%s: tuning needs an NVIDIA target of sm_80 or later (target %s has one "
+                        "kernel configuration)",
+                        base.op, tk_context_target(ctx));
+    /* the operands as the op stores them: the kernel's A and B before any
+     * swap (tk__gemm_plan_swap exchanges them with M and N) */
+    gemm_plan o = base;
+    if (o.swap)
+        tk__gemm_plan_swap(&o);
+    na = (size_t)o.M * (size_t)o.K;
+    nb = (size_t)o.K * (size_t)o.N;
+    nc = (size_t)o.M * (size_t)o.N * (o.out_f16 ? 1 : 2); /* in halves */
+    nmax = na > nb ? na : nb;
+    /* sets enough that consecutive launches do not find theirs in L2 */
+    {
+        const double set = 2.0 * (double)(na + nb + nc);
+        ops.n = (int)(TUNE_COLD_BYTES / set) + 1;
+        if (ops.n > TUNE_SETS_MAX)
+            ops.n = TUNE_SETS_MAX;
+        while (ops.n > 1 && (double)ops.n * set > TUNE_SETS_BYTES_MAX)
+            ops.n--;
+    }
+    h = malloc(nmax * 2);
+    if (h == NULL) {
+        st = tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of host memory", base.op);
+        goto done;
+    }
+    for (int i = 0; i < ops.n; i++) {
+        void *a = NULL, *b = NULL, *c = NULL;
+        st = tk_mem_alloc(ctx, na * 2, &a);
+        ops.a[i] = a;
+        if (st == TK_OK)
+            st = tk_mem_alloc(ctx, nb * 2, &b);
+        ops.b[i] = b;
+        if (st == TK_OK)
+            st = tk_mem_alloc(ctx, nc * 2, &c);
+        ops.out[i] = c;
+        if (st != TK_OK)
+            goto done;
+        tune_fill(h, na, 2 * (uint64_t)i + 1);
+        if ((st = tk_mem_upload(ctx, a, h, na * 2)) != TK_OK)
+            goto done;
+        tune_fill(h, nb, 2 * (uint64_t)i + 2);
+        if ((st = tk_mem_upload(ctx, b, h, nb * 2)) != TK_OK)
+            goto done;
+    }
+    st = tune_class(ctx, &base, &ops, NULL, rep);
+    if (st == TK_OK)
+        st = tk_stream_sync(ctx, NULL);
+done:
+    free(h);
+    for (int i = 0; i < TUNE_SETS_MAX; i++) {
+        if (ops.a[i])
+            tk_mem_free(ctx, (void *)ops.a[i]);
+        if (ops.b[i])
+            tk_mem_free(ctx, (void *)ops.b[i]);
+        if (ops.out[i])
+            tk_mem_free(ctx, ops.out[i]);
+    }
+    return st;
+}
+
+/* TOKITAI_JIT_TUNE=auto: the first call of a class without a record tunes
+ * it on the caller's operands and stream (inputs are only read; the output
+ * is written by every candidate and then by the call itself), then plans p
+ * again from the new record. Costs the candidates' compiles (seconds, once
+ * per kernel and cache) and a few milliseconds of timing, and synchronises
+ * the stream. A failure leaves p to the heuristics, and records their
+ * configuration for the class (in the cache when it can), so that the class
+ * is not tuned again on every call. */
+void tk__gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b, void *d_c,
+                        void *stream)
+{
+    tk_tune_report rep = TK_STRUCT_INIT(tk_tune_report);
+    gemm_plan base = *p;
+    tune_ops ops;
+    memset(&rep, 0, sizeof rep);
+    memset(&ops, 0, sizeof ops);
+    ops.a[0] = d_a, ops.b[0] = d_b, ops.out[0] = d_c, ops.n = 1;
+    if (tune_class(ctx, &base, &ops, stream, &rep) == TK_OK) {
+        tk__log(ctx, TK_LOG_INFO, "tuned %s: %s (%.1f us; heuristics %s, %.1f us)", rep.record,
+                rep.chosen, rep.chosen_us, rep.heuristic, rep.heuristic_us);
+        tk__gemm_plan_tuned(ctx, p);
+        return;
+    }
+    char name[64], text[64];
+    gemm_cfg c;
+    tk__gemm_record_name(p, name);
+    tk__gemm_cfg_of_plan(p, &c);
+    tk__gemm_cfg_text(&c, text, sizeof text);
+    tk__log(ctx, TK_LOG_WARN,
+            "%s %s M<=%lld: tuning failed (%s); the heuristics' %s is kept for the class",
+            p->op + 3, name, (long long)tk__gemm_m_class_max(p->om), tk_context_last_error(ctx),
+            text);
+    (void)tk__gemm_record_store(ctx, p, text);
+}

@@ -7,7 +7,7 @@
 #   remote cache: libhiredis-dev libssl-dev, and redis-server for its tests
 #   tests:        check libsubunit-dev zstd python3-pytest
 #   Rust crate:   cargo rustc
-#   Python:       python3-dev python3-venv python3-setuptools python3-pip
+#   Python:       python3-dev python3-venv python3-setuptools python3-wheel python3-pip
 #                 python3-torch (the CPU tests against PyTorch)
 #   tool docs:    help2man (the man page) bash-completion
 # NVRTC (NVIDIA) is not a Debian package: it comes with the CUDA toolkit,
@@ -18,7 +18,7 @@ libamdhip64-dev libamd-comgr-dev libhiprtc-builtins5
 libhiredis-dev libssl-dev redis-server
 check libsubunit-dev zstd python3-pytest
 cargo rustc
-python3-dev python3-venv python3-setuptools python3-pip python3-torch
+python3-dev python3-venv python3-setuptools python3-wheel python3-pip python3-torch
 help2man bash-completion"
 # shellcheck disable=SC2086 # the list is split on purpose
 if dpkg -s $pkgs >/dev/null 2>&1; then

@@ -59,8 +59,8 @@ TK_API unsigned tk_abi_version(void);
 /* --------------------------------------------------------- sized structs
  *
  * Every struct the library fills for the caller (tk_context_stats,
- * tk_cache_stats, tk_kernel_info, tk_check_report, tk_tune_report) begins
- * with struct_size. The caller sets it to sizeof the struct as its header
+ * tk_cache_stats, tk_cache_push_counts, tk_kernel_info, tk_kernel_params,
+ * tk_check_report, tk_tune_report) begins with struct_size. The caller sets it to sizeof the struct as its header
  * declares it, for example
  *
  *     tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);

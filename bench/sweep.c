@@ -155,7 +155,7 @@ static void add_shape(shape_list *l, tk_op op, int64_t M, int64_t N, int64_t K, 
 }
 
 /* One "NAME=VALUES" field of a manifest line: a comma list of integers and
- * ranges A..B:xF / A..B:+S (README.md, "Manifest format"). Returns the
+ * ranges A..B:xF / A..B:+S (docs/manifests.md). Returns the
  * number of values written to out (at most cap), -1 on a syntax error. */
 static int parse_values(const char *text, int64_t *out, int cap)
 {

@@ -3,7 +3,7 @@
  * on a free loopback port in a fresh temporary folder (no persistence) and
  * stops it by its pid. Bounded waits only. Suites skip (exit 77, "Skipped")
  * when the library was built without the remote tier or redis-server is not
- * installed (README's package lists install it).
+ * installed (scripts/install-deps.sh installs it).
  */
 #ifndef TK_TEST_REMOTE_COMMON_H
 #define TK_TEST_REMOTE_COMMON_H

@@ -59,8 +59,8 @@ TK_API unsigned tk_abi_version(void);
 /* --------------------------------------------------------- sized structs
  *
  * Every struct the library fills for the caller (tk_context_stats,
- * tk_cache_stats, tk_kernel_info, tk_check_report, tk_tune_report) begins
- * with struct_size. The caller sets it to sizeof the struct as its header
+ * tk_cache_stats, tk_cache_push_counts, tk_kernel_info, tk_kernel_params,
+ * tk_check_report, tk_tune_report) begins with struct_size. The caller sets it to sizeof the struct as its header
  * declares it, for example
  *
  *     tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
@@ -477,7 +477,7 @@ typedef struct tk_context_stats {
     uint64_t sync_compiles;  /* compiles on callers' threads (compiles - background) */
     uint64_t builds_failed;  /* background builds that failed (never retried) */
     uint64_t builds_dropped; /* requests refused because the queue was full */
-    /* ---- remote tier (issue 12); a remote hit also counts in disk_hits,
+    /* ---- remote tier; a remote hit also counts in disk_hits,
      * since the value is written to and loaded like a disk entry ---- */
     uint64_t remote_hits;      /* values taken from the remote */
     uint64_t remote_misses;    /* keys the remote did not hold */

@@ -11,7 +11,7 @@
 #include "tokitai/ops.h"
 #include "tokitai/tokitai.h"
 
-/* Exit codes: fixed, documented in --help and README.md. */
+/* Exit codes: fixed, documented in --help and docs/tool.md. */
 #define TK__EXIT_OK 0          /* success */
 #define TK__EXIT_FAIL 1        /* bad entries, out of tolerance, failed compiles, I/O */
 #define TK__EXIT_USAGE 2       /* unknown option, bad value, invalid manifest */
@@ -33,7 +33,7 @@ typedef enum tk__cli_command {
     TK__CMD_PRECOMPILE,
     TK__CMD_EXPORT,
     TK__CMD_IMPORT,
-    TK__CMD_PUSH, /* issue 12 */
+    TK__CMD_PUSH,
     TK__CMD_TUNE,
     TK__CMD_ZERO_STATS,  /* -z, --zero-stats */
     TK__CMD_SET_MAX_SIZE /* -M SIZE alone: the cache's own limit */
@@ -60,7 +60,7 @@ typedef struct tk__cli_opts {
     int jobs;              /* -j N; 0: number of CPUs */
     int dry_run;
     const char *file; /* --export / --import FILE */
-    const char *remote; /* --remote URL (issue 12) */
+    const char *remote; /* --remote URL */
     const char *bundle; /* --push --bundle FILE */
     const char *classes; /* --tune --classes all|manifest */
     /* --list: filters, order, amount */

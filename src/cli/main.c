@@ -32,7 +32,7 @@ static const char usage_text[] =
     "  --run OP           checked run of one operator on the GPU: random inputs,\n"
     "                     compared with the CPU reference (needs --shape)\n"
     "  --precompile       compile every specialisation a manifest names into the\n"
-    "                     cache (see README.md, \"Manifest format\")\n"
+    "                     cache (manifest format: docs/manifests.md)\n"
     "  --export FILE      pack cache entries into one bundle file\n"
     "  --import FILE      verify a bundle's entries and add the good ones to the\n"
     "                     cache\n"
@@ -173,7 +173,7 @@ static const opt_spec specs[] = {
      C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT) | C(TK__CMD_TUNE) | C(TK__CMD_LIST)},
     {"--jobs", "-j", 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     {"--dry-run", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
-    /* issue 12: the remote tier */
+    /* the remote tier */
     {"--push", NULL, 0, TK__CMD_PUSH, ALL_COMMANDS},
     {"--remote", NULL, 1, TK__CMD_NONE,
      C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_PRECOMPILE) | C(TK__CMD_PUSH)},

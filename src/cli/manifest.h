@@ -1,6 +1,6 @@
 /*
- * Precompile manifests: a plain-text list of what to compile (README.md,
- * "Manifest format"). The parser checks everything (operators, dimension
+ * Precompile manifests: a plain-text list of what to compile
+ * (docs/manifests.md). The parser checks everything (operators, dimension
  * names, values, ranges, target names, user kernel files) before anything
  * compiles and names the line and field of the first error.
  */

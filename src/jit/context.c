@@ -418,7 +418,7 @@ tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
         .builds_failed = LOAD(n_builds_failed),
         .builds_dropped = LOAD(n_builds_dropped),
     };
-    /* ---- issue 12: remote tier counters (kept by the cache handle) ---- */
+    /* The remote tier's counters are kept by the cache handle. */
     tk__remote_counters rc;
     tk__cache_remote_counters(ctx->cache, &rc);
     s.remote_hits = rc.hits;
@@ -426,7 +426,6 @@ tk_status tk_context_get_stats(const tk_context *ctx, tk_context_stats *out)
     s.remote_errors = rc.errors;
     s.remote_rejected = rc.rejected;
     s.remote_publishes = rc.publishes;
-    /* ---- end issue 12 ---- */
     s.workspace_bytes = LOAD(ws_bytes);
     s.workspace_peak = LOAD(ws_peak);
     s.workspace_allocs = LOAD(n_ws_allocs);
@@ -468,7 +467,7 @@ void tk_context_reset_stats(tk_context *ctx)
     __atomic_store_n(&ctx->n_ws_allocs, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&ctx->ws_peak, __atomic_load_n(&ctx->ws_bytes, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
-    tk__cache_remote_reset_counters(ctx->cache); /* issue 12 */
+    tk__cache_remote_reset_counters(ctx->cache);
 }
 
 /* ------------------------------------------------------------ tk_cache_open */

@@ -138,7 +138,45 @@ pub struct tk_cache_stats {
     pub max_bytes: u64,
     pub temp_files: u64,
     pub bad_files: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub compiles: u64,
+    pub compile_seconds: f64,
+    pub fallback_calls: u64,
+    pub errors: u64,
+    pub stats_since: i64,
 }
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct tk_cache_push_counts {
+    pub struct_size: usize,
+    pub pushed: u64,
+    pub present: u64,
+    pub replaced: u64,
+    pub rejected: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct tk_kernel_param {
+    pub offset: u32,
+    pub size: u32,
+    pub kind: i32,
+    pub reserved: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct tk_kernel_params {
+    pub struct_size: usize,
+    pub n_params: usize,
+    pub params: *const tk_kernel_param,
+}
+
+pub type tk_env_problem_fn = Option<
+    unsafe extern "C" fn(user: *mut c_void, name: *const c_char, value: *const c_char, why: *const c_char, fatal: c_int),
+>;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -328,6 +366,14 @@ extern "C" {
     pub fn tk_cache_remote_describe(cache: *mut tk_cache, buf: *mut c_char, size: usize) -> tk_status;
     pub fn tk_cache_remote_list(cache: *mut tk_cache, visit: tk_cache_visit_fn, user: *mut c_void) -> tk_status;
     pub fn tk_cache_remote_get_stats(cache: *mut tk_cache, out: *mut tk_cache_stats) -> tk_status;
+    pub fn tk_cache_remote_list_counted(cache: *mut tk_cache, visit: tk_cache_visit_fn, user: *mut c_void,
+                                        n_skipped: *mut u64) -> tk_status;
+    pub fn tk_cache_remote_push_report(cache: *mut tk_cache, bundle: *const c_char, bad: tk_cache_bad_fn,
+                                       user: *mut c_void, out: *mut tk_cache_push_counts) -> tk_status;
+    pub fn tk_cache_zero_stats(cache: *mut tk_cache) -> tk_status;
+    pub fn tk_cache_set_max_size(cache: *mut tk_cache, max_bytes: u64) -> tk_status;
+    pub fn tk_env_check(f: tk_env_problem_fn, user: *mut c_void) -> c_uint;
+    pub fn tk_kernel_get_params(kernel: *const tk_kernel, out: *mut tk_kernel_params) -> tk_status;
     pub fn tk_cache_remote_push(cache: *mut tk_cache, bundle: *const c_char, bad: tk_cache_bad_fn, user: *mut c_void,
                                 n_pushed: *mut u64, n_present: *mut u64, n_rejected: *mut u64) -> tk_status;
 

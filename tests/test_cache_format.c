@@ -291,6 +291,12 @@ static void bundle_head(uint8_t head[24], uint64_t count)
 
 START_TEST(bundle_sparse_record_is_not_allocated)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    /* The address-space limit this case runs under leaves ASan no room for
+     * its shadow memory; the normal build runs it. */
+    fprintf(stderr, "skipped under AddressSanitizer: needs an address-space limit\n");
+    return;
+#endif
     /* 4 KiB of data in a file of 2 GiB apparent size, whose one record says
      * it is 2^31 - 1 bytes long: rejected from its header, no allocation.
      * Run under a 1 GiB address-space limit, so an allocation of the record

@@ -613,6 +613,12 @@ static int cli_bounded(char **err, const char *a1, const char *a2, const char *a
 
 START_TEST(test_special_files_refused)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    /* The address-space limit this case runs under leaves ASan no room for
+     * its shadow memory; the normal build runs it. */
+    fprintf(stderr, "skipped under AddressSanitizer: needs an address-space limit\n");
+    return;
+#endif
     if (access("/usr/bin/prlimit", X_OK) != 0 || access("/usr/bin/timeout", X_OK) != 0)
         return;
     char fifo[1024], mpath[1024], kfifo[1024];

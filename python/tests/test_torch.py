@@ -166,6 +166,36 @@ def test_modules_match_torch():
     close(tt.Softmax()(x), torch.softmax(x.float(), -1), 2e-3)
 
 
+def test_linear_state_dict_keeps_its_layout():
+    tl = tt.Linear(6, 6)
+    tl2 = tt.Linear(6, 6)
+    tl2.load_state_dict(tl.state_dict())  # its own: loads
+    assert torch.equal(tl2.weight, tl.weight)
+    # a torch.nn.Linear's (weight [out, in]): refused even where the shapes agree
+    with pytest.raises(RuntimeError, match="weight layout"):
+        tl2.load_state_dict(torch.nn.Linear(6, 6).half().state_dict())
+    with pytest.raises(RuntimeError, match="weight layout"):
+        tl2.load_state_dict({"weight": tl.weight, "bias": tl.bias, "_extra_state": {"weight_layout": "out_in"}})
+
+
+def test_example_moe_tracks_pytorch_on_cpu():
+    # examples/moe_train.py at a small size on the CPU references: the same
+    # model (router, top-2 experts of tokitai Linear layers) against PyTorch
+    # from the same seed. The 200-step runs are the GPU test's.
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+    try:
+        import moe_train
+    finally:
+        sys.path.pop(0)
+    a = moe_train.train("tokitai", "eager", 12, 7, "cpu", tokens=512)
+    b = moe_train.train("torch", "eager", 12, 7, "cpu", tokens=512)
+    c = moe_train.compare(a["losses"], b["losses"])
+    assert c["first_gap"] < 1e-3 and c["max_rel_gap"] < 0.01, c
+    assert a["losses"][-1] < 0.8 * a["losses"][0], a["losses"]
+
+
 # ----------------------------------------------------------------- errors
 
 
@@ -251,6 +281,40 @@ def test_stub_device_path_reaches_the_library(cache_dir, fast):
             assert ctx.stats().compiles >= 5
     finally:
         tt.set_fast_path(prev)
+
+
+def test_backward_on_another_thread_uses_the_forward_context(cache_dir, monkeypatch):
+    # PyTorch runs a CUDA backward on its own threads; use_context's setting
+    # must reach the backward operators there too (else they would run on
+    # the default context, here: the CPU references).
+    import threading
+
+    calls = []
+    launch = tt._launch
+    monkeypatch.setattr(tt, "_launch", lambda op, h, *a: (calls.append((op, h)), launch(op, h, *a)))
+    with tj.Context(backend="stub", cache_dir=cache_dir, build_mode="sync") as ctx:
+        a = rnd(4, 8).requires_grad_()
+        b = rnd(8, 16).requires_grad_()
+        x = rnd(3, 40).requires_grad_()
+        with tt.use_context(ctx):
+            c = tt.gemm(a, b)
+            s = tt.softmax(x)
+        del calls[:]
+        errors = []
+
+        def backward():
+            try:
+                (c.sum() + s.float().sum()).backward()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        t = threading.Thread(target=backward)
+        t.start()
+        t.join()
+        assert not errors, errors
+        # grad_a, grad_b and the softmax backward, all on the stub context
+        assert sorted(calls) == sorted([("gemm_f16_grad_a", ctx._handle()), ("gemm_f16_grad_b", ctx._handle()),
+                                        ("softmax_xent_f16_bwd", ctx._handle())]), calls
 
 
 # ------------------------------------------------------------- torch.compile

@@ -165,7 +165,9 @@ def context_for(device: Any) -> Context:
 
 @contextlib.contextmanager
 def use_context(ctx: Context) -> Iterator[Context]:
-    """Runs the operators of this thread on ``ctx`` inside the block. With a
+    """Runs the operators of this thread on ``ctx`` inside the block, and
+    the backward of what they computed there (on whichever thread PyTorch
+    runs it, inside the block or after it). With a
     stub-backend context, CPU tensors go through the device path too (the
     library is called and counts the launch; nothing is computed): the
     plumbing tests use that."""
@@ -548,6 +550,19 @@ def _embedding_backward(ops: Any, idx: torch.Tensor, num_weights: int, determini
     return ops.embedding_f16_bwd(grad.to(_F16), idx, num_weights, deterministic)
 
 
+@contextlib.contextmanager
+def _within(ctx: Optional[Context]) -> Iterator[None]:
+    """The context override a forward saw, again for its backward: PyTorch
+    runs a CUDA backward on its own threads, where use_context's
+    thread-local setting is not."""
+    prev = getattr(_tls, "ctx", None)
+    _tls.ctx = ctx
+    try:
+        yield
+    finally:
+        _tls.ctx = prev
+
+
 # --------------------------------------------------------------- registering
 
 _library: Any = None  # keeps the 1.13-style registrations alive
@@ -563,25 +578,33 @@ def _register() -> None:
 
         def gemm_setup(ctx: Any, inputs: Any, output: Any) -> None:
             ctx.save_for_backward(*inputs)
+            ctx.tk = getattr(_tls, "ctx", None)
 
         def gemm_bwd(ctx: Any, grad: torch.Tensor) -> Any:
             a, b = ctx.saved_tensors
-            return _gemm_backward(ops, a, b, grad, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+            with _within(ctx.tk):
+                return _gemm_backward(ops, a, b, grad, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
 
         def softmax_setup(ctx: Any, inputs: Any, output: Any) -> None:
             ctx.save_for_backward(output)
+            ctx.tk = getattr(_tls, "ctx", None)
 
         def softmax_bwd(ctx: Any, grad: torch.Tensor) -> Any:
             (s,) = ctx.saved_tensors
-            return _softmax_backward(ops, s, grad)
+            with _within(ctx.tk):
+                return _softmax_backward(ops, s, grad)
 
         def emb_setup(ctx: Any, inputs: Any, output: Any) -> None:
             ctx.save_for_backward(inputs[1])
             ctx.num_weights = inputs[0].shape[0]
+            # the mode when the forward ran (set_deterministic_embedding)
+            ctx.deterministic = _deterministic()
+            ctx.tk = getattr(_tls, "ctx", None)
 
         def emb_bwd(ctx: Any, grad: torch.Tensor) -> Any:
             (idx,) = ctx.saved_tensors
-            return _embedding_backward(ops, idx, ctx.num_weights, _deterministic(), grad), None
+            with _within(ctx.tk):
+                return _embedding_backward(ops, idx, ctx.num_weights, ctx.deterministic, grad), None
 
         torch.library.register_autograd("tokitai::gemm_f16_fwd", gemm_bwd, setup_context=gemm_setup)
         torch.library.register_autograd("tokitai::softmax_f16_fwd", softmax_bwd, setup_context=softmax_setup)
@@ -635,12 +658,14 @@ class _GemmFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         ctx.save_for_backward(a, b)
+        ctx.tk = getattr(_tls, "ctx", None)
         return _gemm_fwd_impl(a, b)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[override]
         a, b = ctx.saved_tensors
-        return _gemm_backward(_Raw, a, b, grad, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        with _within(ctx.tk):
+            return _gemm_backward(_Raw, a, b, grad, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
 
 
 class _SoftmaxFn(torch.autograd.Function):
@@ -648,12 +673,14 @@ class _SoftmaxFn(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         s = _softmax_fwd_impl(x)
         ctx.save_for_backward(s)
+        ctx.tk = getattr(_tls, "ctx", None)
         return s
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[override]
         (s,) = ctx.saved_tensors
-        return _softmax_backward(_Raw, s, grad)
+        with _within(ctx.tk):
+            return _softmax_backward(_Raw, s, grad)
 
 
 class _EmbeddingFn(torch.autograd.Function):
@@ -661,12 +688,14 @@ class _EmbeddingFn(torch.autograd.Function):
     def forward(ctx: Any, weight: torch.Tensor, idx: torch.Tensor, deterministic: bool) -> torch.Tensor:  # type: ignore[override]
         ctx.save_for_backward(idx)
         ctx.num_weights, ctx.deterministic = weight.shape[0], deterministic
+        ctx.tk = getattr(_tls, "ctx", None)
         return _embedding_fwd_impl(weight, idx)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[override]
         (idx,) = ctx.saved_tensors
-        return _embedding_backward(_Raw, idx, ctx.num_weights, ctx.deterministic, grad), None, None
+        with _within(ctx.tk):
+            return _embedding_backward(_Raw, idx, ctx.num_weights, ctx.deterministic, grad), None, None
 
 
 def _needs_grad(*ts: torch.Tensor) -> bool:
@@ -782,6 +811,34 @@ class Linear(torch.nn.Module):
             raise ValueError("Linear: input has %d features, the layer takes %d" % (x.shape[-1], self.in_features))
         w = self.weight if self.weight.dtype == _F16 else self.weight.to(_F16)
         return linear(x, w, self.bias, self.out_dtype)
+
+    # The weight's layout travels in the state dict, so that a
+    # torch.nn.Linear's state dict (weight [out, in]) is refused with a
+    # reason instead of loading transposed where the layer is square.
+    _LAYOUT = {"weight_layout": "in_out"}
+
+    def get_extra_state(self) -> Any:
+        return dict(self._LAYOUT)
+
+    def set_extra_state(self, state: Any) -> None:
+        if state != self._LAYOUT:
+            raise ValueError("Linear: state dict with weight layout %r, expected %r" % (state, self._LAYOUT))
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
+                              missing_keys: Any, unexpected_keys: Any, error_msgs: Any) -> None:
+        layout = state_dict.get(prefix + "_extra_state", None)
+        if layout is not None and layout != self._LAYOUT:
+            error_msgs.append("%sweight: weight layout %r, this layer's is %r" % (prefix, layout, self._LAYOUT))
+            return
+        if prefix + "weight" in state_dict and layout is None:
+            error_msgs.append(
+                "%sweight: a state dict without tokitai_jit.torch.Linear's weight layout (a "
+                "torch.nn.Linear's has weight [out, in]; this layer's is [in, out]): load it into "
+                "torch.nn.Linear and convert with Linear.from_torch(), or transpose the weight and "
+                "load with strict=False" % prefix)
+            return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
 
     def extra_repr(self) -> str:
         return "in_features=%d, out_features=%d, bias=%s, out_dtype=%s" % (

@@ -411,3 +411,12 @@ int tk__gemm_plan_tuned(tk_context *ctx, gemm_plan *p)
         t->cfg = c;
     return present;
 }
+
+/* The heuristics' plan of a packed call, then the class's tuning record, as a
+ * call would plan it (precompile and tune). Here, not in plan.c, so that
+ * planning never reads the records: config.c uses plan.c, not the reverse. */
+void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+{
+    tk__gemm_plan_packed_heuristic(ctx, op, M, N, K, p);
+    tk__gemm_plan_tuned(ctx, p);
+}

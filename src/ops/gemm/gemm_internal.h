@@ -153,7 +153,6 @@ void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u);
 int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f);
 void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
                                     gemm_plan *p);
-void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);
 
 /* config.c */
 void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c);
@@ -165,6 +164,7 @@ void tk__gemm_record_name(const gemm_plan *p, char buf[64]);
 tk_status tk__gemm_record_store(tk_context *ctx, const gemm_plan *p, const char *cfg);
 int tk__gemm_tune_mode(void);
 int tk__gemm_plan_tuned(tk_context *ctx, gemm_plan *p);
+void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);
 
 /* launch.c */
 void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d);

@@ -647,10 +647,3 @@ void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_
     tk__gemm_plan_skinny(p);
     tk__gemm_plan_smallk(p);
 }
-
-/* ... and with the class's tuning record, as a call would plan it. */
-void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
-{
-    tk__gemm_plan_packed_heuristic(ctx, op, M, N, K, p);
-    tk__gemm_plan_tuned(ctx, p);
-}

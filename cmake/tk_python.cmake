@@ -127,6 +127,11 @@ if(TK_BUILD_TESTS AND (NOT TK_SANITIZE OR _tk_asan_env))
       add_test(NAME python_pip_venv COMMAND "${_tk_py}" ${CMAKE_SOURCE_DIR}/python/tests/pip_venv_check.py
         ${CMAKE_BINARY_DIR}/pip-venv $<TARGET_FILE_DIR:tokitai_jit>)
       set_tests_properties(python_pip_venv PROPERTIES LABELS "cpu" TIMEOUT 600)
+      # The same as a user types it, with no build handed over: setup.py
+      # builds the library with CMake from the tree beside python/.
+      add_test(NAME python_pip_venv_build COMMAND "${_tk_py}" ${CMAKE_SOURCE_DIR}/python/tests/pip_venv_check.py
+        ${CMAKE_BINARY_DIR}/pip-venv-build)
+      set_tests_properties(python_pip_venv_build PROPERTIES LABELS "cpu" TIMEOUT 900)
     endif()
   else()
     message(WARNING "no python3 with pytest (Debian: python3-pytest): the test python_cpu will fail")

@@ -1,5 +1,6 @@
 /*
- * bench/ops: every operator at the shape sets of issue 6, measured in one run
+ * bench/ops: every operator at its benchmark shape sets (square GEMMs 1024-8192, the
+ * model's skinny and expert shapes, softmax widths, the embedding), in one run
  * against its reference ceiling:
  *   GEMMs      against cuBLAS (dlopen'd; cublasGemmEx, fp16 in, fp32 compute,
  *              the same NN / NT / TN layouts mapped onto column-major),

@@ -213,7 +213,7 @@ START_TEST(test_nothing_stored_fails)
 }
 END_TEST
 
-/* Issue 13: a precompile that finds a corrupt entry, recompiles and replaces
+/* A precompile that finds a corrupt entry, recompiles and replaces
  * it has succeeded (the cache did not grow, but the compile was stored). */
 START_TEST(test_repair_is_success)
 {

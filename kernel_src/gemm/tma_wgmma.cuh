@@ -94,7 +94,7 @@ __device__ __forceinline__ void tma_tile_of(tk_i64 t, tk_i64 tiles_m, tk_i64 til
 // copies of a box mostly outside the tensor are slow. On an H100, fwd M x
 // 1024 x 2816 on 128 x 64 tiles took 12.4 us at M = 640 and 768, but 21.5
 // us at 641 and 19.8 at 656, where the last tile row's boxes held 1 and 16
-// rows of A (bench/NOTES-gemm.md).
+// rows of A (bench/gemm-measurements.md).
 __device__ __forceinline__ int tile_origin(tk_i64 t, int B, tk_i64 dim)
 {
     tk_i64 o = t * B;

@@ -5,7 +5,7 @@
  * the kernel in kernel_src/gemm_f16.cu, which reads each operand either
  * K-contiguous or transposed (see that file). The specialiser picks a block
  * tile from the shape (tile table below, measured on an H100: see
- * bench/NOTES-gemm.md) and bakes it, the layout, the alignment facts and,
+ * bench/gemm-measurements.md) and bakes it, the layout, the alignment facts and,
  * under the exact policy, the shape itself as defines.
  *
  * Policies: exact bakes M, N, K (one compile per shape, the compiler folds

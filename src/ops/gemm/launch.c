@@ -258,7 +258,7 @@ tk_status tk__gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, 
              * runs and starts summing as it completes (the kernel waits in
              * griddepcontrol.wait). H100, bench/sweep: fwd 128x1024x2816
              * (split 5) 61 -> 65 TF/s, 2048x64x2048 53 -> 59. Not after
-             * longer grids (earlier measurements, bench/NOTES-gemm.md). */
+             * longer grids (earlier measurements, bench/gemm-measurements.md). */
             if (p->tma && pdl_enabled() && blocks * p->splits <= p->sms)
                 st = tk__kernel_launch_pdl(ctx, reduce, rgrid, rblock, 0, stream, rargs);
             else

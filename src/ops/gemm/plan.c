@@ -3,7 +3,7 @@
  *
  * Every number the heuristics use is here, each beside the measurement it
  * was fitted to (tokitai-jit --tune or bench/sweep on an H100, cold
- * operands, cuBLAS in the same run; the runs are in bench/NOTES-gemm.md).
+ * operands, cuBLAS in the same run; the runs are in bench/gemm-measurements.md).
  * The fitted ones, in the order of the planning steps:
  *
  *   tk__gemm_nv_tiles   mma.sync tiles and their stages        pick_tile
@@ -29,7 +29,7 @@
 #include "ops/gemm/gemm_internal.h"
 
 /* K tiles per split at least: 16 of 64 (1024 of K) on the TMA kernel, 8 of BK
- * (256-512) on mma.sync. On an H100 (bench/NOTES-gemm.md) 1024^3 split in
+ * (256-512) on mma.sync. On an H100 (bench/gemm-measurements.md) 1024^3 split in
  * two 512-long halves on the TMA kernel ran 0.48-0.62 of cuBLAS against
  * 0.63-0.81 unsplit on the mma.sync 64x64 tile; 16x4096x1024 on mma.sync ran
  * better with 256-long splits (1.02 / 1.49) than with 512 (0.77 / 1.31). */
@@ -40,7 +40,7 @@
 
 /* Above 48 KiB of dynamic shared memory the engine's launch raises the
  * function's limit first (once per kernel). 4 stages on the large tile: 5%
- * over 3 on an H100 (bench/NOTES-gemm.md). */
+ * over 3 on an H100 (bench/gemm-measurements.md). */
 const gemm_tile tk__gemm_nv_tiles[N_TILES] = {
     {128, 128, 32, 2, 2, 4}, /* enough 128x128 tiles to fill the chip: 64 KiB */
     {64, 64, 32, 2, 2, 4},   /* mid sizes (~1024^2 outputs, K <= 2048): 32 KiB */
@@ -98,7 +98,7 @@ void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p)
 /* TMA kernel tile widths (columns of C per block; 128 rows) and their
  * relative throughput per tile area: the narrower the instruction, the more
  * shared-memory reads of A per MMA; 192 columns leave room for 4 stages
- * only (128: 6). Fitted to tokitai-jit --tune on an H100 (bench/NOTES-gemm.md):
+ * only (128: 6). Fitted to tokitai-jit --tune on an H100 (bench/gemm-measurements.md):
  * the down projection at 4352-5504 tokens ran 3-9% faster on three rounds of
  * 128-wide tiles than on two of 192-wide ones. */
 const int tk__gemm_tma_bns[N_TMA_BNS] = {64, 128, 192, 256};
@@ -118,7 +118,7 @@ int tk__gemm_tma_stages(int bm, int bn)
 /* The TMA tile width for a kernel M x N on `sms` multiprocessors: least
  * rounds x width / throughput, where rounds = the tiles each multiprocessor
  * takes in turn (wave quantisation). On an H100 cuBLAS sizes its tiles the
- * same way (the ncu profile of bench/sweep, bench/NOTES-gemm.md): grad_b of
+ * same way (the ncu profile of bench/sweep, bench/gemm-measurements.md): grad_b of
  * the MoE experts, a 1024 x 2816 output, takes 8 x 15 tiles of 128 x 192 (one
  * round) where 128 x 256 makes 88 (67% of the chip) and 128 x 128 176
  * (two rounds); a 1024 x 1024 output takes 128 tiles of 128 x 64. Ties go to
@@ -130,7 +130,7 @@ int tk__gemm_tma_stages(int bm, int bn)
 #define TMA_KB_EFF 0.93
 /* 64-row tiles, both consumer warpgroups on the whole tile, alternate K
  * steps. Their throughput per area, fitted to tokitai-jit --tune on an H100
- * (cold operands; bench/NOTES-gemm.md): about
+ * (cold operands; bench/gemm-measurements.md): about
  * 0.84 x (bn / (64 + bn))^0.6: 0.55 at 64 columns, 0.66 at 128 (128 x 64
  * tiles: 0.70), 0.71 at 192, 0.74 at 256. A tile's time per K step seems to
  * follow the bytes its multiprocessor loads (64 + bn rows of 128 bytes) more
@@ -194,7 +194,7 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_
  * kernel's N, where the tile width is free in steps of 16 (B K-major), so
  * that the token count can be cut into as many tiles as fill one round;
  * 256 rows (two 64-row wgmmas per consumer warpgroup) on the other side.
- * cuBLAS fits its tiles the same way on an H100 (bench/NOTES-gemm.md): the
+ * cuBLAS fits its tiles the same way on an H100 (bench/gemm-measurements.md): the
  * down projection at 4284 tokens, a 4284 x 1024 output, ran on 128 tiles of
  * 256 x 136, the 136 on the tokens, where 128-row tiles make two rounds.
  * Throughput per tile area by the wgmma width, from tokitai-jit --tune on an
@@ -203,7 +203,7 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_
  * at 0.97 of cuBLAS): 0.76 at 64 columns to 0.94 from 128 on. */
 /* 128-row swapped tiles: narrower widths, for token counts whose 256-row
  * tiles would leave most of the chip idle. Their throughput weights, from
- * tokitai-jit --tune on an H100 with cold operands (bench/NOTES-gemm.md): fwd N=1024 K=2816 at 1152
+ * tokitai-jit --tune on an H100 with cold operands (bench/gemm-measurements.md): fwd N=1024 K=2816 at 1152
  * tokens 120 tiles of 128 x 80 in 16.3 us against 18.4 for 72 of 128 x 128; 48 wide at 768 tokens
  * and 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
 #define SWAP128_BN_MIN 32
@@ -276,7 +276,7 @@ void tk__gemm_plan_swap(gemm_plan *p)
  * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
  * allowed. TMA form: every aligned shape, tile width by tma_pick_bn.
  * Everything else stays on the mma.sync kernel. Measured on an H100:
- * bench/NOTES-gemm.md. */
+ * bench/gemm-measurements.md. */
 void tk__gemm_plan_wgmma(gemm_plan *p)
 {
     p->wgmma = 0;
@@ -289,7 +289,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
     const int64_t fill = NV_SMS * 9 / 10;
     /* TMA coordinates are 32-bit. The TMA kernel takes every aligned shape,
      * however few rows or columns: on an H100 (tokitai-jit --tune of the MoE
-     * expert shapes and of the default manifest, bench/NOTES-gemm.md) it ran
+     * expert shapes and of the default manifest, bench/gemm-measurements.md) it ran
      * 1.2-2.2x faster than the small mma.sync tiles from 16 to 512 tokens,
      * and split 8 ways 1.4-2.3x faster on the router's N = 8 and the
      * attention's 64-wide shapes. */
@@ -387,7 +387,7 @@ void tk__gemm_plan_split(gemm_plan *p)
          * 512x50304x1024 split 2 on 128 x 64 ran 0.78 of cuBLAS):
          * those tiles split to fill one wave (two rounds of them lost
          * everywhere), at least 8 K tiles each, at most 8 ways (--tune,
-         * cold operands, H100, bench/NOTES-gemm.md: fwd N=1024 K=2816 at
+         * cold operands, H100, bench/gemm-measurements.md: fwd N=1024 K=2816 at
          * 256 tokens split 4 9.8 us against 12.1 unsplit, at 384 split 2
          * 11.2 against 12.3, at 128 split 4 8.5 against 9.5 for split 8 on
          * 128 x 128; grad_a N=2816 K=1024 at 256 split 4 9.4 against 12.0,
@@ -521,7 +521,7 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 }
 
 /* The heuristics' grid and epilogue, after tk__gemm_plan_split (tokitai-jit --tune
- * of the MoE expert shapes on an H100, bench/NOTES-gemm.md): the unsplit
+ * of the MoE expert shapes on an H100, bench/gemm-measurements.md): the unsplit
  * TMA kernel stores C with the TMA-store epilogue (1-5% faster than staging
  * through the ring); more than a wave of tiles runs on a persistent grid
  * (its stores overlap the next tile's main loop: 8-19% faster than a block

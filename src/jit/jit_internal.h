@@ -2,6 +2,13 @@
  * Engine internals: the context and kernel structures, shared by the files
  * of src/jit (config.c, context.c, kernel.c). Not used outside src/jit except
  * by the engine's own tests and the stream hooks below.
+ *
+ * Calls inside the layer run one way, from the top down: records.c,
+ * context.c, kernel.c, then builder.c and env.c, diag.c, and at the bottom
+ * config.c, sources.c, symbols.c and backend/. The one call back up is a
+ * deliberate dispatch: the builder runs jobs through the two function
+ * pointers context.c hands it (tk__builder.build and .same, below); no two
+ * files call each other.
  */
 #ifndef TK_JIT_INTERNAL_H
 #define TK_JIT_INTERNAL_H

@@ -1,6 +1,15 @@
 /*
  * Shared by the operator files (src/ops). Validation helpers write a message
  * naming the argument on the context (tk__fail) and return its status.
+ *
+ * Calls inside the layer run one way: check.c -> the families (gemm/,
+ * softmax.c, embedding.c) and registry.c -> common.c, f16.c, reference.c.
+ * Precompile and tune reach a family through registry.c's table of
+ * per-op hooks (a deliberate dispatch table), never through common.c, so
+ * no two files call each other. Inside gemm/ the entry points (gemm.c) use
+ * tune.c, which uses launch.c, which uses config.c (configurations and
+ * tuning records), which uses plan.c (the heuristics); nothing below calls
+ * back up.
  */
 #ifndef TK_OPS_INTERNAL_H
 #define TK_OPS_INTERNAL_H

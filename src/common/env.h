@@ -53,7 +53,6 @@ typedef enum tk__env_on_bad {
 typedef enum tk__env_when {
     TK__ENV_AT_CONTEXT,
     TK__ENV_AT_CACHE,
-    TK__ENV_AT_TOOL,   /* the command-line tool only */
     TK__ENV_AT_OUTSIDE /* the Python package, the bindings' build scripts */
 } tk__env_when;
 
@@ -62,7 +61,8 @@ typedef enum tk__env_when {
  * (shown in warnings and docs); reader, the code that reads it. */
 #define TK__ENV_VARS(X)                                                                            \
     X(BACKEND, WORD, "auto cuda hip stub", ERROR, CONTEXT,                                         \
-      "auto: the first backend with a device", "tk_context_create (src/jit/context.c)")            \
+      "auto: the first backend with a device",                                                     \
+      "tk_context_create (src/jit/context.c); --info (src/cli/cmd_run.c)")                         \
     X(POLICY, WORD, "stable exact generic", WARN, CONTEXT, "stable, or the program's policy",      \
       "tk_context_create (src/jit/context.c)")                                                     \
     X(BUILD, WORD, "async sync", WARN, CONTEXT, "async, or the program's build mode",              \

@@ -10,8 +10,8 @@
  *    whole log) are read with tk_context_last_error().
  *  - The library never prints and never exits. Diagnostics go to the log
  *    callback set in the config, or, when none is set and the environment
- *    variable TOKITAI_JIT_LOG is set (to "1", "info", "debug" or "warn"), to
- *    standard error.
+ *    variable TOKITAI_JIT_LOG is set (to "1", "info", "debug", "warn" or
+ *    "error"; "0" or a value it refuses: nothing), to standard error.
  *  - Strings passed in are copied unless the call says "borrowed".
  *  - Destructors accept NULL.
  *  - Thread safety is stated per object: a tk_config is not thread-safe; a
@@ -175,8 +175,9 @@ TK_API tk_status tk_config_set_cache_dir(tk_config *cfg, const char *dir);
 /* Read-only lower tiers searched after the user cache: a ':'-separated list of
  * roots (default: $TOKITAI_JIT_CACHE_PATH, else none). NULL restores the default. */
 TK_API tk_status tk_config_set_cache_lower(tk_config *cfg, const char *paths);
-/* Size limit of the user cache in bytes; 0 restores the default
- * (5 GiB, or $TOKITAI_JIT_CACHE_MAX_SIZE such as "500M", "2G"). */
+/* Size limit of the user cache in bytes; 0 restores the default:
+ * $TOKITAI_JIT_CACHE_MAX_SIZE ("500M", "2G"), else the cache's own limit
+ * (tk_cache_set_max_size), else 5 GiB. */
 TK_API tk_status tk_config_set_cache_max_size(tk_config *cfg, uint64_t bytes);
 /* Never write to the user cache (read it only). */
 TK_API tk_status tk_config_set_cache_read_only(tk_config *cfg, int read_only);
@@ -229,8 +230,9 @@ TK_API tk_status tk_config_set_log_level(tk_config *cfg, tk_log_level level);
 TK_API tk_status tk_config_set_remote(tk_config *cfg, const char *url);
 /* Shared secret (copied, len bytes, at most 4096) for signing published
  * values and refusing unsigned or mismatched ones. NULL restores the default
- * ($TOKITAI_JIT_REMOTE_KEY, else none); a non-NULL key of length 0: none,
- * whatever the environment says. */
+ * ($TOKITAI_JIT_REMOTE_KEY, else none; a longer one there is an error of
+ * tk_context_create and tk_cache_open, never "no key"); a non-NULL key of
+ * length 0: none, whatever the environment says. */
 TK_API tk_status tk_config_set_remote_key(tk_config *cfg, const void *key, size_t len);
 /* Connect and per-read/write timeouts in milliseconds; 0 restores a default
  * ($TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS / $TOKITAI_JIT_REMOTE_IO_TIMEOUT_MS,
@@ -263,10 +265,12 @@ typedef struct tk_resource_usage {
 
 /* Checks every TOKITAI_JIT_* variable that is set against the values the
  * library accepts (docs/environment.md) and calls fn (may be NULL) for each
- * one it refuses and for each TOKITAI_JIT_* name it does not read. name,
- * value and why are borrowed for the call. fatal: the library refuses to
- * create a context with that value (a default would be dangerous); the
- * others are ignored with a warning on each context's log. Returns the
+ * one it refuses and for each TOKITAI_JIT_* name nothing in tokitai-jit
+ * reads. name, value and why are borrowed for the call. fatal: what reads
+ * that value refuses to start (tk_context_create, and tk_cache_open for the
+ * remote key), as a default would be dangerous; the others are ignored, the
+ * default used, with a warning on the log of each context created (and,
+ * for the cache's variables, of each tk_cache_open handle). Returns the
  * number of problems. Thread-safe as getenv is. */
 typedef void (*tk_env_problem_fn)(void *user, const char *name, const char *value,
                                   const char *why, int fatal);

@@ -18,6 +18,7 @@
 
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
+#include "common/env.h"
 
 #define DEFAULT_MAX_SIZE ((uint64_t)5 << 30) /* like ccache's default */
 
@@ -92,9 +93,9 @@ tk_status tk__cache_entry_path(const char *fmt_dir, const char *hex, char *buf, 
 
 tk_status tk__cache_default_root(char *buf, size_t size)
 {
-    const char *dir = getenv("TOKITAI_JIT_CACHE_DIR");
+    const char *dir = tk__env_get(TK__ENV_CACHE_DIR);
     const char *leaf = "";
-    if (!dir || !*dir) {
+    if (!dir) {
         dir = getenv("XDG_CACHE_HOME");
         leaf = "/tokitai-jit";
         /* The XDG spec says a relative value is to be ignored. */
@@ -262,13 +263,6 @@ int tk__cache_remove_any(const char *path)
 
 /* ------------------------------------------------------------------- open */
 
-static int env_true(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 &&
-           strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
-}
-
 static tk_status set_problem(tk_cache *cache, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static tk_status set_problem(tk_cache *cache, const char *fmt, ...)
@@ -425,7 +419,7 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     cache->log = opts->log;
     cache->log_user = opts->log_user;
     cache->read_only = opts->read_only != 0;
-    cache->disabled = opts->disabled || env_true("TOKITAI_JIT_CACHE_DISABLE");
+    cache->disabled = opts->disabled || tk__env_bool(TK__ENV_CACHE_DISABLE, 0);
     snprintf(cache->last_error, sizeof(cache->last_error), "no error");
 
     char rootbuf[PATH_MAX];
@@ -444,11 +438,9 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
 
     cache->max_size = opts->max_size;
     if (!cache->max_size) {
-        const char *env = getenv("TOKITAI_JIT_CACHE_MAX_SIZE");
+        /* A refused value is the default, said by the environment's report. */
         uint64_t v = 0;
-        if (env && *env && tk_parse_size(env, &v) != TK_OK)
-            tk__cache_warn_once(cache, TK__WARN_SETUP,
-                                "TOKITAI_JIT_CACHE_MAX_SIZE=%s is not a size; using 5G", env);
+        tk__env_size(TK__ENV_CACHE_MAX_SIZE, &v);
         if (!v) {
             /* The cache's own setting (tokitai-jit -M) under the caller's and
              * the environment's. */
@@ -471,7 +463,7 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
         st = open_user_tier(cache);
     if (st != TK_OK)
         goto fail;
-    st = open_lower_tiers(cache, opts->lower ? opts->lower : getenv("TOKITAI_JIT_CACHE_PATH"));
+    st = open_lower_tiers(cache, opts->lower ? opts->lower : tk__env_get(TK__ENV_CACHE_PATH));
     if (st != TK_OK)
         goto fail;
     st = tk__cache_remote_open(cache, opts->remote);

@@ -23,6 +23,7 @@
 
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
+#include "common/env.h"
 #include "common/out_struct.h"
 
 /* ------------------------------------------------------------- URL syntax */
@@ -162,18 +163,6 @@ tk_status tk__remote_url_check(const char *url, char *why, size_t size)
     return url_parse(url, &u, why, size);
 }
 
-__attribute__((unused)) static unsigned env_ms(const char *name, unsigned fallback)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return fallback;
-    char *end = NULL;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*end || x == 0 || x > 3600000)
-        return fallback;
-    return (unsigned)x;
-}
-
 __attribute__((unused)) static void put_le(uint8_t *p, uint64_t v, int n)
 {
     for (int i = 0; i < n; i++)
@@ -199,7 +188,7 @@ int tk__remote_built(void)
 
 tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts)
 {
-    const char *url = opts && opts->url ? opts->url : getenv("TOKITAI_JIT_REMOTE");
+    const char *url = opts && opts->url ? opts->url : tk__env_get(TK__ENV_REMOTE);
     if (url && *url && cache->log) {
         char msg[700];
         snprintf(msg, sizeof(msg),
@@ -791,7 +780,7 @@ tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts)
         memset(&none, 0, sizeof(none));
         opts = &none;
     }
-    const char *url = opts->url ? opts->url : getenv("TOKITAI_JIT_REMOTE");
+    const char *url = opts->url ? opts->url : tk__env_get(TK__ENV_REMOTE);
     if (!url || !*url)
         return TK_OK;
     remote *r = calloc(1, sizeof(*r));
@@ -800,7 +789,9 @@ tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts)
     r->cache = cache;
     char why[160];
     if (url_parse(url, &r->url, why, sizeof(why)) != TK_OK) {
-        if (cache->log) {
+        /* tk_config_set_remote refuses a bad URL: this one is the
+         * environment's, and the environment's report names it. */
+        if (cache->log && opts->url) {
             char msg[800];
             snprintf(msg, sizeof(msg),
                      "remote cache URL '%.500s' refused: %s; continuing without it", url, why);
@@ -812,7 +803,13 @@ tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts)
     const void *secret = opts->secret;
     size_t secret_len = opts->secret_len;
     if (!opts->secret_set) {
-        secret = getenv("TOKITAI_JIT_REMOTE_KEY");
+        /* A refused key must not mean "no key": every value would then be
+         * trusted unsigned. The context refuses to start before this. */
+        secret = tk__env_raw(TK__ENV_REMOTE_KEY);
+        if (secret && !tk__env_get(TK__ENV_REMOTE_KEY)) {
+            free(r);
+            return TK_INVALID_ARGUMENT;
+        }
         secret_len = secret ? strlen(secret) : 0;
     }
     if (secret && secret_len) {
@@ -826,13 +823,13 @@ tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts)
     }
     r->connect_ms = opts->connect_ms
                         ? opts->connect_ms
-                        : env_ms("TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS", TK__REMOTE_CONNECT_MS);
+                        : tk__env_ms(TK__ENV_REMOTE_CONNECT_TIMEOUT_MS, TK__REMOTE_CONNECT_MS);
     r->io_ms =
-        opts->io_ms ? opts->io_ms : env_ms("TOKITAI_JIT_REMOTE_IO_TIMEOUT_MS", TK__REMOTE_IO_MS);
-    r->lease_ms = opts->lease_ms ? opts->lease_ms
-                                 : env_ms("TOKITAI_JIT_REMOTE_LEASE_MS", TK__REMOTE_LEASE_MS);
+        opts->io_ms ? opts->io_ms : tk__env_ms(TK__ENV_REMOTE_IO_TIMEOUT_MS, TK__REMOTE_IO_MS);
+    r->lease_ms =
+        opts->lease_ms ? opts->lease_ms : tk__env_ms(TK__ENV_REMOTE_LEASE_MS, TK__REMOTE_LEASE_MS);
     r->wait_ms =
-        opts->wait_ms ? opts->wait_ms : env_ms("TOKITAI_JIT_REMOTE_WAIT_MS", TK__REMOTE_WAIT_MS);
+        opts->wait_ms ? opts->wait_ms : tk__env_ms(TK__ENV_REMOTE_WAIT_MS, TK__REMOTE_WAIT_MS);
     r->max_value = TK__REMOTE_MAX_VALUE;
     /* Test hook: a small limit, so a test can store an oversized value
      * without moving hundreds of megabytes. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/env.h"
 
 /* An owned copy of one entry's metadata (the visit's strings are borrowed). */
 typedef struct entry {
@@ -865,7 +866,7 @@ int tk__cmd_set_max_size(const tk__cli_opts *opts)
             printf("size limit of %s set to %s%s\n", tk_cache_root(cache),
                    tk__fmt_size(s.max_bytes, b, sizeof b),
                    opts->max_size ? "" : " (the default)");
-        if (getenv("TOKITAI_JIT_CACHE_MAX_SIZE"))
+        if (tk__env_get(TK__ENV_CACHE_MAX_SIZE))
             printf("note: TOKITAI_JIT_CACHE_MAX_SIZE is set and comes first where it is set\n");
     }
     tk_cache_close(cache);

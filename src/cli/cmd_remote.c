@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/env.h"
 
 /* Tools wait longer than a lookup would: nobody is waiting for a kernel. */
 #define TOOL_CONNECT_MS 2000
@@ -22,9 +23,8 @@ static tk_cache *open_remote(const tk__cli_opts *opts)
     tk_config *cfg = tk__cli_config(opts);
     if (!cfg)
         return NULL;
-    const char *c = getenv("TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS");
-    const char *io = getenv("TOKITAI_JIT_REMOTE_IO_TIMEOUT_MS");
-    if ((!c || !*c) && (!io || !*io))
+    if (!tk__env_get(TK__ENV_REMOTE_CONNECT_TIMEOUT_MS) &&
+        !tk__env_get(TK__ENV_REMOTE_IO_TIMEOUT_MS))
         tk_config_set_remote_timeouts(cfg, TOOL_CONNECT_MS, TOOL_IO_MS);
     tk_cache *cache = NULL;
     tk_status st = tk_cache_open(cfg, &cache);
@@ -154,8 +154,7 @@ static void print_bad(void *user, const char *where, const char *why)
 
 int tk__cmd_push(const tk__cli_opts *opts)
 {
-    const char *env = getenv("TOKITAI_JIT_REMOTE");
-    if (!opts->remote && (!env || !*env)) {
+    if (!opts->remote && !tk__env_get(TK__ENV_REMOTE)) {
         tk__cli_error("--push needs --remote URL (or TOKITAI_JIT_REMOTE)");
         return TK__EXIT_USAGE;
     }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "common/env.h"
 
 /* "512x1024x4096" or "512,1024,4096". */
 static int parse_shape(const char *text, int64_t *dims, int max, int *n)
@@ -148,6 +149,7 @@ static void env_problem(void *user, const char *name, const char *value, const c
                         int fatal)
 {
     env_out *o = user;
+    const tk__env_var *e = tk__env_find(name, strlen(name));
     if (o->json) {
         fputs(o->n++ ? ", {\"name\": " : "{\"name\": ", stdout);
         tk__json_str(stdout, name);
@@ -155,11 +157,18 @@ static void env_problem(void *user, const char *name, const char *value, const c
         tk__json_str(stdout, value);
         fputs(", \"problem\": ", stdout);
         tk__json_str(stdout, why);
+        fputs(", \"default\": ", stdout);
+        tk__json_str(stdout, e && !fatal ? e->fallback : NULL);
         printf(", \"fatal\": %s}", fatal ? "true" : "false");
     } else {
         o->n++;
-        printf("  %s=%s: %s (%s)\n", name, value, why,
-               fatal ? "an error: no context starts with it" : "ignored: the default is used");
+        if (fatal)
+            printf("  %s=%s: %s (an error: what reads it refuses to start)\n", name, value, why);
+        else if (e)
+            printf("  %s=%s: %s (ignored: the default is used: %s)\n", name, value, why,
+                   e->fallback);
+        else
+            printf("  %s=%s: %s (ignored)\n", name, value, why);
     }
 }
 
@@ -167,9 +176,9 @@ int tk__cmd_info(const tk__cli_opts *opts)
 {
     backend_row rows[3] = {
         {"cuda", TK_BACKEND_CUDA}, {"hip", TK_BACKEND_HIP}, {"stub", TK_BACKEND_STUB}};
-    const char *forced = getenv("TOKITAI_JIT_BACKEND");
-    /* The stub is a testing backend: shown only when asked for. */
-    size_t n_rows = forced && strcmp(forced, "stub") == 0 ? 3 : 2;
+    /* The stub is a testing backend: shown only when asked for (the words
+     * of TOKITAI_JIT_BACKEND: auto cuda hip stub). */
+    size_t n_rows = tk__env_word(TK__ENV_BACKEND, 0) == 3 ? 3 : 2;
     static char desc[3][16384];
     tk_status st[3];
     for (size_t i = 0; i < n_rows; i++) {
@@ -185,7 +194,7 @@ int tk__cmd_info(const tk__cli_opts *opts)
     tk_config_destroy(cfg);
     tk_cache_stats cs = TK_STRUCT_INIT(tk_cache_stats);
     int have_stats = cst == TK_OK && tk_cache_get_stats(cache, &cs) == TK_OK;
-    const char *lower = getenv("TOKITAI_JIT_CACHE_PATH");
+    const char *lower = tk__env_get(TK__ENV_CACHE_PATH);
 
     if (opts->json) {
         printf("{\"version\": \"%s\", \"backends\": [", tk_version_string());

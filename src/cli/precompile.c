@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/env.h"
 #include "manifest.h"
 
 /* Offline targets used when neither --arch, the manifest nor a device says. */
@@ -1026,8 +1027,7 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
             if (rc == TK__EXIT_OK)
                 rc = TK__EXIT_NOT_KEPT;
         }
-        const char *env = getenv("TOKITAI_JIT_REMOTE");
-        const char *url = opts->remote ? opts->remote : env;
+        const char *url = opts->remote ? opts->remote : tk__env_get(TK__ENV_REMOTE);
         if (url && *url && n_published < n_compiled) {
             tk__cli_error("%llu %s compiled but %llu published to the remote cache (%llu remote "
                           "errors: the server refused, is full or did not answer; --stats "

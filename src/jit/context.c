@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "cache/remote.h"
-#include "jit/backend/dl.h"
+#include "common/env.h"
 #include "common/out_struct.h"
+#include "jit/backend/dl.h"
 #include "jit/jit_internal.h"
 
 /* -------------------------------------------------------------- backends */
@@ -30,21 +31,22 @@ const tk__backend *tk__backend_for(tk_backend_kind kind)
     return NULL;
 }
 
+/* $TOKITAI_JIT_BACKEND, when the program leaves the choice to it. A
+ * refused value is an error, not the default: the default would run on
+ * another device than the one asked for. */
 static tk_status env_backend(tk_backend_kind *kind, char *why, size_t why_size)
 {
-    const char *v = getenv("TOKITAI_JIT_BACKEND");
-    if (!v || !v[0] || strcmp(v, "auto") == 0)
-        return TK_OK;
-    if (strcmp(v, "cuda") == 0)
-        *kind = TK_BACKEND_CUDA;
-    else if (strcmp(v, "hip") == 0)
-        *kind = TK_BACKEND_HIP;
-    else if (strcmp(v, "stub") == 0)
-        *kind = TK_BACKEND_STUB;
-    else {
-        snprintf(why, why_size, "TOKITAI_JIT_BACKEND=%s: expected cuda, hip or stub", v);
+    static const tk_backend_kind kinds[] = {TK_BACKEND_AUTO, TK_BACKEND_CUDA, TK_BACKEND_HIP,
+                                            TK_BACKEND_STUB};
+    const char *v = tk__env_raw(TK__ENV_BACKEND);
+    int i = tk__env_word(TK__ENV_BACKEND, -1);
+    if (v && i < 0) {
+        snprintf(why, why_size, "TOKITAI_JIT_BACKEND=%.200s: expected one of: %s", v,
+                 tk__env_table()[TK__ENV_BACKEND].words);
         return TK_INVALID_ARGUMENT;
     }
+    if (i > 0)
+        *kind = kinds[i];
     return TK_OK;
 }
 
@@ -108,26 +110,18 @@ static void fill_cache_opts(const tk_config *cfg, tk__cache_opts *o, tk__remote_
 }
 
 /* $TOKITAI_JIT_POLICY and $TOKITAI_JIT_BUILD replace defaults, never what
- * the program set through the API. Unknown values are ignored (and logged
- * once the context can log). */
+ * the program set through the API. A refused value is the default (and
+ * logged once the context can log). */
 static void env_modes(tk_context *ctx, const tk_config *cfg)
 {
-    const char *v = getenv("TOKITAI_JIT_POLICY");
-    if (v && v[0] && !cfg->policy_set) {
-        if (strcmp(v, "exact") == 0)
-            ctx->policy = TK_POLICY_EXACT;
-        else if (strcmp(v, "generic") == 0)
-            ctx->policy = TK_POLICY_GENERIC;
-        else if (strcmp(v, "stable") == 0)
-            ctx->policy = TK_POLICY_STABLE;
-    }
-    v = getenv("TOKITAI_JIT_BUILD");
-    if (v && v[0] && !cfg->build_mode_set) {
-        if (strcmp(v, "sync") == 0)
-            ctx->build_mode = TK_BUILD_SYNC;
-        else if (strcmp(v, "async") == 0)
-            ctx->build_mode = TK_BUILD_ASYNC;
-    }
+    static const tk_policy policies[] = {TK_POLICY_STABLE, TK_POLICY_EXACT, TK_POLICY_GENERIC};
+    static const tk_build_mode modes[] = {TK_BUILD_ASYNC, TK_BUILD_SYNC};
+    int i = tk__env_word(TK__ENV_POLICY, -1);
+    if (i >= 0 && !cfg->policy_set)
+        ctx->policy = policies[i];
+    i = tk__env_word(TK__ENV_BUILD, -1);
+    if (i >= 0 && !cfg->build_mode_set)
+        ctx->build_mode = modes[i];
 }
 
 static tk_status context_init(tk_context *ctx, const tk_config *cfg)
@@ -256,6 +250,11 @@ tk_status tk_context_create(const tk_config *cfg, tk_context **out, char *err, s
         goto report;
     }
 
+    st = tk__env_remote_key_problem(cfg, why, sizeof why);
+    if (st != TK_OK) {
+        tk_context_destroy(ctx);
+        goto report;
+    }
     tk__cache_opts co;
     tk__remote_opts ro;
     fill_cache_opts(cfg, &co, &ro);
@@ -478,10 +477,17 @@ tk_status tk_cache_open(const tk_config *cfg, tk_cache **out)
         return TK_INVALID_ARGUMENT;
     tk__cache_opts o;
     tk__remote_opts ro;
+    char why[512];
+    if (tk__env_remote_key_problem(cfg, why, sizeof why) != TK_OK) {
+        if (cfg && cfg->log && TK_LOG_ERROR >= cfg->log_level)
+            cfg->log(cfg->log_user, TK_LOG_ERROR, why);
+        return TK_INVALID_ARGUMENT;
+    }
     if (cfg) {
         fill_cache_opts(cfg, &o, &ro);
         o.log = cfg->log;
         o.log_user = cfg->log_user;
+        tk__env_log_cache_problems(cfg->log, cfg->log_user, cfg->log_level);
     } else {
         memset(&o, 0, sizeof o);
     }

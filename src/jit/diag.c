@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "jit/jit_internal.h"
 
 /* Set by the background builder's worker threads (builder.c) around each
@@ -21,16 +22,10 @@ _Thread_local int tk__in_builder;
 
 int tk__log_env_level(void)
 {
-    const char *v = getenv("TOKITAI_JIT_LOG");
-    if (!v || !v[0] || strcmp(v, "0") == 0)
-        return -1;
-    if (strcmp(v, "debug") == 0)
-        return TK_LOG_DEBUG;
-    if (strcmp(v, "warn") == 0)
-        return TK_LOG_WARN;
-    if (strcmp(v, "error") == 0)
-        return TK_LOG_ERROR;
-    return TK_LOG_INFO; /* "1", "info" and anything else that turns it on */
+    /* The words of TOKITAI_JIT_LOG in order: 0 1 debug info warn error. */
+    static const int levels[] = {-1,          TK_LOG_INFO, TK_LOG_DEBUG,
+                                 TK_LOG_INFO, TK_LOG_WARN, TK_LOG_ERROR};
+    return levels[tk__env_word(TK__ENV_LOG, 0)];
 }
 
 static const char *level_name(tk_log_level level)

@@ -246,8 +246,14 @@ void tk__hip_stream_destroy(void *stream);
 /* ISA name comgr reads from an AMD code object (tests, tools). */
 tk_status tk__hip_code_isa(const void *code, size_t size, char *buf, size_t buf_size, tk__err *err);
 
-/* Logs a warning for each TOKITAI_JIT_* variable with a value refused by
- * its parser (env.c); called once the context can log. */
+/* env.c: a warning on ctx's log for each TOKITAI_JIT_* variable whose
+ * value its parser refuses (the default is used) and each name nothing
+ * reads; called once the context can log. */
 void tk__env_log_problems(tk_context *ctx);
+/* The same for the cache's variables, on a tk_cache_open handle's log. */
+void tk__env_log_cache_problems(tk_log_fn fn, void *user, tk_log_level level);
+/* TK_INVALID_ARGUMENT, and why, when TOKITAI_JIT_REMOTE_KEY is refused and
+ * a cache opened with cfg would read it (a remote tier, no key from cfg). */
+tk_status tk__env_remote_key_problem(const tk_config *cfg, char *why, size_t size);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "ops/gemm/gemm_internal.h"
 
 /* ------------------------------------------------------------- tuning
@@ -329,18 +330,14 @@ tk_status tk__gemm_record_store(tk_context *ctx, const gemm_plan *p, const char 
 
 /* Tuning mode: $TOKITAI_JIT_TUNE = "off" (heuristics only, records
  * ignored), "auto" (records, and a class without one is tuned at its first
- * call: see tk_op_tune), else (default) records where they exist. */
+ * call: see tk_op_tune), else (default) records where they exist. Its words
+ * are in the order of TUNE_RECORDS, TUNE_OFF, TUNE_AUTO. */
 int tk__gemm_tune_mode(void)
 {
     static int cached = -1;
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (v < 0) {
-        const char *e = getenv("TOKITAI_JIT_TUNE");
-        v = TUNE_RECORDS;
-        if (e != NULL && strcmp(e, "off") == 0)
-            v = TUNE_OFF;
-        else if (e != NULL && strcmp(e, "auto") == 0)
-            v = TUNE_AUTO;
+        v = tk__env_word(TK__ENV_TUNE, TUNE_RECORDS);
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;

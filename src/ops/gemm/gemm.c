@@ -51,28 +51,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "ops/gemm/gemm_internal.h"
 
-/* Fallbacks ($TOKITAI_JIT_GEMM_FALLBACK): "universal" only the mma.sync
- * universal kernel serves calls whose kernel is being built; "fast" every
- * call that the fast fallback (tk__gemm_plan_fast) can serve runs on it, its
- * own kernel never used (for measuring it); else (default) the fast fallback
- * when it is built, the universal kernel until then. */
-enum { FALLBACK_DEFAULT = 0, FALLBACK_UNIVERSAL = 1, FALLBACK_FORCE = 2 };
-static int fallback_mode(void)
+/* What serves p's call while its kernel is built ($TOKITAI_JIT_GEMM_FALLBACK,
+ * read once per process): "universal" only the mma.sync universal kernel;
+ * "fast" the fast fallback (tk__gemm_plan_fast) serves every call it can,
+ * its own kernel never used (for measuring it); "auto" (the default) the
+ * fast fallback where it applies, the universal kernel elsewhere. */
+int tk__gemm_plan_fallback(const gemm_plan *p, gemm_plan *f)
 {
+    enum { AUTO = 0, UNIVERSAL = 1, FAST = 2 }; /* the order of the variable's words */
     static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("TOKITAI_JIT_GEMM_FALLBACK");
-        v = FALLBACK_DEFAULT;
-        if (e != NULL && strcmp(e, "universal") == 0)
-            v = FALLBACK_UNIVERSAL;
-        else if (e != NULL && strcmp(e, "fast") == 0)
-            v = FALLBACK_FORCE;
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    int mode = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (mode < 0) {
+        mode = tk__env_word(TK__ENV_GEMM_FALLBACK, AUTO);
+        __atomic_store_n(&cached, mode, __ATOMIC_RELAXED);
     }
-    return v;
+    if (mode == UNIVERSAL || !tk__gemm_plan_fast(p, f))
+        return TK__GEMM_FB_UNIVERSAL;
+    return mode == FAST ? TK__GEMM_FB_FAST_ONLY : TK__GEMM_FB_FAST;
 }
 
 /* Validates, plans and launches. The operand names are the op's own. */
@@ -146,13 +144,13 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     tk__gemm_build_desc(&p, tk_context_policy(ctx), &d);
     tk__gemm_plan_universal(&p, &u);
     tk__gemm_build_desc(&u, TK_POLICY_GENERIC, &ud);
-    const int fmode = fallback_mode();
-    int fast = fmode != FALLBACK_UNIVERSAL && tk__gemm_plan_fast(&p, &f);
+    const int fb = tk__gemm_plan_fallback(&p, &f);
+    int fast = fb != TK__GEMM_FB_UNIVERSAL;
     if (fast) {
         tk__gemm_build_desc(&f, TK_POLICY_GENERIC, &fd);
         fast = !tk__gemm_desc_same(&d, &fd);
     }
-    if (fast && fmode == FALLBACK_FORCE) {
+    if (fast && fb == TK__GEMM_FB_FAST_ONLY) {
         /* measuring the fast fallback: it serves the call as its kernel */
         p = f;
         d = fd;

@@ -118,6 +118,10 @@ typedef struct gemm_cfg {
 /* TMA kernel tile widths (plan.c) */
 #define N_TMA_BNS 4
 
+/* What serves a call while its own kernel is built (tk__gemm_plan_fallback,
+ * gemm.c): the universal kernel; the fast fallback f; or f serves the call
+ * itself, its own kernel never used. */
+enum { TK__GEMM_FB_UNIVERSAL = 0, TK__GEMM_FB_FAST = 1, TK__GEMM_FB_FAST_ONLY = 2 };
 /* Tuning modes (tk__gemm_tune_mode) */
 enum { TUNE_RECORDS = 0, TUNE_OFF = 1, TUNE_AUTO = 2 };
 
@@ -165,6 +169,9 @@ tk_status tk__gemm_record_store(tk_context *ctx, const gemm_plan *p, const char 
 int tk__gemm_tune_mode(void);
 int tk__gemm_plan_tuned(tk_context *ctx, gemm_plan *p);
 void tk__gemm_plan_packed(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);
+
+/* gemm.c: TK__GEMM_FB_*, and the fast fallback in f unless universal. */
+int tk__gemm_plan_fallback(const gemm_plan *p, gemm_plan *f);
 
 /* launch.c */
 void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d);

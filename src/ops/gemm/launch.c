@@ -6,15 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "ops/gemm/gemm_internal.h"
 
+/* $TOKITAI_JIT_GEMM_PDL, read once per process: it is asked at every call. */
 static int pdl_enabled(void)
 {
     static int cached = -1;
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (v < 0) {
-        const char *e = getenv("TOKITAI_JIT_GEMM_PDL");
-        v = TK_GEMM_PDL && !(e != NULL && strcmp(e, "0") == 0);
+        v = TK_GEMM_PDL && tk__env_word(TK__ENV_GEMM_PDL, 1) == 1;
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -595,7 +595,10 @@ typedef enum tk_origin {
  * kernel compile it once. A memory hit hashes no source, does no file I/O and
  * no allocation. Statuses: TK_COMPILE_FAILED (log in last_error),
  * TK_UNSUPPORTED (target unknown to the compiler), TK_LOAD_FAILED,
- * TK_NOT_FOUND (no embedded source of that name), TK_INVALID_ARGUMENT. */
+ * TK_NOT_FOUND (no embedded source of that name, or the entry names no
+ * kernel in the compiled code object: not found or overloaded; the message
+ * lists the kernels the code object contains, the closest first),
+ * TK_INVALID_ARGUMENT. */
 TK_API tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
 
 /* Details of a kernel; strings borrowed for the kernel's lifetime. A sized

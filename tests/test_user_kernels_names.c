@@ -207,8 +207,14 @@ END_TEST
 
 /* ------------------------------------------------- declarations in source */
 
-enum { U = TK_PARAM_UNKNOWN, P = TK_PARAM_POINTER, I = TK_PARAM_INT, UI = TK_PARAM_UINT,
-       F = TK_PARAM_FLOAT, S = TK_PARAM_STRUCT };
+enum {
+    U = TK_PARAM_UNKNOWN,
+    P = TK_PARAM_POINTER,
+    I = TK_PARAM_INT,
+    UI = TK_PARAM_UINT,
+    F = TK_PARAM_FLOAT,
+    S = TK_PARAM_STRUCT
+};
 
 /* tk__decl_kinds on one text: the number of declarations used and the kinds. */
 static void expect_decl(const char *text, const tk__decl_macro *macros, size_t n_macros,
@@ -237,7 +243,8 @@ START_TEST(test_decl_kinds)
         "extern \"C\" __global__ void __launch_bounds__(256, 2)\n"
         "all(float *__restrict__ out, const float * /* why */ in, int n, float f, double d,\n"
         "    i64 l, Pair p, Trip t, float4 v, u32 u, REAL r, unsigned char c, bool b,\n"
-        "    std::size_t z, __half h, signed short ss, float arr[], __grid_constant__ const Pair g)\n"
+        "    std::size_t z, __half h, signed short ss, float arr[], __grid_constant__ const Pair "
+        "g)\n"
         "{ }\n";
     const uint32_t sizes[] = {8, 8, 4, 4, 8, 8, 8, 12, 16, 4, 4, 1, 1, 8, 2, 2, 8, 8};
     const int want[] = {P, P, I, F, F, I, S, S, S, UI, F, UI, UI, UI, F, I, P, S};
@@ -271,8 +278,8 @@ START_TEST(test_decl_kinds)
     expect_decl("#ifndef T\n#define T float\n#endif\n__global__ void k(T a, T *b) {}", m, 2, "k",
                 s2, 2, 1, dd);
     const int uu[] = {U, U};
-    expect_decl("#ifndef T\n#define T float\n#endif\n__global__ void k(T a, T *b) {}", NULL, 0,
-                "k", s2, 2, 0, uu); /* float is 4 bytes, not 8: that declaration is not used */
+    expect_decl("#ifndef T\n#define T float\n#endif\n__global__ void k(T a, T *b) {}", NULL, 0, "k",
+                s2, 2, 0, uu); /* float is 4 bytes, not 8: that declaration is not used */
     /* No parameters; a name expression is not looked up. */
     expect_decl("__global__ void k(void) {}", NULL, 0, "k", NULL, 0, 1, NULL);
     expect_decl("__global__ void k(float *x) {}", NULL, 0, "fill<4, float>", s2, 1, 0, uu);
@@ -447,11 +454,10 @@ static void rtc_names(tk_backend_kind kind, const char *target)
      * type whose #if branches disagree (real) stays unknown. */
     tk_kernel *a = get_ok(ctx, k_rtc_src, "ext_all");
     ck_assert_ptr_null(a->symbol);
-    const want_param all[] = {{0, 8, TK_PARAM_POINTER}, {8, 4, TK_PARAM_INT},
-                              {12, 4, TK_PARAM_FLOAT},  {16, 8, TK_PARAM_FLOAT},
-                              {24, 8, TK_PARAM_INT},    {32, 12, TK_PARAM_STRUCT},
-                              {48, 8, TK_PARAM_POINTER}, {56, 4, TK_PARAM_UINT},
-                              {60, 4, TK_PARAM_UNKNOWN}};
+    const want_param all[] = {
+        {0, 8, TK_PARAM_POINTER},  {8, 4, TK_PARAM_INT},   {12, 4, TK_PARAM_FLOAT},
+        {16, 8, TK_PARAM_FLOAT},   {24, 8, TK_PARAM_INT},  {32, 12, TK_PARAM_STRUCT},
+        {48, 8, TK_PARAM_POINTER}, {56, 4, TK_PARAM_UINT}, {60, 4, TK_PARAM_UNKNOWN}};
     expect_params(a, all, 9);
     ck_assert_uint_eq(compiles(ctx), 4);
 

@@ -70,8 +70,9 @@ static int next_tok(const char *text, size_t end, size_t *pos, tok *t)
     if (is_ident_char(text[i])) {
         while (j < end && is_ident_char(text[j]))
             j++;
-    } else if (j < end && ((text[i] == ':' && text[j] == ':') || (text[i] == '&' && text[j] == '&') ||
-                           (text[i] == '>' && text[j] == '>'))) {
+    } else if (j < end &&
+               ((text[i] == ':' && text[j] == ':') || (text[i] == '&' && text[j] == '&') ||
+                (text[i] == '>' && text[j] == '>'))) {
         j++;
     } else if (text[i] == '.' && j + 1 < end && text[j] == '.' && text[j + 1] == '.') {
         j += 2;
@@ -297,9 +298,9 @@ static const struct {
 /* float4, int2, ulonglong3, ...: the CUDA/HIP vector types. */
 static int vector_type(tok t)
 {
-    static const char *const bases[] = {"char",  "uchar",    "short",     "ushort", "int",
-                                        "uint",  "long",     "ulong",     "longlong",
-                                        "ulonglong", "float", "double"};
+    static const char *const bases[] = {"char",     "uchar",     "short", "ushort",
+                                        "int",      "uint",      "long",  "ulong",
+                                        "longlong", "ulonglong", "float", "double"};
     if (t.n < 2 || t.p[t.n - 1] < '1' || t.p[t.n - 1] > '4')
         return 0;
     for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++)

@@ -48,8 +48,8 @@
 #include <xxhash.h>
 
 #include "common/out_struct.h"
-#include "jit/jit_internal.h"
 #include "jit/decl.h"
+#include "jit/jit_internal.h"
 #include "jit/sources.h"
 #include "jit/symbols.h"
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jit/decl.h"
 #include "jit/jit_internal.h"
 #include "jit/symbols.h"
 #include "tk_test.h"
@@ -204,6 +205,90 @@ START_TEST(test_demangler)
 }
 END_TEST
 
+/* ------------------------------------------------- declarations in source */
+
+enum {
+    U = TK_PARAM_UNKNOWN,
+    P = TK_PARAM_POINTER,
+    I = TK_PARAM_INT,
+    UI = TK_PARAM_UINT,
+    F = TK_PARAM_FLOAT,
+    S = TK_PARAM_STRUCT
+};
+
+/* tk__decl_kinds on one text: the number of declarations used and the kinds. */
+static void expect_decl(const char *text, const tk__decl_macro *macros, size_t n_macros,
+                        const char *name, const uint32_t *sizes, size_t n, size_t want_used,
+                        const int *want)
+{
+    int kinds[16];
+    const char *texts[] = {text};
+    size_t used = tk__decl_kinds(texts, 1, macros, n_macros, name, sizes, n, kinds);
+    ck_assert_msg(used == want_used, "%s: used %zu declarations, want %zu", name, used, want_used);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(kinds[i] == want[i], "%s: param %zu: kind %d, want %d", name, i, kinds[i],
+                      want[i]);
+}
+
+START_TEST(test_decl_kinds)
+{
+    const char *src =
+        "typedef long long i64;\n"
+        "using u32 = unsigned;\n"
+        "#define REAL float\n"
+        "struct __align__(8) Pair { float a, b; };\n"
+        "typedef struct { float a, b, c; } Trip;\n"
+        "// __global__ void all(int a);  (a comment is no declaration)\n"
+        "const char *s = \"__global__ void all(double)\";\n"
+        "extern \"C\" __global__ void __launch_bounds__(256, 2)\n"
+        "all(float *__restrict__ out, const float * /* why */ in, int n, float f, double d,\n"
+        "    i64 l, Pair p, Trip t, float4 v, u32 u, REAL r, unsigned char c, bool b,\n"
+        "    std::size_t z, __half h, signed short ss, float arr[], __grid_constant__ const Pair "
+        "g)\n"
+        "{ }\n";
+    const uint32_t sizes[] = {8, 8, 4, 4, 8, 8, 8, 12, 16, 4, 4, 1, 1, 8, 2, 2, 8, 8};
+    const int want[] = {P, P, I, F, F, I, S, S, S, UI, F, UI, UI, UI, F, I, P, S};
+    expect_decl(src, NULL, 0, "all", sizes, 18, 1, want);
+    expect_decl(src, NULL, 0, "::all", sizes, 18, 1, want);
+
+    /* A size the object contradicts, or another count: not that declaration. */
+    const uint32_t wrong[] = {8, 8, 8};
+    const int none[] = {U, U, U};
+    expect_decl("extern \"C\" __global__ void k(float *x, int n, float f) {}", NULL, 0, "k", wrong,
+                3, 0, none);
+    expect_decl("extern \"C\" __global__ void k(float *x, int n) {}", NULL, 0, "k", wrong, 3, 0,
+                none);
+    /* Declarations that disagree (#if branches) leave that parameter unknown. */
+    const uint32_t s3[] = {8, 4, 4};
+    const int first_two[] = {P, I, U};
+    expect_decl("#ifdef A\n__global__ void k(float *x, int n, float f);\n#else\n"
+                "__global__ void k(float *x, int n, int f);\n#endif\n",
+                NULL, 0, "k", s3, 3, 2, first_two);
+    /* So do aliases that disagree, references, templates, enums, unknown names. */
+    const uint32_t s5[] = {4, 8, 8, 4, 2};
+    const int unknowns[] = {U, U, U, U, U};
+    expect_decl("#if X\ntypedef float real;\n#else\ntypedef int real;\n#endif\n"
+                "template <typename T> struct Box { T v; }; enum E { A };\n"
+                "__global__ void k(real r, const Pair &p, Box<float> b, E e, __nv_bfloat16 h) {}\n",
+                NULL, 0, "k", s5, 5, 1, unknowns);
+    /* The given macros (-D) come before the source's #define. */
+    const tk__decl_macro m[] = {{"T", "double"}, {"FLAG", NULL}};
+    const uint32_t s2[] = {8, 8};
+    const int dd[] = {F, P};
+    expect_decl("#ifndef T\n#define T float\n#endif\n__global__ void k(T a, T *b) {}", m, 2, "k",
+                s2, 2, 1, dd);
+    const int uu[] = {U, U};
+    expect_decl("#ifndef T\n#define T float\n#endif\n__global__ void k(T a, T *b) {}", NULL, 0, "k",
+                s2, 2, 0, uu); /* float is 4 bytes, not 8: that declaration is not used */
+    /* No parameters; a name expression is not looked up. */
+    expect_decl("__global__ void k(void) {}", NULL, 0, "k", NULL, 0, 1, NULL);
+    expect_decl("__global__ void k(float *x) {}", NULL, 0, "fill<4, float>", s2, 1, 0, uu);
+    /* Variadic or unterminated: nothing. */
+    expect_decl("__global__ void k(float *x, ...) {}", NULL, 0, "k", s2, 1, 0, uu);
+    expect_decl("__global__ void k(float *x", NULL, 0, "k", s2, 1, 0, uu);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- stub */
 
 static const char *const k_stub_src =
@@ -325,6 +410,12 @@ static const char *const k_rtc_src =
     "{ p[0] = c + s + i + l + f + d + y.c + u; }\n"
     "extern \"C\" __global__ void ext_sizes(char c, long long l, float *p, double d)\n"
     "{ p[0] = c + l + d; }\n"
+    "typedef long long i64;\n"
+    "#ifdef WIDE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n"
+    "extern \"C\" __global__ void __launch_bounds__(128)\n"
+    "ext_all(float *__restrict__ out, int n, float f, double d, i64 l, S12 s, const float *in,\n"
+    "        unsigned u, real r)\n"
+    "{ out[0] = n + f + d + l + s.b + in[0] + u + r; }\n"
     "__global__ void ov(float *x) { x[0] = 1; }\n"
     "__global__ void ov(int *x) { x[0] = 1; }\n";
 
@@ -350,16 +441,25 @@ static void rtc_names(tk_backend_kind kind, const char *target)
         {8, 8, TK_PARAM_INT},      {16, 4, TK_PARAM_FLOAT}, {24, 8, TK_PARAM_FLOAT},
         {32, 12, TK_PARAM_STRUCT}, {44, 1, TK_PARAM_UINT},  {48, 8, TK_PARAM_POINTER}};
     expect_params(s, sz, 9);
-    /* extern "C": sizes and offsets only, except that comgr says which
-     * parameters are pointers. */
+    /* extern "C": the code object records sizes and offsets (and on AMD
+     * which parameters are pointers); the kinds come from the declaration. */
     tk_kernel *e = get_ok(ctx, k_rtc_src, "ext_sizes");
     ck_assert_ptr_null(e->symbol);
-    const want_param ex[] = {{0, 1, TK_PARAM_UNKNOWN},
-                             {8, 8, TK_PARAM_UNKNOWN},
-                             {16, 8, amd ? TK_PARAM_POINTER : TK_PARAM_UNKNOWN},
-                             {24, 8, TK_PARAM_UNKNOWN}};
+    const want_param ex[] = {{0, 1, TK_PARAM_INT},
+                             {8, 8, TK_PARAM_INT},
+                             {16, 8, TK_PARAM_POINTER},
+                             {24, 8, TK_PARAM_FLOAT}};
     expect_params(e, ex, 4);
-    ck_assert_uint_eq(compiles(ctx), 3);
+    /* Every kind through typedefs, const, restrict and __launch_bounds__; a
+     * type whose #if branches disagree (real) stays unknown. */
+    tk_kernel *a = get_ok(ctx, k_rtc_src, "ext_all");
+    ck_assert_ptr_null(a->symbol);
+    const want_param all[] = {
+        {0, 8, TK_PARAM_POINTER},  {8, 4, TK_PARAM_INT},   {12, 4, TK_PARAM_FLOAT},
+        {16, 8, TK_PARAM_FLOAT},   {24, 8, TK_PARAM_INT},  {32, 12, TK_PARAM_STRUCT},
+        {48, 8, TK_PARAM_POINTER}, {56, 4, TK_PARAM_UINT}, {60, 4, TK_PARAM_UNKNOWN}};
+    expect_params(a, all, 9);
+    ck_assert_uint_eq(compiles(ctx), 4);
 
     /* Errors that list the kernels. */
     const char *msg = get_fails(ctx, k_rtc_src, "layernorm_forward_kernel", TK_NOT_FOUND);
@@ -388,10 +488,12 @@ static void rtc_names(tk_backend_kind kind, const char *target)
     ck_assert_uint_eq(compiles(ctx), 0);
     ck_assert_str_eq(k->symbol, "_Z25layernorm_forward_kernel3PfS_S_PKfS1_S1_ii");
     expect_params(k, ln, 8);
+    expect_params(get_ok(ctx, k_rtc_src, "ext_all"), all, 9);
+    ck_assert_uint_eq(compiles(ctx), 0);
     tk_context_destroy(ctx);
-    const char *names[] = {"layernorm_forward_kernel3", "sizes", "ext_sizes",
+    const char *names[] = {"layernorm_forward_kernel3", "sizes", "ext_sizes", "ext_all",
                            "static_cast<void (*)(int*)>(ov)"};
-    expect_listed(names, amd ? 3 : 4);
+    expect_listed(names, amd ? 4 : 5);
 }
 
 START_TEST(test_nvrtc_names_and_params)
@@ -413,6 +515,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_demangler);
+    tcase_add_test(tc, test_decl_kinds);
     tcase_add_test(tc, test_stub_cpp_name_one_compile_then_disk);
     tcase_add_test(tc, test_stub_params);
     tcase_add_test(tc, test_stub_missing_and_overloaded);

@@ -11,9 +11,13 @@
 // (DT_RUNPATH, so LD_LIBRARY_PATH still overrides it) unless
 // TOKITAI_JIT_NO_RPATH is set.
 //
-// The layout probe: a small C program compiled with $CC (default cc)
-// against the headers prints sizeof / offsetof of every struct and the value
-// of every enum constant; tests/layout.rs compares them with src/sys.rs.
+// The layout check: build.rs reads the structs, fields and constants
+// src/sys.rs declares and writes two programs from that one list: a small C
+// probe, compiled with $CC (default cc) against the headers, that prints
+// sizeof / _Alignof of each struct, offsetof / sizeof of each field and the
+// value of each constant (and of every status), and the Rust half
+// (layout_rust.rs) that tests/layout.rs includes to compute the same on the
+// Rust side and compare.
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,43 +32,94 @@ fn pkg_config(args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-const STRUCTS: &[(&str, &[&str])] = &[
-    ("tk_resource_usage", &["registers", "sgprs", "agprs", "shared_bytes", "local_bytes", "spill_count",
-                            "wavefront_size", "kernarg_bytes", "max_threads"]),
-    ("tk_cache_entry_info", &["struct_size", "key_hex", "path", "kernel", "source", "backend", "arch",
-                              "compiler", "options", "payload_size", "file_size", "created", "last_used",
-                              "resources", "read_only_tier"]),
-    ("tk_cache_stats", &["struct_size", "entries", "bytes", "max_bytes", "temp_files", "bad_files"]),
-    ("tk_context_stats", &["struct_size", "memory_hits", "disk_hits", "compiles", "compile_failures", "loads",
-                           "load_failures", "cache_errors", "compile_seconds", "fallback_calls",
-                           "builds_queued", "builds_done", "builds_pending", "waits", "wait_seconds",
-                           "sync_compiles", "builds_failed", "builds_dropped", "remote_hits", "remote_misses",
-                           "remote_errors", "remote_rejected", "remote_publishes", "workspace_bytes",
-                           "workspace_peak", "workspace_allocs"]),
-    ("tk_define", &["name", "value"]),
-    ("tk_header", &["name", "text"]),
-    ("tk_kernel_desc", &["source_name", "source", "entry", "defines", "n_defines", "options", "n_options",
-                         "source_label", "headers", "n_headers"]),
-    ("tk_kernel_info", &["struct_size", "key_hex", "entry", "origin", "compile_seconds", "resources"]),
-    ("tk_tune_timing", &["config", "us"]),
-    ("tk_tune_report", &["struct_size", "record", "chosen", "heuristic", "chosen_us", "heuristic_us", "timed_m",
-                         "candidates", "compiled", "rejected", "timed", "stored"]),
-    ("tk_check_report", &["struct_size", "op", "dims", "n_dims", "seed", "max_abs_error", "max_rel_error",
-                          "tolerance_abs", "tolerance_rel", "passed", "bad_indices", "kernel_ms", "origin",
-                          "compile_ms", "source_fingerprint", "compiler", "cache_key", "device", "arch",
-                          "policy", "fallback_calls", "builds_done", "builds_pending", "wait_ms"]),
-];
+/// The structs (with their public fields, in order) and the constants
+/// src/sys.rs declares, read from its text so that whatever it declares is
+/// what gets checked: nothing to keep in step by hand.
+struct SysDecls {
+    structs: Vec<(String, Vec<String>)>,
+    constants: Vec<String>,
+}
 
-const CONSTANTS: &[&str] = &[
-    "TK_VERSION_NUMBER", "TK_ABI_VERSION", "TK_LOG_DEBUG", "TK_LOG_INFO", "TK_LOG_WARN", "TK_LOG_ERROR",
-    "TK_BACKEND_AUTO", "TK_BACKEND_CUDA", "TK_BACKEND_HIP", "TK_BACKEND_STUB", "TK_POLICY_EXACT",
-    "TK_POLICY_GENERIC", "TK_POLICY_STABLE", "TK_BUILD_ASYNC", "TK_BUILD_SYNC", "TK_ORIGIN_MEMORY",
-    "TK_ORIGIN_DISK", "TK_ORIGIN_COMPILED", "TK_OP_GEMM_F16_FWD", "TK_OP_GEMM_F16_GRAD_A",
-    "TK_OP_GEMM_F16_GRAD_B", "TK_OP_SOFTMAX_F16_FWD", "TK_OP_SOFTMAX_XENT_F16_BWD", "TK_OP_EMBEDDING_F16_FWD",
-    "TK_OP_EMBEDDING_F16_BWD", "TK_OP_COUNT", "TK_EMBEDDING_DETERMINISTIC",
-];
+fn sys_decls(text: &str) -> SysDecls {
+    let mut d = SysDecls { structs: Vec::new(), constants: Vec::new() };
+    let mut current: Option<(String, Vec<String>)> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some((name, fields)) = current.as_mut() {
+            if t.starts_with('}') {
+                // Opaque handles have no public field: nothing to lay out.
+                if !fields.is_empty() {
+                    d.structs.push((name.clone(), fields.clone()));
+                }
+                current = None;
+            } else if let Some(rest) = t.strip_prefix("pub ") {
+                if let Some(colon) = rest.find(':') {
+                    fields.push(rest[..colon].trim().to_string());
+                }
+            }
+        } else if let Some(rest) = t.strip_prefix("pub struct ") {
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if rest[name.len()..].trim_start().starts_with('{') {
+                current = Some((name, Vec::new()));
+            }
+        } else if let Some(rest) = t.strip_prefix("pub const ") {
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if name.starts_with("TK_") {
+                d.constants.push(name);
+            }
+        }
+    }
+    d
+}
 
-fn probe_source() -> String {
+/// The Rust half of the check, as source the layout test includes: the
+/// same structs, fields and constants as the C probe.
+fn rust_side_source(d: &SysDecls, sized: &[String]) -> String {
+    let mut s = String::from("fn generated_rust_side(m: &mut BTreeMap<String, Vec<i64>>) {\n    rust_layout!(m;\n");
+    for (name, fields) in &d.structs {
+        s.push_str(&format!("        {} {{ {} }}\n", name, fields.join(", ")));
+    }
+    s.push_str("    );\n    rust_consts!(m; ");
+    s.push_str(&d.constants.join(", "));
+    s.push_str(");\n}\n\n");
+    s.push_str("/// What the generated check covers: (struct, fields) and constants.\n");
+    s.push_str("const GENERATED_STRUCTS: &[(&str, &[&str])] = &[\n");
+    for (name, fields) in &d.structs {
+        let quoted: Vec<String> = fields.iter().map(|f| format!("\"{}\"", f)).collect();
+        s.push_str(&format!("    (\"{}\", &[{}]),\n", name, quoted.join(", ")));
+    }
+    s.push_str("];\nconst GENERATED_CONSTANTS: &[&str] = &[");
+    let quoted: Vec<String> = d.constants.iter().map(|c| format!("\"{}\"", c)).collect();
+    s.push_str(&quoted.join(", "));
+    s.push_str("];\n\n");
+    // A sized struct the header names without a SizedStruct impl in sys.rs
+    // fails to compile here.
+    s.push_str("/// The header's sized structs: (name, Rust size, init().struct_size).\n");
+    s.push_str("fn generated_sized_structs() -> Vec<(&'static str, usize, usize)> {\n    vec![\n");
+    for name in sized {
+        s.push_str(&format!("        (\"{0}\", size_of::<{0}>(), <{0} as SizedStruct>::init().struct_size),\n", name));
+    }
+    s.push_str("    ]\n}\n");
+    s
+}
+
+/// The structs the header's "sized structs" paragraph names ("Every struct
+/// the library fills for the caller (a, b, ...)").
+fn header_sized_structs(header: &str) -> Vec<String> {
+    let flat: String = header.split_whitespace().collect::<Vec<_>>().join(" ").replace(" * ", " ");
+    let lead = "Every struct the library fills for the caller (";
+    let rest = match flat.find(lead) {
+        Some(start) => &flat[start + lead.len()..],
+        None => return Vec::new(),
+    };
+    let end = match rest.find(')') {
+        Some(end) => end,
+        None => return Vec::new(),
+    };
+    rest[..end].split(',').map(|n| n.trim().to_string()).filter(|n| n.starts_with("tk_")).collect()
+}
+
+fn probe_source(d: &SysDecls) -> String {
     let mut s = String::from(
         "#include <stddef.h>\n#include <stdio.h>\n#include \"tokitai/tokitai.h\"\n#include \"tokitai/ops.h\"\n\
          #define ST(t) printf(\"S %s %zu %zu\\n\", #t, sizeof(t), _Alignof(t));\n\
@@ -73,23 +128,23 @@ fn probe_source() -> String {
          #define STATUS(name, value, text) printf(\"C TK_%s %d\\n\", #name, (int)TK_##name);\n\
          int main(void) {\n",
     );
-    for (name, fields) in STRUCTS {
+    for (name, fields) in &d.structs {
         s.push_str(&format!("ST({})\n", name));
-        for f in fields.iter() {
+        for f in fields {
             s.push_str(&format!("FL({}, {})\n", name, f));
         }
     }
-    for c in CONSTANTS {
+    for c in &d.constants {
         s.push_str(&format!("CO({})\n", c));
     }
     s.push_str("TK_STATUS_LIST(STATUS)\nreturn 0;\n}\n");
     s
 }
 
-fn probe(include: &Path, out_dir: &Path) -> String {
+fn probe(d: &SysDecls, include: &Path, out_dir: &Path) -> String {
     let src = out_dir.join("layout_probe.c");
     let exe = out_dir.join("layout_probe");
-    if fs::write(&src, probe_source()).is_err() {
+    if fs::write(&src, probe_source(d)).is_err() {
         return "error: cannot write the probe source".to_string();
     }
     let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
@@ -168,7 +223,13 @@ fn main() {
     for h in ["tokitai/tokitai.h", "tokitai/ops.h"] {
         println!("cargo:rerun-if-changed={}", include.join(h).display());
     }
-    let layout = probe(&include, &out_dir);
+    let sys_rs = manifest_dir.join("src/sys.rs");
+    println!("cargo:rerun-if-changed={}", sys_rs.display());
+    let decls = sys_decls(&fs::read_to_string(&sys_rs).expect("read src/sys.rs"));
+    let header = fs::read_to_string(include.join("tokitai/tokitai.h")).unwrap_or_default();
+    let sized = header_sized_structs(&header);
+    fs::write(out_dir.join("layout_rust.rs"), rust_side_source(&decls, &sized)).expect("write layout_rust.rs");
+    let layout = probe(&decls, &include, &out_dir);
     fs::write(out_dir.join("layout.txt"), layout).expect("write layout.txt");
     fs::write(out_dir.join("include_dir.txt"), include.display().to_string()).expect("write include_dir.txt");
     println!("cargo:rustc-env=TOKITAI_JIT_FOUND_BY={}", source);

@@ -599,7 +599,10 @@ typedef enum tk_origin {
  * kernel compile it once. A memory hit hashes no source, does no file I/O and
  * no allocation. Statuses: TK_COMPILE_FAILED (log in last_error),
  * TK_UNSUPPORTED (target unknown to the compiler), TK_LOAD_FAILED,
- * TK_NOT_FOUND (no embedded source of that name), TK_INVALID_ARGUMENT. */
+ * TK_NOT_FOUND (no embedded source of that name, or the entry names no
+ * kernel in the compiled code object: not found or overloaded; the message
+ * lists the kernels the code object contains, the closest first),
+ * TK_INVALID_ARGUMENT. */
 TK_API tk_status tk_kernel_get(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **out);
 
 /* Details of a kernel; strings borrowed for the kernel's lifetime. A sized
@@ -615,11 +618,14 @@ typedef struct tk_kernel_info {
 
 TK_API tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out);
 
-/* What a kernel parameter is, as far as the code object (and, for a C++
- * function, its mangled name) tells. */
+/* What a kernel parameter is, as far as the code object, a C++ function's
+ * mangled name or the kernel's declaration in the source tells. */
 typedef enum tk_param_kind {
-    TK_PARAM_UNKNOWN = 0, /* only size and offset are known (extern "C" on NVIDIA:
-                           * an 8-byte parameter is a pointer or a 64-bit scalar) */
+    TK_PARAM_UNKNOWN = 0, /* only size and offset are known: an 8-byte parameter
+                           * may be a pointer, a 64-bit integer or a double, a
+                           * 4-byte one an int or a float. Nothing may be packed
+                           * into it by guessing: the Python binding refuses an
+                           * untyped number there (docs/user-kernels.md) */
     TK_PARAM_POINTER = 1,
     TK_PARAM_INT = 2,    /* signed integer (char, short, int, long, long long) */
     TK_PARAM_UINT = 3,   /* unsigned integer, bool */
@@ -639,10 +645,18 @@ typedef struct tk_kernel_param {
 /* The parameter layout the compiler recorded for a kernel: NVIDIA from the
  * cubin's per-kernel parameter info (EIATTR_KPARAM_INFO), kinds from the
  * mangled name of a C++ function; AMD from comgr's kernel metadata (.args,
- * hidden arguments left out); the stub backend from the source's
- * signature. Read from the code object, so a kernel loaded from the disk
- * cache or obtained on an offline context has it too. A sized struct: set
- * struct_size first (TK_STRUCT_INIT). */
+ * hidden arguments left out; pointers marked); the stub backend from the
+ * source's signature. Read from the code object, so a kernel loaded from
+ * the disk cache or obtained on an offline context has it too. Kinds the
+ * object leaves unknown (an extern "C" function) are read from the
+ * kernel's declaration in the user source and its in-memory headers
+ * (`__global__ ... name(...)`: builtin and <stdint.h> scalars, __half,
+ * pointers and arrays, structs and vector types, through -D defines,
+ * #define, typedef and using), used only when its parameter count and
+ * every size it implies match the object's; what the reading cannot
+ * settle (a template parameter, a reference, a type from a header on disk,
+ * definitions that disagree across #if branches, bfloat16) stays
+ * TK_PARAM_UNKNOWN. A sized struct: set struct_size first (TK_STRUCT_INIT). */
 typedef struct tk_kernel_params {
     size_t struct_size;
     size_t n_params;
@@ -652,7 +666,9 @@ typedef struct tk_kernel_params {
 
 /* TK_NOT_FOUND when the code object records no parameters for the kernel.
  * Thread-safe; the first call parses the code object (microseconds on
- * NVIDIA, a comgr metadata read on AMD), later calls return the same array. */
+ * NVIDIA, a comgr metadata read on AMD) and, for kinds it leaves unknown,
+ * reads the source (under 1 ms per 100 KB, measured), later calls return the
+ * same array. */
 TK_API tk_status tk_kernel_get_params(const tk_kernel *kernel, tk_kernel_params *out);
 
 /* Enqueues the kernel. stream is the caller's hipStream_t / CUstream /

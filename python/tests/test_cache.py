@@ -115,4 +115,7 @@ def test_stub_backend_from_the_environment(monkeypatch, cache_dir):
     with tj.Context(cache_dir=cache_dir) as c:
         assert c.backend == "stub"
         c.softmax_f16_fwd(c.empty((2, 16)))
-    assert [e.backend for e in tj.cache.list(cache_dir)] == ["stub"]
+    # The generic kernel that served the call, and the specialised one when
+    # its background build finished before the context closed: one or two.
+    backends = [e.backend for e in tj.cache.list(cache_dir)]
+    assert backends and set(backends) == {"stub"}

@@ -125,16 +125,41 @@ def test_a_struct_by_value(ctx, captured):
         _kernel._infer_one(b"1234", p, 0, ctx)
     with pytest.raises(TypeError):
         _kernel._infer_one(1.0, p, 0, ctx)
-    # Size-only layouts (extern "C" on NVIDIA): 8 bytes take an array, an
-    # int (64-bit) or a float (f64).
+
+
+def test_unknown_kinds_take_no_guess(ctx):
+    """A parameter whose kind nothing records (size only) takes an array
+    (8 bytes), a typed scalar or bytes of its size; a Python int or float
+    could be packed more than one way there, so it is a TypeError that says
+    how to type it. An int into 1 byte has one packing."""
+    from tokitai_jit import _kernel
+
     u8 = ParamInfo(0, 8, K.UNKNOWN)
-    assert bytes(_kernel._infer_one(2.0, u8, 0, ctx)) == struct.pack("<d", 2.0)
-    assert bytes(_kernel._infer_one(-5, u8, 0, ctx)) == struct.pack("<q", -5)
     u4 = ParamInfo(0, 4, K.UNKNOWN)
-    assert bytes(_kernel._infer_one(2.0, u4, 0, ctx)) == struct.pack("<f", 2.0)
-    assert bytes(_kernel._infer_one(0xFFFFFFFF, u4, 0, ctx)) == struct.pack("<I", 0xFFFFFFFF)
+    u2 = ParamInfo(0, 2, K.UNKNOWN)
+    a = CaiArray((2,), "float32")
+    assert bytes(_kernel._infer_one(a, u8, 0, ctx)) == struct.pack("<Q", a.ptr)
+    assert bytes(_kernel._infer_one(ctypes.c_double(2.0), u8, 0, ctx)) == struct.pack("<d", 2.0)
+    assert bytes(_kernel._infer_one(ctypes.c_int64(-5), u8, 0, ctx)) == struct.pack("<q", -5)
+    assert bytes(_kernel._infer_one(ctypes.c_float(2.0), u4, 0, ctx)) == struct.pack("<f", 2.0)
+    assert bytes(_kernel._infer_one(ctypes.c_uint32(7), u4, 0, ctx)) == struct.pack("<I", 7)
+    assert bytes(_kernel._infer_one(b"\x01\x02", u2, 0, ctx)) == b"\x01\x02"
+    assert bytes(_kernel._infer_one(-3, ParamInfo(0, 1, K.UNKNOWN), 0, ctx)) == b"\xfd"
+    for value, p, could in [
+        (2.0, u8, "a pointer, a 64-bit integer or a double"),
+        (-5, u8, "a pointer, a 64-bit integer or a double"),
+        (2.0, u4, "an int or a float"),
+        (7, u4, "an int or a float"),
+        (True, u4, "an int or a float"),
+        (0.5, u2, "a 16-bit integer, __half or bfloat16"),
+    ]:
+        with pytest.raises(TypeError, match=r"argument 3 \(the kernel takes %d bytes of unknown kind here\): "
+                           r"got an? (int|float);.*\(%s\).*signature=" % (p.size, could)):
+            _kernel._infer_one(value, p, 3, ctx)
     with pytest.raises(TypeError, match="got CaiArray, a pointer"):
-        _kernel._infer_one(CaiArray((2,), "float32"), u4, 0, ctx)
+        _kernel._infer_one(a, u4, 0, ctx)
+    with pytest.raises(TypeError, match="got c_float, 4 bytes"):
+        _kernel._infer_one(ctypes.c_float(1.0), u8, 0, ctx)
 
 
 @pytest.mark.parametrize(
@@ -175,3 +200,93 @@ def test_names_errors_list_kernels(ctx):
         tj.Kernel(SRC, "evry").compile(ctx)
     with pytest.raises(tj.TokitaiError, match=r"overloaded.*static_cast<void \(\*\)\(float\*\)>\(ov\)"):
         tj.Kernel(SRC, "ov").compile(ctx)
+
+
+# ------------------------------------------------ real compilers, no device
+
+# extern "C": the cubin records sizes only (comgr marks pointers); the kinds
+# come from the declaration. `real` has two definitions (#if branches) and
+# stays unknown.
+EXT = r"""
+struct S12 { float a, b, c; };
+typedef long long i64;
+#ifdef WIDE
+typedef double real;
+#else
+typedef float real;
+#endif
+extern "C" __global__ void ext_all(float *__restrict__ out, int n, float f, double d, i64 l,
+                                   S12 s, const float *in, unsigned u, real r)
+{ out[0] = n + f + d + l + s.b + in[0] + u + r; }
+"""
+
+OFFLINE = [("hip", "gfx90a"), ("cuda", "sm_90")]
+
+
+@pytest.fixture(params=OFFLINE, ids=[t for _, t in OFFLINE])
+def offline(request, cache_dir):
+    backend, target = request.param
+    try:
+        c = tj.Context(backend=backend, target=target, cache_dir=cache_dir)
+    except (tj.BackendUnavailableError, tj.UnsupportedError, tj.NoDeviceError) as e:
+        pytest.skip("%s compiler unavailable: %s" % (backend, e))
+    yield c
+    c.close()
+
+
+def test_extern_c_kinds_from_the_declaration_offline(offline):
+    k = tj.Kernel(EXT, "ext_all")
+    assert [(p.offset, p.size, p.kind) for p in k.parameters(offline)] == [
+        (0, 8, K.POINTER),
+        (8, 4, K.INT),
+        (12, 4, K.FLOAT),
+        (16, 8, K.FLOAT),
+        (24, 8, K.INT),
+        (32, 12, K.STRUCT),
+        (48, 8, K.POINTER),
+        (56, 4, K.UINT),
+        (60, 4, K.UNKNOWN),
+    ]
+
+
+def test_extern_c_mismatches_are_type_errors_offline(offline, monkeypatch):
+    launched = []
+    real_call = offline._call
+
+    def spy(name, *args):
+        if name == "tk_kernel_launch":
+            launched.append(args[-1])
+        return real_call(name, *args)
+
+    monkeypatch.setattr(offline, "_call", spy)
+    k = tj.Kernel(EXT, "ext_all")
+    out, inp = CaiArray((4,), "float32"), CaiArray((4,), "float32")
+    s12 = struct.pack("<fff", 1, 2, 3)
+    good = [out, 1, 0.5, 0.25, 1 << 40, s12, inp, 3, ctypes.c_float(1.5)]
+    for i, bad, match in [
+        (0, 1.5, "argument 0 .*a pointer.*got a float"),  # a float where the kernel takes a pointer
+        (1, 2.5, "argument 1 .*signed integer.*got a float"),  # a float into an int
+        (6, 0.5, "argument 6 .*a pointer.*got a float"),
+        (8, 1.5, "argument 8 .*unknown kind.*got a float.*signature="),  # real: no guess
+        (8, 1, "argument 8 .*unknown kind.*got an int.*signature="),
+        (3, out, "argument 3 .*8-byte float.*got CaiArray"),
+    ]:
+        args = list(good)
+        args[i] = bad
+        with pytest.raises(TypeError, match=match):
+            k[1, 1](*args, context=offline)
+    assert launched == []  # nothing reached the launch
+    # The good arguments pack as the declaration says (an int into the float
+    # parameter converts); the offline context then refuses to launch.
+    args = list(good)
+    args[2] = 2
+    with pytest.raises(tj.NoDeviceError):
+        k[1, 1](*args, context=offline)
+    argv = launched[-1]
+    assert arg_bytes(argv, 1, 4) == struct.pack("<i", 1)
+    assert arg_bytes(argv, 2, 4) == struct.pack("<f", 2.0)
+    assert arg_bytes(argv, 3, 8) == struct.pack("<d", 0.25)
+    assert arg_bytes(argv, 4, 8) == struct.pack("<q", 1 << 40)
+    assert arg_bytes(argv, 5, 12) == s12
+    assert arg_bytes(argv, 7, 4) == struct.pack("<I", 3)
+    assert arg_bytes(argv, 8, 4) == struct.pack("<f", 1.5)

@@ -233,7 +233,10 @@ class Kernel:
     parameter layout the compiler recorded (see :meth:`parameters`): an
     array -> a pointer, a float -> f16/f32/f64 by the parameter's size, an
     int -> the integer of that size, numpy and ctypes scalars by their own
-    type, a ``ctypes.Structure`` or ``bytes`` -> a struct of that size.
+    type, a ``ctypes.Structure`` or ``bytes`` -> a struct of that size. A
+    parameter whose kind nothing records (only its size) takes no Python
+    int or float (except an int into 1 byte): a ``TypeError`` asks for a
+    typed scalar or a signature.
     ``defines``: ``{"TILE": 64}`` or ``["TILE=64", "FAST"]``, passed as
     ``-D``; ``options``: extra compiler options. ``headers``: ``{name:
     text}`` include files (libraries with header support only; otherwise
@@ -437,8 +440,26 @@ def _describe(p: ParamInfo) -> str:
         K.UINT: "a %d-byte unsigned integer" % p.size,
         K.FLOAT: "a %d-byte float" % p.size,
         K.STRUCT: "a %d-byte value" % p.size,
-    }.get(p.kind, "%d bytes" % p.size)
+    }.get(p.kind, "%d bytes of unknown kind" % p.size)
     return what
+
+
+# What an unknown parameter of each size could be, for the message that
+# refuses to guess.
+_UNKNOWN_COULD_BE = {
+    2: "a 16-bit integer, __half or bfloat16",
+    4: "an int or a float",
+    8: "a pointer, a 64-bit integer or a double",
+}
+
+
+def _refuse_unknown(where: str, p: ParamInfo, got: str) -> TypeError:
+    could = _UNKNOWN_COULD_BE.get(p.size, "any %d-byte type" % p.size)
+    return TypeError(
+        "%s: got %s; neither the code object nor the kernel's declaration says what this "
+        "parameter is (%s), so a Python number cannot be packed without guessing: pass a "
+        "typed scalar (numpy.int32(x), numpy.float32(x), ctypes.c_double(x), ...) or "
+        "Kernel(..., signature='...')" % (where, got, could))
 
 
 def _is_numpy_scalar(value: Any) -> bool:
@@ -484,6 +505,12 @@ def _infer_one(value: Any, p: ParamInfo, index: int, ctx: Context) -> Any:
         ):
             raise TypeError("%s: got %s" % (where, type(value).__name__))
         return (ctypes.c_char * p.size).from_buffer_copy(raw)
+    # Python numbers carry no C type: into a parameter of unknown kind only
+    # where one packing is possible (an int into 1 byte).
+    if p.kind == K.UNKNOWN and isinstance(value, (int, float)) and not (
+        isinstance(value, int) and p.size == 1
+    ):
+        raise _refuse_unknown(where, p, "a float" if isinstance(value, float) else "an int")
     if isinstance(value, float):
         if p.kind in (K.POINTER, K.INT, K.UINT, K.STRUCT) or p.size not in (2, 4, 8):
             raise TypeError("%s: got a float" % where)

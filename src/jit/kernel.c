@@ -48,6 +48,7 @@
 #include <xxhash.h>
 
 #include "common/out_struct.h"
+#include "jit/decl.h"
 #include "jit/jit_internal.h"
 #include "jit/sources.h"
 #include "jit/symbols.h"
@@ -1354,6 +1355,85 @@ tk_status tk_kernel_get_info(const tk_kernel *kernel, tk_kernel_info *out)
     return TK_OK;
 }
 
+/* The macros k's compiler is given: its defines, then -D options
+ * ("-DN=V", "-D N=V", "--define-macro=N=V"). Strings point into k or into
+ * *copies (one malloc'd block per option, freed by the caller); NULL when out
+ * of memory. */
+static tk__decl_macro *params_macros(const tk_kernel *k, size_t *n, char ***copies)
+{
+    tk__decl_macro *m = calloc(k->n_defines + k->n_options + 1, sizeof *m);
+    char **c = calloc(k->n_options + 1, sizeof *c);
+    if (!m || !c) {
+        free(m);
+        free(c);
+        return NULL;
+    }
+    size_t count = 0;
+    for (size_t i = 0; i < k->n_defines; i++)
+        m[count++] = (tk__decl_macro){k->defines[i].name, k->defines[i].value};
+    for (size_t i = 0; i < k->n_options; i++) {
+        const char *o = k->options[i], *def = NULL;
+        if (strncmp(o, "--define-macro=", 15) == 0)
+            def = o + 15;
+        else if (strncmp(o, "-D", 2) == 0 && o[2])
+            def = o + 2;
+        else if ((strcmp(o, "-D") == 0 || strcmp(o, "--define-macro") == 0) && i + 1 < k->n_options)
+            def = k->options[++i];
+        if (!def || !(c[i] = strdup(def)))
+            continue; /* out of memory: that macro stays unknown */
+        char *eq = strchr(c[i], '=');
+        if (eq)
+            *eq = '\0';
+        m[count++] = (tk__decl_macro){c[i], eq ? eq + 1 : NULL};
+    }
+    *n = count;
+    *copies = c;
+    return m;
+}
+
+/* Kinds of k's parameters from its declaration in the user source and its
+ * in-memory headers, where the code object leaves them unknown. A reading
+ * that contradicts a kind the object records is not used at all. */
+static void params_from_source(const tk_kernel *k, tk_kernel_param *params, size_t n)
+{
+    size_t unknown = 0;
+    for (size_t i = 0; i < n; i++)
+        unknown += params[i].kind == TK_PARAM_UNKNOWN;
+    if (!k->source || !unknown)
+        return;
+    const char **texts = calloc(k->n_headers + 1, sizeof *texts);
+    uint32_t *sizes = calloc(n, sizeof *sizes);
+    int *kinds = calloc(n, sizeof *kinds);
+    char **copies = NULL;
+    size_t n_macros = 0;
+    tk__decl_macro *macros = params_macros(k, &n_macros, &copies);
+    if (!texts || !sizes || !kinds || !macros)
+        goto done;
+    texts[0] = k->source;
+    for (size_t i = 0; i < k->n_headers; i++)
+        texts[i + 1] = k->headers[i].text;
+    for (size_t i = 0; i < n; i++)
+        sizes[i] = params[i].size;
+    if (!tk__decl_kinds(texts, k->n_headers + 1, macros, n_macros, k->entry, sizes, n, kinds))
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        if (params[i].kind != TK_PARAM_UNKNOWN && kinds[i] != TK_PARAM_UNKNOWN &&
+            params[i].kind != kinds[i])
+            goto done;
+    for (size_t i = 0; i < n; i++)
+        if (params[i].kind == TK_PARAM_UNKNOWN)
+            params[i].kind = kinds[i];
+done:
+    if (copies)
+        for (size_t i = 0; i < k->n_options; i++)
+            free(copies[i]);
+    free(copies);
+    free(macros);
+    free(kinds);
+    free(sizes);
+    free(texts);
+}
+
 /* Reads the parameter layout of k from its code object (params_mu held). */
 static void params_read(tk_kernel *k)
 {
@@ -1386,6 +1466,8 @@ static void params_read(tk_kernel *k)
         if (params[i].kind == TK_PARAM_UNKNOWN && named)
             params[i].kind = kinds[i];
     }
+    /* An extern "C" function has no mangled name: its declaration says. */
+    params_from_source(k, params, n);
     free(kinds);
     free(raw);
     k->params = params;

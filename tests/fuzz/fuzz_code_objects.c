@@ -2,8 +2,9 @@
  * libFuzzer target for what the library reads out of a code object taken
  * from the cache: a cubin's per-kernel parameter records and kernel list
  * (cuda.c: kernel_params, list_kernels; no vendor library involved), the
- * stub's signature parse, and the demangler (symbols.c) on the stored
- * lowered names. Input: one byte n, n bytes of symbol, then the object.
+ * stub's signature parse, the demangler (symbols.c) on the stored
+ * lowered names, and the reading of kernel declarations (decl.c) with the
+ * object as source text. Input: one byte n, n bytes of symbol, then the object.
  * Oracle: no crash, and whatever comes back is within the object's bounds
  * (a parameter's offset + size fits 32 bits, the list is NUL-terminated).
  * Built by -DTK_BUILD_FUZZ=ON (clang); see tests/fuzz/CMakeLists.txt.
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "jit/backend/backend.h"
+#include "jit/decl.h"
 #include "jit/symbols.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -54,6 +56,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     copy[code_size] = 0;
     one(tk__backend_cuda(), symbol, copy, code_size);
     one(tk__backend_stub(), symbol, copy, code_size);
+    /* Declarations of symbol with 0 to 8 parameters: whatever is read, each
+     * kind is a tk_param_kind. */
+    static const uint32_t sizes[8] = {8, 4, 2, 1, 8, 12, 0, 4};
+    int decl_kinds[8];
+    const char *texts[] = {(const char *)copy};
+    const tk__decl_macro macros[] = {{"T", "float"}, {"P", NULL}};
+    for (size_t want = 0; want <= 8; want++)
+        if (tk__decl_kinds(texts, 1, macros, 2, symbol, sizes, want, decl_kinds) > 0)
+            for (size_t i = 0; i < want; i++)
+                if (decl_kinds[i] < TK_PARAM_UNKNOWN || decl_kinds[i] > TK_PARAM_STRUCT)
+                    abort();
     free(copy);
 
     char shown[600], base[256];

@@ -140,6 +140,15 @@ impl Cache {
         Ok(s)
     }
 
+    /// Sets the cache's persistent counters (hits, misses, compiles, ...:
+    /// the fields of `stats()` counted across processes) to zero for every
+    /// process, and `stats_since` to now (`tk_cache_zero_stats`).
+    /// `Error::Io` when the cache is not writable.
+    pub fn zero_stats(&self) -> Result<()> {
+        let st = unsafe { sys::tk_cache_zero_stats(self.raw) };
+        self.check(st)
+    }
+
     /// Reads every entry in full; the bad ones (nothing is removed).
     pub fn verify(&self) -> Result<Vec<BadFile>> {
         let mut v: Vec<BadFile> = Vec::new();

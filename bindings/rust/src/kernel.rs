@@ -136,6 +136,47 @@ pub struct KernelInfo {
     pub resources: sys::tk_resource_usage,
 }
 
+/// What a kernel parameter is (`tk_param_kind`), as far as the code object,
+/// the mangled name or the declaration in the source tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// Only the size and offset are known.
+    Unknown,
+    Pointer,
+    /// A signed integer.
+    Int,
+    /// An unsigned integer or a bool.
+    Uint,
+    /// float, double or __half.
+    Float,
+    /// Another type passed by value (a struct, a vector type).
+    Struct,
+}
+
+impl ParamKind {
+    fn from_raw(k: i32) -> ParamKind {
+        match k {
+            sys::TK_PARAM_POINTER => ParamKind::Pointer,
+            sys::TK_PARAM_INT => ParamKind::Int,
+            sys::TK_PARAM_UINT => ParamKind::Uint,
+            sys::TK_PARAM_FLOAT => ParamKind::Float,
+            sys::TK_PARAM_STRUCT => ParamKind::Struct,
+            // A kind added by a later library is, to this crate, unknown.
+            _ => ParamKind::Unknown,
+        }
+    }
+}
+
+/// One kernel parameter as recorded for the kernel (`tk_kernel_param`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelParam {
+    /// Bytes from the start of the argument block.
+    pub offset: u32,
+    /// Bytes.
+    pub size: u32,
+    pub kind: ParamKind,
+}
+
 impl Context {
     /// `tk_kernel_get`: memory table, then disk cache, then compile.
     /// `Error::CompileFailed` carries the compiler's log.
@@ -224,6 +265,31 @@ impl<'ctx> Kernel<'ctx> {
             compile_seconds: i.compile_seconds,
             resources: i.resources,
         })
+    }
+
+    /// The parameter layout recorded for the kernel (`tk_kernel_get_params`),
+    /// in order; read from the code object, so it works on a kernel from the
+    /// disk cache and on an offline context. `Error::NotFound` when the code
+    /// object records none.
+    pub fn params(&self) -> Result<Vec<KernelParam>> {
+        let mut p = <sys::tk_kernel_params as sys::SizedStruct>::init();
+        let st = unsafe { sys::tk_kernel_get_params(self.raw, &mut p) };
+        if st != sys::TK_OK {
+            // The call leaves the context's last error alone: say it here.
+            let why = if st == sys::TK_NOT_FOUND {
+                "the code object records no parameter layout for this kernel".to_string()
+            } else {
+                format!("tk_kernel_get_params: {}", crate::error::status_str(st))
+            };
+            return Err(Error::from_status(st, why));
+        }
+        if p.n_params == 0 || p.params.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the library's array of n_params entries lives as long as the
+        // kernel, which borrows its context.
+        let raw = unsafe { std::slice::from_raw_parts(p.params, p.n_params) };
+        Ok(raw.iter().map(|r| KernelParam { offset: r.offset, size: r.size, kind: ParamKind::from_raw(r.kind) }).collect())
     }
 
     /// Enqueues the kernel on `stream` (`tk_kernel_launch`).

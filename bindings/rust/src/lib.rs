@@ -22,7 +22,7 @@ pub use cache::{parse_size, BadFile, Cache, CacheEntry, CacheStats};
 pub use config::{Backend, BuildMode, Config, LogLevel, Policy};
 pub use context::{backend_describe, embedded_sources, Context, ContextStats, Origin, Stream};
 pub use error::{status_str, Error, Result};
-pub use kernel::{Kernel, KernelArg, KernelDesc, KernelInfo};
+pub use kernel::{Kernel, KernelArg, KernelDesc, KernelInfo, KernelParam, ParamKind};
 pub use mem::{DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, Element, Strided, StridedMut};
 pub use ops::{CheckReport, Op, TuneReport};
 pub use reference::{f16_to_f32, f32_to_f16};

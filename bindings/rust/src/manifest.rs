@@ -1,4 +1,4 @@
-//! Precompile manifests (README.md, "Manifest format") through the C API.
+//! Precompile manifests (docs/manifests.md, "Format") through the C API.
 //!
 //! The C library has no manifest call: the parser and the parallel
 //! precompile live in the command-line tool (`tokitai-jit --precompile`).

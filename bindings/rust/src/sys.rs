@@ -157,6 +157,14 @@ pub struct tk_cache_push_counts {
     pub rejected: u64,
 }
 
+pub type tk_param_kind = c_int;
+pub const TK_PARAM_UNKNOWN: tk_param_kind = 0;
+pub const TK_PARAM_POINTER: tk_param_kind = 1;
+pub const TK_PARAM_INT: tk_param_kind = 2;
+pub const TK_PARAM_UINT: tk_param_kind = 3;
+pub const TK_PARAM_FLOAT: tk_param_kind = 4;
+pub const TK_PARAM_STRUCT: tk_param_kind = 5;
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct tk_kernel_param {
@@ -321,7 +329,8 @@ macro_rules! sized_struct {
         }
     )*};
 }
-sized_struct!(tk_cache_stats, tk_context_stats, tk_kernel_info, tk_tune_report, tk_check_report);
+sized_struct!(tk_cache_stats, tk_cache_push_counts, tk_context_stats, tk_kernel_info, tk_kernel_params,
+              tk_tune_report, tk_check_report);
 
 extern "C" {
     pub fn tk_version_number() -> c_uint;

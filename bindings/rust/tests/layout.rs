@@ -1,7 +1,10 @@
 //! The raw declarations against the C compiler's view of the headers: the
-//! size and alignment of every struct, the offset and size of every field,
-//! the value of every enum constant (printed by the probe build.rs
-//! compiles), and the set of functions the headers declare.
+//! size and alignment of every struct sys.rs declares, the offset and size
+//! of each of its fields, the value of each constant and status (build.rs
+//! reads the list from sys.rs and prints the C side with a probe it
+//! compiles); that sys.rs declares every struct, constant and function the
+//! headers do; and that every sized struct the header names implements
+//! SizedStruct.
 use std::collections::BTreeMap;
 use std::mem::{align_of, size_of, MaybeUninit};
 
@@ -47,44 +50,14 @@ macro_rules! rust_consts {
     )*};
 }
 
+// generated_rust_side, GENERATED_STRUCTS, GENERATED_CONSTANTS and
+// generated_sized_structs: build.rs writes them from src/sys.rs (and the
+// header's list of sized structs), the same list the C probe is built from.
+include!(concat!(env!("OUT_DIR"), "/layout_rust.rs"));
+
 fn rust_side() -> BTreeMap<String, Vec<i64>> {
     let mut m = BTreeMap::new();
-    rust_layout!(m;
-        tk_resource_usage { registers, sgprs, agprs, shared_bytes, local_bytes, spill_count, wavefront_size,
-                            kernarg_bytes, max_threads }
-        tk_cache_entry_info { struct_size, key_hex, path, kernel, source, backend, arch, compiler, options,
-                              payload_size, file_size, created, last_used, resources, read_only_tier }
-        tk_cache_stats { struct_size, entries, bytes, max_bytes, temp_files, bad_files }
-        tk_context_stats { struct_size, memory_hits, disk_hits, compiles, compile_failures, loads, load_failures,
-                           cache_errors, compile_seconds, fallback_calls, builds_queued, builds_done,
-                           builds_pending, waits, wait_seconds, sync_compiles, builds_failed, builds_dropped,
-                           remote_hits, remote_misses, remote_errors, remote_rejected, remote_publishes,
-                           workspace_bytes, workspace_peak, workspace_allocs }
-        tk_define { name, value }
-        tk_header { name, text }
-        tk_kernel_desc { source_name, source, entry, defines, n_defines, options, n_options, source_label,
-                         headers, n_headers }
-        tk_kernel_info { struct_size, key_hex, entry, origin, compile_seconds, resources }
-        tk_tune_timing { config, us }
-        tk_tune_report { struct_size, record, chosen, heuristic, chosen_us, heuristic_us, timed_m, candidates,
-                         compiled, rejected, timed, stored }
-        tk_check_report { struct_size, op, dims, n_dims, seed, max_abs_error, max_rel_error, tolerance_abs,
-                          tolerance_rel, passed, bad_indices, kernel_ms, origin, compile_ms, source_fingerprint,
-                          compiler, cache_key, device, arch, policy, fallback_calls, builds_done, builds_pending,
-                          wait_ms }
-    );
-    rust_consts!(m;
-        TK_VERSION_NUMBER, TK_ABI_VERSION, TK_LOG_DEBUG, TK_LOG_INFO, TK_LOG_WARN, TK_LOG_ERROR,
-        TK_BACKEND_AUTO, TK_BACKEND_CUDA, TK_BACKEND_HIP, TK_BACKEND_STUB, TK_POLICY_EXACT, TK_POLICY_GENERIC,
-        TK_POLICY_STABLE, TK_BUILD_ASYNC, TK_BUILD_SYNC, TK_ORIGIN_MEMORY, TK_ORIGIN_DISK, TK_ORIGIN_COMPILED,
-        TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B, TK_OP_SOFTMAX_F16_FWD,
-        TK_OP_SOFTMAX_XENT_F16_BWD, TK_OP_EMBEDDING_F16_FWD, TK_OP_EMBEDDING_F16_BWD, TK_OP_COUNT,
-        TK_EMBEDDING_DETERMINISTIC,
-        TK_OK, TK_INVALID_ARGUMENT, TK_OUT_OF_MEMORY, TK_IO_ERROR, TK_NOT_FOUND, TK_CORRUPT,
-        TK_BACKEND_UNAVAILABLE, TK_NO_DEVICE, TK_UNSUPPORTED, TK_COMPILE_FAILED, TK_LOAD_FAILED,
-        TK_LAUNCH_FAILED, TK_DEVICE_ERROR, TK_MISALIGNED, TK_OVERFLOW, TK_OUT_OF_TOLERANCE, TK_INTERNAL,
-        TK_TIMEOUT
-    );
+    generated_rust_side(&mut m);
     m
 }
 
@@ -115,21 +88,98 @@ fn structs_and_constants_match_the_c_compiler() {
 
 #[test]
 fn sized_structs_start_with_their_size() {
-    assert_eq!(<tk_context_stats as SizedStruct>::init().struct_size, size_of::<tk_context_stats>());
-    assert_eq!(<tk_cache_stats as SizedStruct>::init().struct_size, size_of::<tk_cache_stats>());
-    assert_eq!(<tk_kernel_info as SizedStruct>::init().struct_size, size_of::<tk_kernel_info>());
-    assert_eq!(<tk_tune_report as SizedStruct>::init().struct_size, size_of::<tk_tune_report>());
-    assert_eq!(<tk_check_report as SizedStruct>::init().struct_size, size_of::<tk_check_report>());
+    let sized = generated_sized_structs();
+    assert!(sized.len() >= 7, "read only {:?} from the header's list of sized structs", sized);
+    for (name, size, init) in sized {
+        assert_eq!(init, size, "{}: SizedStruct::init() sets struct_size {}, the struct is {} bytes", name, init, size);
+    }
+}
+
+fn header_texts() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(INCLUDE_DIR.trim());
+    ["tokitai/tokitai.h", "tokitai/ops.h"]
+        .iter()
+        .map(|h| (h.to_string(), std::fs::read_to_string(dir.join(h)).unwrap_or_else(|e| panic!("{}: {}", h, e))))
+        .collect()
+}
+
+/// The check covers everything sys.rs declares (build.rs reads the list from
+/// it), and sys.rs declares everything the headers lay out: each struct
+/// defined with a body, each enum constant, each numeric TK_ macro.
+#[test]
+fn every_header_struct_and_constant_is_checked() {
+    let sys_src = include_str!("../src/sys.rs");
+    let mut sys_structs = std::collections::BTreeMap::new();
+    let mut in_struct: Option<String> = None;
+    for line in sys_src.lines() {
+        let t = line.trim();
+        if let Some(name) = in_struct.clone() {
+            if t.starts_with('}') {
+                in_struct = None;
+            } else if t.starts_with("pub ") && t.contains(':') {
+                *sys_structs.entry(name).or_insert(0usize) += 1;
+            }
+        } else if let Some(rest) = t.strip_prefix("pub struct ") {
+            if rest.ends_with('{') {
+                in_struct = Some(rest.trim_end_matches('{').trim().to_string());
+            }
+        }
+    }
+    let generated: std::collections::BTreeMap<&str, usize> =
+        GENERATED_STRUCTS.iter().map(|(n, f)| (*n, f.len())).collect();
+    for (name, n_fields) in &sys_structs {
+        assert_eq!(generated.get(name.as_str()), Some(n_fields), "{}: sys.rs declares {} fields", name, n_fields);
+    }
+    assert_eq!(generated.len(), sys_structs.len());
+
+    let consts: std::collections::BTreeSet<&str> = GENERATED_CONSTANTS.iter().copied().collect();
+    let mut missing = Vec::new();
+    let mut n_header_consts = 0;
+    for (h, text) in header_texts() {
+        for line in text.lines() {
+            let t = line.trim();
+            if let Some(rest) = t.strip_prefix("typedef struct ") {
+                let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if rest[name.len()..].trim_start().starts_with('{') && !generated.contains_key(name.as_str()) {
+                    missing.push(format!("{}: struct {} is not laid out in sys.rs", h, name));
+                }
+            }
+            let name: String = t.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let after = t[name.len()..].trim_start();
+            let numeric_define = t
+                .strip_prefix("#define ")
+                .map(|r| {
+                    let n: String = r.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    let v = &r[n.len()..];
+                    (n, v.starts_with(' ') && v.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == '('))
+                });
+            let constant = match numeric_define {
+                Some((n, true)) => Some(n),
+                Some(_) => None,
+                None if name.starts_with("TK_") && after.starts_with('=') => Some(name),
+                None => None,
+            };
+            if let Some(c) = constant {
+                if c.starts_with("TK__") {
+                    continue;
+                }
+                n_header_consts += 1;
+                if !consts.contains(c.as_str()) {
+                    missing.push(format!("{}: {} is not declared in sys.rs", h, c));
+                }
+            }
+        }
+    }
+    assert!(n_header_consts > 30, "found only {} constants in the headers", n_header_consts);
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
 
 /// Every function the headers declare (TK_API ... tk_name(...)) is declared
 /// in sys.rs, and sys.rs declares none the headers lack.
 #[test]
 fn every_header_function_is_declared() {
-    let dir = std::path::Path::new(INCLUDE_DIR.trim());
     let mut header_fns = std::collections::BTreeSet::new();
-    for h in ["tokitai/tokitai.h", "tokitai/ops.h"] {
-        let text = std::fs::read_to_string(dir.join(h)).unwrap_or_else(|e| panic!("{}: {}", h, e));
+    for (_, text) in header_texts() {
         // Declarations can span lines: look at the text after each "TK_API ".
         for part in text.split("TK_API ").skip(1) {
             let head = &part[..part.find('(').unwrap_or(0)];

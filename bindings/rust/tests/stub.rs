@@ -9,7 +9,7 @@ use common::{random_f16, stub_config, stub_context, TempDir};
 use tokitai_jit::manifest::{Job, Manifest};
 use tokitai_jit::{
     f16_to_f32, f32_to_f16, reference, Backend, Cache, Config, Context, DeviceView, Error, KernelArg, KernelDesc,
-    LogLevel, Op, Origin, Policy, Stream,
+    KernelParam, LogLevel, Op, Origin, ParamKind, Policy, Stream,
 };
 
 const SCALE_SRC: &str = r#"
@@ -94,6 +94,61 @@ fn launch_with_typed_arguments() {
     ctx.sync(Stream::DEFAULT).unwrap();
     // The stub launches nothing: the buffer is as uploaded.
     assert_eq!(x.to_vec().unwrap(), vec![1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn kernel_params_come_from_the_code_object() {
+    let dir = TempDir::new("params");
+    let src = "struct Pair { float a, b; };\n\
+               __global__ void every(signed char c, unsigned u, long long l, double d, const float *p, Pair q) {}\n";
+    let p = |offset, size, kind| KernelParam { offset, size, kind };
+    let want_scale = vec![p(0, 8, ParamKind::Pointer), p(8, 4, ParamKind::Float), p(12, 4, ParamKind::Int)];
+    // The stub reads the source's signature; it lays out no struct (size 0).
+    let want_every = vec![
+        p(0, 1, ParamKind::Int),
+        p(4, 4, ParamKind::Uint),
+        p(8, 8, ParamKind::Int),
+        p(16, 8, ParamKind::Float),
+        p(24, 8, ParamKind::Pointer),
+        p(32, 0, ParamKind::Struct),
+    ];
+    {
+        let ctx = stub_context(dir.path());
+        assert_eq!(ctx.kernel(&KernelDesc::source(SCALE_SRC, "scale")).unwrap().params().unwrap(), want_scale);
+        assert_eq!(ctx.kernel(&KernelDesc::source(src, "every")).unwrap().params().unwrap(), want_every);
+    }
+    // From disk, no compile: the same layout.
+    let ctx = stub_context(dir.path());
+    let k = ctx.kernel(&KernelDesc::source(src, "every")).unwrap();
+    assert_eq!(k.info().unwrap().origin, Origin::Disk);
+    assert_eq!(k.params().unwrap(), want_every);
+    assert_eq!(ctx.stats().unwrap().compiles, 0);
+}
+
+#[test]
+fn cache_zero_stats_resets_the_persistent_counters() {
+    let dir = TempDir::new("zero");
+    {
+        let ctx = stub_context(dir.path());
+        ctx.kernel(&KernelDesc::source(SCALE_SRC, "scale")).unwrap();
+    }
+    {
+        let ctx = stub_context(dir.path());
+        ctx.kernel(&KernelDesc::source(SCALE_SRC, "scale")).unwrap();
+    }
+    let cache = Cache::open(Some(&stub_config(dir.path()))).unwrap();
+    let s = cache.stats().unwrap();
+    assert_eq!((s.hits, s.misses, s.compiles, s.stats_since), (1, 1, 1, 0), "{:?}", s);
+    cache.zero_stats().unwrap();
+    let s = cache.stats().unwrap();
+    assert_eq!((s.hits, s.misses, s.compiles, s.entries), (0, 0, 0, 1), "{:?}", s);
+    assert!(s.stats_since > 0, "{:?}", s);
+    // Not writable: an error, the counters as they were.
+    let ro = Cache::open(Some(&stub_config(dir.path()).cache_read_only(true).unwrap())).unwrap();
+    match ro.zero_stats() {
+        Err(e @ Error::Io(_)) => assert!(!e.message().is_empty()),
+        other => panic!("expected Io on a read-only cache, got {:?}", other),
+    }
 }
 
 #[test]

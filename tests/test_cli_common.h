@@ -87,10 +87,10 @@ static inline long kernels_compiled(const char *out)
 static inline long kernels_cached(const char *out)
 {
     long n = count_before(out, " already cached,");
-    if (n < 0) /* nothing to compile: "all N kernels already cached in" */
-        n = count_before(out, " kernels already cached in");
+    if (n < 0) /* nothing to compile: "N kernels, all already cached in" */
+        n = count_before(out, " kernels, all already cached");
     if (n < 0)
-        n = count_before(out, " kernel already cached in");
+        n = count_before(out, " kernel, all already cached");
     return n;
 }
 

@@ -10,6 +10,7 @@
  * failure).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -67,6 +68,11 @@ typedef struct run_state {
     int mixed_policies; /* items under both policies: name the policy */
     item *items;
     size_t n_items;
+    /* Workers compile user kernels in the manifest's folder (manifest.h);
+     * the cache's folders, made absolute, stay where they were. NULL: the
+     * library's own choice. */
+    char *cache_dir;
+    char *cache_lower;
 } run_state;
 
 /* ----------------------------------------------------------- low-level io */
@@ -147,6 +153,72 @@ static tk_config *target_config(const tk__cli_opts *opts, const target *t, int p
         return NULL;
     }
     return cfg;
+}
+
+/* A worker's config: target_config with the cache's folders absolute. */
+static tk_config *worker_config(const run_state *s, const target *t, int policy)
+{
+    tk_config *cfg = target_config(s->opts, t, policy);
+    if (cfg && ((s->cache_dir && tk_config_set_cache_dir(cfg, s->cache_dir) != TK_OK) ||
+                (s->cache_lower && tk_config_set_cache_lower(cfg, s->cache_lower) != TK_OK))) {
+        tk_config_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+/* path made absolute against the working folder (malloc'd; NULL when out
+ * of memory or the working folder is unknown). */
+static char *absolute(const char *path)
+{
+    if (path[0] == '/')
+        return strdup(path);
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return NULL;
+    size_t n = strlen(cwd) + strlen(path) + 2;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s/%s", cwd, path);
+    free(cwd);
+    return out;
+}
+
+/* Before the workers go into the manifest's folder: the cache root and
+ * the read-only tiers of TOKITAI_JIT_CACHE_PATH as absolute paths. -1
+ * (errno set) when the working folder is unknown or memory short. */
+static int pin_cache_folders(run_state *s, const char *root)
+{
+    if (!s->m.base_dir || !s->m.n_kernels)
+        return 0; /* nothing leaves the working folder */
+    if (root[0] && !(s->cache_dir = absolute(root)))
+        return -1;
+    const char *lower = getenv("TOKITAI_JIT_CACHE_PATH");
+    if (!lower || !*lower)
+        return 0;
+    size_t cap = strlen(lower) + 1, len = 0;
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return -1;
+    cap += (strlen(cwd) + 1) * (size_t)(1 + (int)strlen(lower));
+    char *out = malloc(cap);
+    if (!out) {
+        free(cwd);
+        return -1;
+    }
+    out[0] = 0;
+    for (const char *p = lower; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s%s%.*s", len ? ":" : "",
+                                    p[0] == '/' ? "" : cwd, p[0] == '/' ? "" : "/", (int)n, p);
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    free(cwd);
+    s->cache_lower = out;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ probe */
@@ -505,7 +577,9 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
     worker_log wl;
     memset(&wl, 0, sizeof wl);
     wl.echo_level = env_log_level();
-    if (!ctxs)
+    /* user kernels are compiled in the manifest's folder; jobs start here */
+    int home = s->m.base_dir ? open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1, lost_home = 0;
+    if (!ctxs || (s->m.base_dir && home < 0))
         _exit(1);
     for (;;) {
         uint32_t idx;
@@ -528,7 +602,7 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
         wl.compiled.n = wl.found.n = 0;
         wl.failed = 0;
         if (!*slot) {
-            tk_config *cfg = target_config(s->opts, t, it->policy);
+            tk_config *cfg = worker_config(s, t, it->policy);
             if (cfg && (tk_config_set_log(cfg, worker_log_fn, &wl) != TK_OK ||
                         tk_config_set_log_level(cfg, TK_LOG_DEBUG) != TK_OK)) {
                 tk_config_destroy(cfg);
@@ -556,18 +630,29 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
                 d.n_defines = k->n_defines;
                 d.options = (const char *const *)k->options;
                 d.n_options = k->n_options;
-                /* Compiler messages name the file (a path with a quote or a
-                 * backslash keeps the default name). */
-                if (!strpbrk(k->path, "\"\\\r\n"))
-                    d.source_label = k->path;
+                /* Compiler messages name the file as the manifest does (a
+                 * path with a quote or a backslash keeps the default name). */
+                if (!strpbrk(k->file, "\"\\\r\n"))
+                    d.source_label = k->file;
                 tk_origin origin = TK_ORIGIN_COMPILED;
-                st = tk_kernel_precompile(*slot, &d, &origin);
+                if (s->m.base_dir && chdir(s->m.base_dir) != 0) {
+                    st = TK_IO_ERROR;
+                    snprintf(why, sizeof why, "cannot enter the manifest's folder %s: %s",
+                             s->m.base_dir, strerror(errno));
+                    log = strdup(why);
+                } else {
+                    st = tk_kernel_precompile(*slot, &d, &origin);
+                    if (st != TK_OK)
+                        log = strdup(tk_context_last_error(*slot));
+                    if (s->m.base_dir && fchdir(home) != 0)
+                        lost_home = 1; /* the next job would run in the wrong folder */
+                }
                 if (st == TK_OK) {
                     r.compiled = origin == TK_ORIGIN_COMPILED;
                     r.cached = origin != TK_ORIGIN_COMPILED;
                 }
             }
-            if (st != TK_OK)
+            if (st != TK_OK && !log)
                 log = strdup(tk_context_last_error(*slot));
             tk_context_stats after = TK_STRUCT_INIT(tk_context_stats);
             if (tk_context_get_stats(*slot, &after) == TK_OK) {
@@ -591,7 +676,11 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
             (wl.found.n && write_all(res_fd, wl.found.v, wl.found.n * 32)))
             break;
         free(log);
+        if (lost_home)
+            break; /* cannot go back: the parent reports the job it hands next */
     }
+    if (home >= 0)
+        close(home);
     for (size_t i = 0; i < n_ctx; i++)
         tk_context_destroy(ctxs[i]);
     free(ctxs);
@@ -988,7 +1077,7 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
                                 s->targets[i].canon);
     const unsigned long long nc = p.kernels.compiled, nh = p.kernels.cached;
     if (nc == 0 && p.failed == 0)
-        printf("nothing to compile: %zu %s for %s; all %llu %s already cached in %s, %.1f s\n",
+        printf("nothing to compile: %zu %s for %s, %llu %s, all already cached in %s, %.1f s\n",
                s->n_items, s->n_items == 1 ? "job" : "jobs", targets, nh,
                nh == 1 ? "kernel" : "kernels", root, secs);
     else
@@ -1175,6 +1264,10 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         tk__cli_error("out of memory");
         goto done;
     }
+    if (pin_cache_folders(&s, root) != 0) {
+        tk__cli_error("cannot make the cache's folders absolute: %s", strerror(errno));
+        goto done;
+    }
     /* The library never fails a compile because the cache cannot store it;
      * a precompile that did not store what it compiled has failed all the
      * same. What counts is the entries this run wrote (new keys and replaced
@@ -1232,6 +1325,8 @@ done:
     }
     free(s.targets);
     free(s.items);
+    free(s.cache_dir);
+    free(s.cache_lower);
     tk__manifest_free(&s.m);
     return rc;
 }

@@ -4,10 +4,12 @@
  * specialisation, read from the entry's kernel, source and defines.
  *
  * The operators' defines are the planners' (src/ops/gemm/launch.c,
- * softmax.c, embedding.c). Every define an entry carries shows in its label,
- * either spelled out or, for a two-valued flag, by its absence or presence,
- * so two entries of one target differ in their labels whenever their
- * defines differ. A define this file does not know is shown as NAME=VALUE.
+ * softmax.c, embedding.c). Every define an entry carries shows in its label:
+ * spelled out, or a word for a flag's unusual value (TK_ALIGNED=0:
+ * "unaligned"; the usual 1 shows nothing, and the planners never leave out
+ * a flag one kernel of that kind has), or as NAME=VALUE when this file does
+ * not know it; so two entries of one target differ in their labels
+ * whenever their defines differ.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -117,6 +119,19 @@ static void put_rest(out_buf *b, defs *ds)
     }
 }
 
+/* A flag whose usual value is 1: word when it is 0, NAME=VALUE when it is
+ * anything else but 1. */
+static void flag(out_buf *b, defs *ds, const char *name, const char *word)
+{
+    const def *d = take(ds, name);
+    if (!d || (d->has_value && strcmp(d->value, "1") == 0))
+        return;
+    if (d->has_value && strcmp(d->value, "0") == 0)
+        put(b, " %s", word);
+    else
+        put(b, " %s=%s", name + 3, d->has_value ? d->value : "");
+}
+
 static unsigned op_bit(tk_op op)
 {
     return 1u << (unsigned)op;
@@ -219,12 +234,9 @@ static void describe_gemm(defs *ds, tk__entry_desc *e, out_buf *b)
         put(b, " stream-K");
     if (take(ds, "TK_EPI_TMA"))
         put(b, " tma-store");
-    if (take(ds, "TK_EPI_SMEM") && take_num(ds, "TK_EPI_SMEM", 1) == 0)
-        put(b, " direct-store");
-    if (take(ds, "TK_ALIGNED") && take_num(ds, "TK_ALIGNED", 1) == 0)
-        put(b, " unaligned");
-    if (take(ds, "TK_VEC_OUT") && take_num(ds, "TK_VEC_OUT", 1) == 0)
-        put(b, " scalar-out");
+    flag(b, ds, "TK_EPI_SMEM", "direct-store");
+    flag(b, ds, "TK_ALIGNED", "unaligned");
+    flag(b, ds, "TK_VEC_OUT", "scalar-out");
     if (take(ds, "TK_PDL"))
         put(b, " pdl");
     put_rest(b, ds);

@@ -538,8 +538,9 @@ static const char *log_level_name(tk_log_level level)
 static void worker_log_fn(void *user, tk_log_level level, const char *msg)
 {
     worker_log *w = user;
-    const char *k = strstr(msg, ", key ");
-    if (k && strlen(k + 6) == 32 && strspn(k + 6, "0123456789abcdef") == 32) {
+    size_t len = strlen(msg);
+    const char *k = len > 38 ? msg + len - 38 : NULL; /* ", key " and 32 digits end it */
+    if (k && strncmp(k, ", key ", 6) == 0 && strspn(k + 6, "0123456789abcdef") == 32) {
         if (strncmp(msg, "compiled ", 9) == 0)
             key_add(w, &w->compiled, k + 6);
         else if (strncmp(msg, "found ", 6) == 0)

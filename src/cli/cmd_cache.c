@@ -258,7 +258,7 @@ static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
             printf("cache %s is empty\n", tk_cache_root(cache));
         return;
     }
-    int wk = col_width(l, offsetof(entry, label), "KERNEL", 80);
+    int wk = col_width(l, offsetof(entry, label), "KERNEL", 100);
     int wa = col_width(l, offsetof(entry, arch), "ARCH", 24);
     uint64_t total = 0;
     printf("%-12s  %-*s  %-*s  %10s  %-16s\n", "KEY", wk, "KERNEL", wa, "ARCH", "SIZE",

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "test_cli_common.h"
+#include "test_cli_list.h"
 
 static char *g_root;
 static char g_manifest[4096];
@@ -195,9 +195,9 @@ START_TEST(list_for_people)
     char *out, *err;
     ck_assert_int_eq(cli_run(&out, &err, "--list", "--cache-dir", g_root, NULL), CLI_OK);
     ck_assert_msg(count_lines(out) < 10, "not a summary:\n%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "SOURCE"));
-    ck_assert_ptr_nonnull(strstr(out, "softmax_f16"));
-    ck_assert_ptr_nonnull(strstr(out, "48 entries in 1 groups"));
+    ck_assert_ptr_nonnull(strstr(out, "POLICY"));
+    ck_assert_int_eq(summary_count(out, "softmax_f16_fwd", "stub", "stable"), 48);
+    ck_assert_ptr_nonnull(strstr(out, "48 entries in 1 group,"));
     free(out), free(err);
 
     /* --all: a row each, the kernel column names the baked width. */
@@ -238,6 +238,8 @@ START_TEST(list_for_people)
     ck_assert_ptr_nonnull(strstr(out, "\"count\": 48"));
     ck_assert_int_eq(count_substr(out, "\"label\": "), 48);
     ck_assert_int_eq(count_substr(out, "\"options\": "), 48);
+    ck_assert_int_eq(count_substr(out, "\"op\": \"softmax_f16_fwd\""), 48);
+    ck_assert_int_eq(count_substr(out, "\"policy\": \"stable\""), 48);
     free(out), free(err);
     /* Bad values are usage errors. */
     const char *bad[][2] = {{"--sort", "colour"},  {"--limit", "0"},     {"--older-than", "soon"},
@@ -248,6 +250,72 @@ START_TEST(list_for_people)
                          CLI_USAGE);
         free(out), free(err);
     }
+}
+END_TEST
+
+/* The stub backend plans GEMMs as on a pre-Hopper GPU (mma.sync tiles,
+ * small-K, split-K): every entry a label of its own, the operator each
+ * serves, the summary by operator and policy, --ops exact. */
+START_TEST(list_labels_and_ops)
+{
+    const char *text = "arch stub\n"
+                       "policy stable generic\n"
+                       "gemm_f16_fwd    M=16 N=48 K=64\n"
+                       "gemm_f16_grad_a M=16 N=48 K=64\n"
+                       "gemm_f16_grad_b M=16 N=48 K=64\n"
+                       "gemm_f16_fwd    M=16 N=48 K=64 policy=exact\n"
+                       "softmax_f16_fwd rows=4 cols=100..3000:+100\n"
+                       "embedding_f16_fwd V=100 D=64 Q=8\n"
+                       "embedding_f16_bwd V=100 D=64 Q=8\n";
+    ck_assert_int_eq(tk_test_write_file(g_manifest, text, strlen(text)), 0);
+    precompile();
+    int n = 0;
+    list_row *rows = list_json_rows(g_root, &n, NULL);
+    ck_assert_int_gt(n, 40); /* a summary by default */
+    assert_labels_distinct(rows, n);
+    /* weights' dimensions in the operator's terms (grad_b: K = 64 is the
+     * kernel's M) */
+    int fwd = 0, grad_b = 0, exact = 0;
+    for (int i = 0; i < n; i++) {
+        fwd += strncmp(rows[i].label, "gemm_f16_fwd N=48 K=64 ", 23) == 0;
+        grad_b += strncmp(rows[i].label, "gemm_f16_grad_b N=48 K=64 ", 26) == 0;
+        exact += strncmp(rows[i].label, "gemm_f16_fwd M=16 N=48 K=64 ", 28) == 0 &&
+                 strcmp(rows[i].policy, "exact") == 0;
+    }
+    ck_assert_int_gt(fwd, 0);
+    ck_assert_int_gt(grad_b, 0);
+    ck_assert_int_gt(exact, 0);
+    /* the embedding backward's sort helpers go with it, under any policy */
+    ck_assert_int_eq(rows_with(rows, n, "embedding_f16_bwd", "any"), 4);
+    ck_assert_int_eq(rows_with(rows, n, "embedding_f16_fwd", "generic"), 1);
+    ck_assert_int_eq(rows_with(rows, n, "softmax_f16_fwd", "stable"), 30);
+
+    int m = 0;
+    list_row *sel = list_json_rows(g_root, &m, "--ops", "embedding_f16_fwd", NULL);
+    ck_assert_int_eq(m, rows_with(rows, n, "embedding_f16_fwd", NULL));
+    free(sel);
+    sel = list_json_rows(g_root, &m, "--ops", "gemm_f16_grad_b", NULL);
+    ck_assert_int_eq(m, rows_with(rows, n, "gemm_f16_grad_b", NULL) +
+                            rows_with(rows, n, "gemm_f16_grad_a/b", NULL));
+    for (int i = 0; i < m; i++)
+        ck_assert_msg(strcmp(sel[i].op, "gemm_f16_grad_b") == 0 ||
+                          strcmp(sel[i].op, "gemm_f16_grad_a/b") == 0,
+                      "%s", sel[i].label);
+    free(sel);
+
+    /* the summary: a row per operator and policy, counting its entries */
+    char *out, *err;
+    ck_assert_int_eq(cli_run(&out, &err, "--list", "--cache-dir", g_root, NULL), CLI_OK);
+    static const char *const ops[] = {"gemm_f16_fwd", "gemm_f16_grad_a", "gemm_f16_grad_b",
+                                      "embedding_f16_bwd", "softmax_f16_fwd"};
+    static const char *const pols[] = {"exact", "stable", "generic", "any"};
+    for (size_t o = 0; o < 5; o++)
+        for (size_t p = 0; p < 4; p++) {
+            int want = rows_with(rows, n, ops[o], pols[p]);
+            ck_assert_int_eq(summary_count(out, ops[o], "stub", pols[p]), want ? want : -1);
+        }
+    free(out), free(err);
+    free(rows);
 }
 END_TEST
 
@@ -262,6 +330,7 @@ int main(void)
     tcase_add_test(tc, max_size_kept_in_the_config);
     tcase_add_test(tc, clear_short_form);
     tcase_add_test(tc, list_for_people);
+    tcase_add_test(tc, list_labels_and_ops);
     suite_add_tcase(s, tc);
     return tk_test_main(s);
 }

@@ -71,6 +71,29 @@ static inline long count_before(const char *out, const char *what)
     return strtol(p, NULL, 10);
 }
 
+/* The distinct kernels a --precompile summary says it compiled ("12 kernels
+ * compiled,"; "nothing to compile": 0), or -1 without a summary. */
+static inline long kernels_compiled(const char *out)
+{
+    long n = count_before(out, " kernels compiled,");
+    if (n < 0)
+        n = count_before(out, " kernel compiled,");
+    if (n < 0 && strstr(out, "nothing to compile"))
+        n = 0;
+    return n;
+}
+
+/* The distinct kernels it found already cached, or -1 without a summary. */
+static inline long kernels_cached(const char *out)
+{
+    long n = count_before(out, " already cached,");
+    if (n < 0) /* nothing to compile: "N kernels, all already cached in" */
+        n = count_before(out, " kernels, all already cached");
+    if (n < 0)
+        n = count_before(out, " kernel, all already cached");
+    return n;
+}
+
 static inline int count_substr(const char *s, const char *needle)
 {
     int n = 0;

@@ -1,12 +1,16 @@
 /* tokitai-jit --precompile, --export and --import, without a GPU: the stub
  * backend for the logic, hipRTC (gfx90a) and NVRTC (sm_90) for real code
  * objects where they are installed. */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -140,10 +144,10 @@ START_TEST(test_stub_precompile)
     ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
     /* One plain line per job when stdout is not a terminal. */
     ck_assert_int_eq(count_substr(out, "/8] stub "), 8);
-    long compiled = count_before(out, " compiled,");
-    long cached = count_before(out, " already cached");
+    long compiled = kernels_compiled(out);
     ck_assert_msg(compiled >= 8, "summary: %s", out);
-    ck_assert_int_eq(n_entries(g_root), compiled + cached);
+    ck_assert_int_eq(kernels_cached(out), 0);
+    ck_assert_int_eq(n_entries(g_root), compiled);
     key_set *first = cache_keys(g_root);
     free(out), free(err);
 
@@ -186,7 +190,7 @@ START_TEST(test_stub_failure_reports_log)
     ck_assert_int_eq(
         cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL),
         CLI_FAIL);
-    ck_assert_ptr_nonnull(strstr(out, "1 failed"));
+    ck_assert_ptr_nonnull(strstr(out, "1 job failed"));
     ck_assert_msg(strstr(err, "broken on purpose"), "the compiler log is missing: %s", err);
     ck_assert_msg(strstr(err, "line 3"), "the manifest line is missing: %s", err);
     free(out), free(err);
@@ -247,7 +251,7 @@ START_TEST(test_repair_is_success)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL);
     unsetenv("TOKITAI_JIT_LOG");
     ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
-    ck_assert_int_eq(count_before(out, " compiled,"), 1);
+    ck_assert_int_eq(kernels_compiled(out), 1);
     ck_assert_msg(!strstr(err, "stored in the cache"), "stderr: %s", err);
     /* Every message on stderr is a whole line of its own. */
     ck_assert_int_eq(count_substr(err, "tokitai-jit: "), count_lines(err));
@@ -317,18 +321,25 @@ START_TEST(test_export_import)
     ck_assert_msg(strstr(out, count), "%s", out);
     free(out), free(err);
 
-    /* --ops selects by kernel source: softmax_f16_fwd's two shapes; any GEMM
-     * selects the three GEMM entries (one source for the three operators). */
+    /* --ops selects the entries each operator uses: softmax_f16_fwd's two
+     * shapes; of the three GEMM entries (one source for the three
+     * operators), the forward's two and grad_a's one, none of grad_b. */
     ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--ops", "softmax_f16_fwd",
                              "--cache-dir", g_root, NULL),
                      CLI_OK);
     ck_assert_msg(strstr(out, "exported 2 entries"), "%s", out);
     free(out), free(err);
-    ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--ops", "gemm_f16_grad_b", "--arch",
-                             "stub", "--cache-dir", g_root, NULL),
-                     CLI_OK);
-    ck_assert_msg(strstr(out, "exported 3 entries"), "%s", out);
-    free(out), free(err);
+    static const char *const gemms[][2] = {{"gemm_f16_fwd", "exported 2 entries"},
+                                           {"gemm_f16_grad_a", "exported 1 entry"},
+                                           {"gemm_f16_grad_b", "exported 0 entries"},
+                                           {"gemm_f16_fwd,gemm_f16_grad_a", "exported 3 entries"}};
+    for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) {
+        ck_assert_int_eq(cli_run(&out, &err, "--export", bundle, "--ops", gemms[i][0], "--arch",
+                                 "stub", "--cache-dir", g_root, NULL),
+                         CLI_OK);
+        ck_assert_msg(strstr(out, gemms[i][1]), "--ops %s: %s", gemms[i][0], out);
+        free(out), free(err);
+    }
 }
 END_TEST
 
@@ -430,7 +441,7 @@ START_TEST(test_real_targets)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "--arch", arch, "-j", "2",
                      "--cache-dir", g_root, NULL);
     ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
-    long compiled = count_before(out, " compiled,");
+    long compiled = kernels_compiled(out);
     ck_assert_msg(compiled >= 3 * (hip + cuda), "summary: %s", out);
     free(out), free(err);
 
@@ -522,7 +533,7 @@ START_TEST(test_device_target)
     ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, err);
     ck_assert_ptr_nonnull(strstr(out, "targeting the device present: stub (stub)"));
     ck_assert_ptr_nonnull(strstr(out, "for stub into"));
-    long compiled = count_before(out, " compiled,");
+    long compiled = kernels_compiled(out);
     ck_assert_int_gt(compiled, 0);
     ck_assert_int_eq(n_entries(g_root), compiled);
     free(out), free(err);
@@ -707,10 +718,159 @@ START_TEST(test_store_count_is_exact)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", m2, "--cache-dir", g_root, NULL);
     clock_gettime(CLOCK_REALTIME, &now);
     printf("store count: 2nd run ended %.3f s into the second, exit %d\n", now.tv_nsec / 1e9, rc);
-    ck_assert_int_eq(count_before(out, " compiled,"), 1);
+    ck_assert_int_eq(kernels_compiled(out), 1);
     ck_assert_msg(rc == CLI_NOT_KEPT, "exit %d\n%s\n%s", rc, out, err);
     ck_assert_msg(strstr(err, "compiled but 0 stored"), "%s", err);
     free(out), free(err);
+}
+END_TEST
+
+/* ------------------------------------------------- counts and progress */
+
+/* 8 jobs that share kernels: the rows of a softmax are not baked (three
+ * jobs per width, one kernel), the embedding backward's four sort kernels
+ * serve both widths. */
+static const char shared_manifest[] = "arch stub\n"
+                                      "softmax_f16_fwd rows=4,8,16 cols=100,200\n"
+                                      "embedding_f16_bwd V=100 D=64,128 Q=8\n";
+
+START_TEST(test_counts_jobs_and_kernels)
+{
+    char path[1024];
+    write_manifest("shared.tkm", shared_manifest, path, sizeof path);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", path, "-j", "2", "--cache-dir",
+                     g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    /* 2 softmax kernels, 2 gathers, 4 sorts: compiled once each */
+    ck_assert_msg(strstr(out, "precompiled 8 jobs for stub"), "%s", out);
+    ck_assert_int_eq(kernels_compiled(out), 8);
+    ck_assert_int_eq(kernels_cached(out), 0);
+    ck_assert_msg(strstr(out, "0 jobs failed"), "%s", out);
+    ck_assert_int_eq(n_entries(g_root), 8);
+    free(out), free(err);
+
+    /* Warm: nothing compiled, the same 8 kernels found. */
+    rc = cli_run(&out, &err, "--precompile", "--manifest", path, "-j", "2", "--cache-dir", g_root,
+                 NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    ck_assert_msg(strstr(out, "nothing to compile: 8 jobs for stub, 8 kernels, all already cached"),
+                  "%s", out);
+    ck_assert_int_eq(kernels_cached(out), 8);
+    free(out), free(err);
+
+    /* One more width: one kernel compiled, the 8 others cached. */
+    char more[256];
+    snprintf(more, sizeof more, "%ssoftmax_f16_fwd rows=4 cols=300\n", shared_manifest);
+    write_manifest("shared.tkm", more, path, sizeof path);
+    rc = cli_run(&out, &err, "--precompile", "--manifest", path, "-j", "2", "--cache-dir", g_root,
+                 NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\nstdout: %s\nstderr: %s", rc, out, err);
+    ck_assert_msg(strstr(out, "9 jobs for stub into"), "%s", out);
+    ck_assert_msg(strstr(out, ": 1 kernel compiled, 8 already cached, 0 jobs failed"), "%s", out);
+    free(out), free(err);
+
+    /* A failing job is counted as a job. */
+    write_manifest("bad.cu", "extern \"C\" __global__ void k() {}\n#error no\n", more, sizeof more);
+    snprintf(more, sizeof more, "%skernel bad.cu k\n", shared_manifest);
+    write_manifest("shared.tkm", more, path, sizeof path);
+    rc = cli_run(&out, &err, "--precompile", "--manifest", path, "-j", "2", "--cache-dir", g_root,
+                 NULL);
+    ck_assert_int_eq(rc, CLI_FAIL);
+    ck_assert_msg(strstr(out, ": 0 kernels compiled, 8 already cached, 1 job failed"), "%s", out);
+    free(out), free(err);
+}
+END_TEST
+
+/* Runs the tool with stdout on a terminal 200 columns wide; returns what
+ * it wrote there (malloc'd) and sets *rc to its exit status. */
+static char *run_on_terminal(char *const argv[], int *rc)
+{
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(master, 0);
+    ck_assert_int_eq(grantpt(master), 0);
+    ck_assert_int_eq(unlockpt(master), 0);
+    struct winsize ws = {.ws_row = 50, .ws_col = 200};
+    const char *name = ptsname(master);
+    ck_assert_ptr_nonnull(name);
+    char slave_name[256];
+    snprintf(slave_name, sizeof slave_name, "%s", name);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setsid();
+        int slave = open(slave_name, O_RDWR);
+        int null = open("/dev/null", O_WRONLY);
+        if (slave < 0 || null < 0 || ioctl(slave, TIOCSWINSZ, &ws) != 0)
+            _exit(100);
+        dup2(slave, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        close(master);
+        execv(argv[0], argv);
+        _exit(101);
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    for (;;) {
+        if (len + 1 == cap) {
+            buf = realloc(buf, cap *= 2);
+            ck_assert_ptr_nonnull(buf);
+        }
+        ssize_t r = read(master, buf + len, cap - len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) /* EIO once the terminal's last writer has gone */
+            break;
+        len += (size_t)r;
+    }
+    buf[len] = 0;
+    close(master);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return buf;
+}
+
+/* The progress line after `at`, up to the next redraw or line end. */
+static void frame_after(const char *out, const char *at, char *buf, size_t size)
+{
+    const char *p = strstr(out, at);
+    ck_assert_msg(p != NULL, "no '%s' in: %s", at, out);
+    p += strlen(at);
+    size_t n = strcspn(p, "\r\n");
+    snprintf(buf, size, "%.*s", (int)n, p);
+}
+
+START_TEST(test_progress_on_a_terminal)
+{
+    char path[1024];
+    write_manifest("shared.tkm", shared_manifest, path, sizeof path);
+    char *argv[] = {(char *)tk_test_cli(), "--precompile", "--manifest", path, "-j", "1",
+                    "--cache-dir",         g_root,         NULL};
+    int rc = -1;
+    char *out = run_on_terminal(argv, &rc);
+    ck_assert_msg(rc == CLI_OK, "exit %d: %s", rc, out);
+    /* One line redrawn in place, no line per job. */
+    ck_assert_int_eq(count_substr(out, "] 1/8 jobs"), 1);
+    ck_assert_int_eq(count_substr(out, "/8 jobs"), 8);
+    ck_assert_int_eq(count_substr(out, "\r\033[K["), 8);
+    ck_assert_msg(!strstr(out, "[1/8]"), "%s", out);
+    /* Elapsed time and an estimate while jobs are left; the distinct
+     * kernels so far. */
+    char frame[512];
+    frame_after(out, "] 4/8 jobs  ", frame, sizeof frame);
+    ck_assert_msg(strspn(frame, "0123456789hms") > 0 && strstr(frame, " ~") &&
+                      strstr(frame, " left  ") && strstr(frame, " new, ") &&
+                      strstr(frame, " cached kernels  stub "),
+                  "frame: %s", frame);
+    frame_after(out, "] 8/8 jobs  ", frame, sizeof frame);
+    ck_assert_msg(strspn(frame, "0123456789hms") > 0 && !strstr(frame, " left") &&
+                      strstr(frame, "  8 new, 0 cached kernels  stub "),
+                  "frame: %s", frame);
+    ck_assert_msg(strstr(out, "8 kernels compiled, 0 already cached, 0 jobs failed"), "%s", out);
+    free(out);
 }
 END_TEST
 
@@ -736,6 +896,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_invalid_define_names);
     tcase_add_test(tc, test_special_files_refused);
     tcase_add_test(tc, test_store_count_is_exact);
+    tcase_add_test(tc, test_counts_jobs_and_kernels);
+    tcase_add_test(tc, test_progress_on_a_terminal);
     suite_add_tcase(s, tc);
     return s;
 }

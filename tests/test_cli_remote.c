@@ -66,7 +66,7 @@ START_TEST(precompile_publishes_list_stats_push)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir", g_a,
                      "--remote", g_srv.url, NULL);
     ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
-    long compiled = count_before(out, " compiled,");
+    long compiled = kernels_compiled(out);
     ck_assert_msg(compiled >= 4, "%s", out);
     free(out), free(err);
 
@@ -212,7 +212,7 @@ static long precompile_into(const char *cache, char *mpath, size_t size)
     int rc = cli_run(&out, &err, "--precompile", "--manifest", mpath, "-j", "2", "--cache-dir",
                      cache, "--remote", g_srv.url, NULL);
     ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
-    long compiled = count_before(out, " compiled,");
+    long compiled = kernels_compiled(out);
     free(out), free(err);
     return compiled;
 }

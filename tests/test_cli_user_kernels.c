@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_cli_common.h"
 
@@ -70,12 +71,7 @@ static char *run_precompile(int expect)
 
 static long compiled_in(const char *out)
 {
-    const char *p = strstr(out, " compiled,");
-    if (!p)
-        return strstr(out, "nothing to compile") ? 0 : -1;
-    while (p > out && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return strtol(p, NULL, 10);
+    return kernels_compiled(out);
 }
 
 START_TEST(test_templates_and_tracked_headers)
@@ -117,8 +113,11 @@ START_TEST(test_errors_name_kernel_file)
     put("m.tkm", "arch stub\nkernel src/bad.cu k\n");
     put("src/bad.cu", "extern \"C\" __global__ void k() {}\n#error broken here\n");
     char *out = run_precompile(CLI_FAIL);
+    /* the compiler names FILE as the manifest does; the failure line, the
+     * file as found from here */
+    ck_assert_msg(strstr(out, "\nsrc/bad.cu(2): error") != NULL, "%s", out);
     char want[2200];
-    snprintf(want, sizeof want, "%s/src/bad.cu(2): error", g_dir);
+    snprintf(want, sizeof want, "kernel k (%s/src/bad.cu) (manifest line 2)", g_dir);
     ck_assert_msg(strstr(out, want) != NULL, "want %s in:\n%s", want, out);
     free(out);
 }
@@ -167,6 +166,122 @@ START_TEST(test_cpp_kernel_named_as_written)
 }
 END_TEST
 
+/* Writes text to <g_dir>/<tree>/<rel>, making the folders. */
+static void put_in(const char *tree, const char *rel, const char *text)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", tree, rel);
+    for (char *p = path + strlen(tree) + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = 0;
+        mkdir(path, 0700);
+        *p = '/';
+    }
+    ck_assert_int_eq(tk_test_write_file(path, text, strlen(text)), 0);
+}
+
+static void make_tree(const char *tree)
+{
+    mkdir(tree, 0700);
+    put_in(tree, "m/small.tkm", "arch stub\nkernel src/k.cu k -Iinc -DX=1\n");
+    put_in(tree, "m/src/k.cu",
+           "#include \"local.h\"\n#include <params.h>\n"
+           "extern \"C\" __global__ void k(int *p) { p[0] = X + LOCAL + PARAMS; }\n");
+    put_in(tree, "m/src/local.h", "#define LOCAL 1\n");
+    put_in(tree, "m/inc/params.h", "#define PARAMS 2\n");
+}
+
+/* Runs --precompile from folder `from`; returns the kernels the summary
+ * says it compiled. */
+static long precompile_from(const char *from, const char *manifest, const char *cache)
+{
+    ck_assert_int_eq(chdir(from), 0);
+    char *out, *err;
+    int rc = cli_run(&out, &err, "--precompile", "--manifest", manifest, "--cache-dir", cache, "-j",
+                     "1", NULL);
+    ck_assert_msg(rc == CLI_OK, "from %s, --manifest %s: exit %d\n%s\n%s", from, manifest, rc, out,
+                  err);
+    long n = kernels_compiled(out);
+    ck_assert_msg(n >= 0, "%s", out);
+    if (n == 0) /* a hit: the one kernel found in the cache */
+        ck_assert_msg(kernels_cached(out) == 1, "%s", out);
+    free(out), free(err);
+    return n;
+}
+
+/* A user kernel's key depends on its file and -I folders relative to the
+ * manifest, and on their content, not on where the tree is or where the
+ * tool runs: built in one place, it hits from everywhere else. */
+START_TEST(test_keys_independent_of_location)
+{
+    char a[2048], b[2048], c[2048], abs_m[2200], cache_rel[2200];
+    snprintf(a, sizeof a, "%s/a", g_dir);
+    snprintf(b, sizeof b, "%s/b", g_dir);
+    snprintf(c, sizeof c, "%s/copy", g_dir);
+    make_tree(a);
+    /* built from the tree's root, with the cache named relative to there
+     * (g_dir/cache, a link to g_root): the workers compile in m/ */
+    char link[2200];
+    snprintf(link, sizeof link, "%s/cache", g_dir);
+    ck_assert_int_eq(symlink(g_root, link), 0);
+    snprintf(cache_rel, sizeof cache_rel, "../cache");
+    ck_assert_int_eq(precompile_from(a, "m/small.tkm", cache_rel), 1);
+    /* A program asking for the same kernel the same way (docs/manifests.md)
+     * from the manifest's folder finds it. */
+    char mdir[2200];
+    snprintf(mdir, sizeof mdir, "%s/m", a);
+    ck_assert_int_eq(chdir(mdir), 0);
+    size_t len = 0;
+    char *text = tk_test_read_file("src/k.cu", &len);
+    ck_assert_ptr_nonnull(text);
+    static const char *const opts[] = {"-Isrc", "-Iinc"};
+    const tk_define def = {"X", "1"};
+    tk_kernel_desc d = {.source = text,
+                        .entry = "k",
+                        .defines = &def,
+                        .n_defines = 1,
+                        .options = opts,
+                        .n_options = 2,
+                        .source_label = "src/k.cu"};
+    tk_config *cfg = NULL;
+    tk_context *ctx = NULL;
+    tk_assert_status(tk_config_create(&cfg), TK_OK);
+    tk_assert_status(tk_config_set_backend(cfg, TK_BACKEND_STUB), TK_OK);
+    tk_assert_status(tk_config_set_target(cfg, "stub"), TK_OK);
+    tk_assert_status(tk_config_set_cache_dir(cfg, g_root), TK_OK);
+    tk_assert_status(tk_context_create(cfg, &ctx, NULL, 0), TK_OK);
+    tk_origin origin = TK_ORIGIN_COMPILED;
+    tk_assert_status(tk_kernel_precompile(ctx, &d, &origin), TK_OK);
+    ck_assert_int_eq(origin, TK_ORIGIN_DISK);
+    tk_context_destroy(ctx);
+    tk_config_destroy(cfg);
+    free(text);
+    /* the manifest's own folder, relative and absolute manifest paths */
+    ck_assert_int_eq(precompile_from(a, "./m/small.tkm", g_root), 0);
+    snprintf(abs_m, sizeof abs_m, "%s/m", a);
+    ck_assert_int_eq(precompile_from(abs_m, "small.tkm", g_root), 0);
+    snprintf(abs_m, sizeof abs_m, "%s/m/small.tkm", a);
+    ck_assert_int_eq(precompile_from("/", abs_m, g_root), 0);
+    /* the tree moved, then run from above it and from inside */
+    ck_assert_int_eq(rename(a, b), 0);
+    ck_assert_int_eq(precompile_from(g_dir, "b/m/small.tkm", g_root), 0);
+    snprintf(abs_m, sizeof abs_m, "%s/m/src", b);
+    ck_assert_int_eq(precompile_from(abs_m, "../small.tkm", g_root), 0);
+    /* a copy elsewhere (new files, same content: another machine) */
+    make_tree(c);
+    snprintf(abs_m, sizeof abs_m, "%s/m/small.tkm", c);
+    ck_assert_int_eq(precompile_from("/", abs_m, g_root), 0);
+    /* one entry for all of them, and its headers still tracked */
+    key_set *ks = cache_keys(g_root);
+    ck_assert_int_eq(ks->n, 1);
+    free(ks);
+    put_in(c, "m/inc/params.h", "#define PARAMS 3\n");
+    ck_assert_int_eq(precompile_from(g_dir, "copy/m/small.tkm", g_root), 1);
+    /* the entry records v2 now: v1's tree compiles again */
+    ck_assert_int_eq(precompile_from(g_dir, "b/m/small.tkm", g_root), 1);
+    unlink(link);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli_user_kernels");
@@ -177,6 +292,7 @@ int main(void)
     tcase_add_test(tc, test_errors_name_kernel_file);
     tcase_add_test(tc, test_manifest_kernel_line_errors);
     tcase_add_test(tc, test_cpp_kernel_named_as_written);
+    tcase_add_test(tc, test_keys_independent_of_location);
     suite_add_tcase(s, tc);
     return tk_test_main(s);
 }

@@ -112,6 +112,20 @@ tk_backend_kind tk__target_backend(const char *target);
  * gfx90a:sramecc+:xnack-, and stub: the testing backend's only target). */
 int tk__target_name_valid(const char *target);
 
+/* What a cache entry is, for people (label.c). */
+typedef struct tk__entry_desc {
+    char op[64];     /* the operator it serves ("gemm_f16_grad_a"; "gemm_f16_grad_a/b" for
+                      * the gradients' shared split-K reduce), else its source's name */
+    unsigned ops;    /* bit (1 << tk_op) of every operator that uses it; 0: none */
+    char policy[16]; /* exact, stable, generic (nothing baked: that policy's kernels and
+                      * every policy's fallbacks), any (no policy changes it), "-" */
+    char label[320]; /* operator, baked dimensions in the operator's terms, variant */
+    int user;        /* a user kernel */
+    int tuning;      /* a tuning record */
+} tk__entry_desc;
+
+void tk__entry_describe(const tk_cache_entry_info *info, tk__entry_desc *out);
+
 /* Commands; each returns an exit code. */
 int tk__cmd_list(const tk__cli_opts *opts);
 int tk__cmd_stats(const tk__cli_opts *opts);

@@ -13,7 +13,9 @@
 /* An owned copy of one entry's metadata (the visit's strings are borrowed). */
 typedef struct entry {
     char *key_hex, *path, *kernel, *source, *backend, *arch, *compiler, *options;
-    char *label; /* kernel, baked dimensions, tile: which specialisation it is */
+    char *label; /* operator, baked dimensions, variant: which specialisation it is */
+    char *op;    /* operator (or source) it serves, for the summary */
+    char policy[16];
     uint64_t payload_size, file_size;
     int64_t created, last_used;
     tk_resource_usage res;
@@ -33,48 +35,6 @@ typedef struct entry_list {
 } entry_list;
 
 static int select_entry(void *user, const tk_cache_entry_info *info);
-
-/* The value of -DTK_<name>=V in options, or NULL; copies up to size. */
-static const char *define_of(const char *options, const char *name, char *buf, size_t size)
-{
-    char pat[48];
-    snprintf(pat, sizeof pat, "-DTK_%s=", name);
-    for (const char *p = options; p && (p = strstr(p, pat)) != NULL; p++) {
-        if (p != options && p[-1] != ' ')
-            continue;
-        const char *v = p + strlen(pat);
-        size_t n = strcspn(v, " ");
-        if (n >= size)
-            n = size - 1;
-        memcpy(buf, v, n);
-        buf[n] = 0;
-        return buf;
-    }
-    return NULL;
-}
-
-/* "gemm_f16 N=1024 K=3072 tile 128x128x32 splitk": the kernel without its
- * tk_ prefix, the dimensions baked into it, its tile. */
-static char *make_label(const char *kernel, const char *options)
-{
-    static const char *const dims[] = {"M", "N", "K", "ROWS", "COLS", "V", "D", "Q"};
-    char out[256], v[40], bm[16], bn[16], bk[16];
-    int n = snprintf(out, sizeof out, "%s", strncmp(kernel, "tk_", 3) == 0 ? kernel + 3 : kernel);
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0] && n < (int)sizeof out; i++)
-        if (define_of(options, dims[i], v, sizeof v))
-            n += snprintf(out + n, sizeof out - (size_t)n, " %s=%s", dims[i], v);
-    if (n < (int)sizeof out && define_of(options, "BM", bm, sizeof bm) &&
-        define_of(options, "BN", bn, sizeof bn)) {
-        if (define_of(options, "BK", bk, sizeof bk))
-            n += snprintf(out + n, sizeof out - (size_t)n, " tile %sx%sx%s", bm, bn, bk);
-        else
-            n += snprintf(out + n, sizeof out - (size_t)n, " tile %sx%s", bm, bn);
-    }
-    if (n < (int)sizeof out && define_of(options, "SPLITK", v, sizeof v) && strcmp(v, "0") != 0)
-        n += snprintf(out + n, sizeof out - (size_t)n, " splitk");
-    (void)n;
-    return strdup(out);
-}
 
 static char *dup_or_empty(const char *s)
 {
@@ -104,28 +64,17 @@ static int collect(void *user, const tk_cache_entry_info *info)
     memset(e, 0, sizeof *e);
     e->key_hex = dup_or_empty(info->key_hex);
     e->path = dup_or_empty(info->path);
-    if (info->source != NULL && strncmp(info->source, "tune:", 5) == 0 && info->kernel != NULL) {
-        /* a tuning record (tk_op_tune) of a GEMM family: a line per class of
-         * M (--verbose shows them as the options) */
-        unsigned classes = 0;
-        for (const char *c = info->options != NULL ? info->options : ""; *c; c++)
-            classes += *c == '\n';
-        size_t n = strlen(info->source) + strlen(info->kernel) + 48;
-        e->kernel = malloc(n);
-        if (e->kernel != NULL)
-            snprintf(e->kernel, n, "tuning %s %s: %u class%s", info->source + 5, info->kernel,
-                     classes, classes == 1 ? "" : "es");
-    } else {
-        e->kernel = dup_or_empty(info->kernel);
-    }
+    tk__entry_desc d;
+    tk__entry_describe(info, &d);
+    e->kernel = dup_or_empty(info->kernel);
     e->source = dup_or_empty(info->source);
     e->backend = dup_or_empty(info->backend);
     e->arch = dup_or_empty(info->arch);
     e->compiler = dup_or_empty(info->compiler);
     e->options = dup_or_empty(info->options);
-    e->label = info->source != NULL && strncmp(info->source, "tune:", 5) == 0
-                   ? dup_or_empty(e->kernel)
-                   : make_label(info->kernel ? info->kernel : "", info->options);
+    e->label = strdup(d.label);
+    e->op = strdup(d.op);
+    snprintf(e->policy, sizeof e->policy, "%s", d.policy);
     e->payload_size = info->payload_size;
     e->file_size = info->file_size;
     e->created = info->created;
@@ -134,20 +83,24 @@ static int collect(void *user, const tk_cache_entry_info *info)
     e->read_only_tier = info->read_only_tier;
     l->n++;
     if (!e->key_hex || !e->path || !e->kernel || !e->source || !e->backend || !e->arch ||
-        !e->compiler || !e->options || !e->label) {
+        !e->compiler || !e->options || !e->label || !e->op) {
         l->oom = 1;
         return 1;
     }
     return 0;
 }
 
+static void free_entry(entry *e)
+{
+    free(e->key_hex), free(e->path), free(e->kernel), free(e->source);
+    free(e->backend), free(e->arch), free(e->compiler), free(e->options), free(e->label);
+    free(e->op);
+}
+
 static void free_entries(entry_list *l)
 {
-    for (size_t i = 0; i < l->n; i++) {
-        entry *e = &l->items[i];
-        free(e->key_hex), free(e->path), free(e->kernel), free(e->source);
-        free(e->backend), free(e->arch), free(e->compiler), free(e->options), free(e->label);
-    }
+    for (size_t i = 0; i < l->n; i++)
+        free_entry(&l->items[i]);
     free(l->items);
 }
 
@@ -255,6 +208,8 @@ static void list_json(const tk_cache *cache, const entry_list *l)
         fputs("\"key\": ", stdout), tk__json_str(stdout, e->key_hex);
         fputs(", \"kernel\": ", stdout), tk__json_str(stdout, e->kernel);
         fputs(", \"label\": ", stdout), tk__json_str(stdout, e->label);
+        fputs(", \"op\": ", stdout), tk__json_str(stdout, e->op);
+        fputs(", \"policy\": ", stdout), tk__json_str(stdout, e->policy);
         fputs(", \"source\": ", stdout), tk__json_str(stdout, e->source);
         fputs(", \"backend\": ", stdout), tk__json_str(stdout, e->backend);
         fputs(", \"arch\": ", stdout), tk__json_str(stdout, e->arch);
@@ -304,7 +259,7 @@ static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
             printf("cache %s is empty\n", tk_cache_root(cache));
         return;
     }
-    int wk = col_width(l, offsetof(entry, label), "KERNEL", 80);
+    int wk = col_width(l, offsetof(entry, label), "KERNEL", 100);
     int wa = col_width(l, offsetof(entry, arch), "ARCH", 24);
     uint64_t total = 0;
     printf("%-12s  %-*s  %-*s  %10s  %-16s\n", "KEY", wk, "KERNEL", wa, "ARCH", "SIZE",
@@ -342,7 +297,7 @@ static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
 enum { LIST_SUMMARY_AT = 40 };
 
 typedef struct group {
-    const char *source, *arch, *backend;
+    const char *op, *arch, *policy;
     uint64_t count, bytes, code;
     int64_t last_used;
 } group;
@@ -351,9 +306,12 @@ static int cmp_group(const void *a, const void *b)
 {
     const group *x = a, *y = b;
     int c = strcmp(x->arch, y->arch);
-    return c ? c : strcmp(x->source, y->source);
+    if (!c)
+        c = strcmp(x->op, y->op);
+    return c ? c : strcmp(x->policy, y->policy);
 }
 
+/* A row per operator (or user source), target and policy. */
 static void list_summary(const tk_cache *cache, const entry_list *l)
 {
     group *g = calloc(l->n, sizeof *g);
@@ -365,15 +323,14 @@ static void list_summary(const tk_cache *cache, const entry_list *l)
     }
     for (size_t i = 0; i < l->n; i++) {
         const entry *e = &l->items[i];
-        const char *src = e->source[0] ? e->source : e->kernel;
         size_t k = 0;
-        while (k < ng && !(strcmp(g[k].source, src) == 0 && strcmp(g[k].arch, e->arch) == 0 &&
-                           strcmp(g[k].backend, e->backend) == 0))
+        while (k < ng && !(strcmp(g[k].op, e->op) == 0 && strcmp(g[k].arch, e->arch) == 0 &&
+                           strcmp(g[k].policy, e->policy) == 0))
             k++;
         if (k == ng) {
-            g[ng].source = src;
+            g[ng].op = e->op;
             g[ng].arch = e->arch;
-            g[ng].backend = e->backend;
+            g[ng].policy = e->policy;
             ng++;
         }
         g[k].count++;
@@ -385,22 +342,25 @@ static void list_summary(const tk_cache *cache, const entry_list *l)
         code += e->payload_size;
     }
     qsort(g, ng, sizeof *g, cmp_group);
-    int ws = 6;
-    for (size_t k = 0; k < ng; k++)
-        if ((int)strlen(g[k].source) > ws)
-            ws = (int)strlen(g[k].source) > 40 ? 40 : (int)strlen(g[k].source);
-    printf("%-*s  %-10s  %7s  %10s  %12s  %-16s\n", ws, "SOURCE", "ARCH", "ENTRIES", "SIZE",
-           "CODE OBJECTS", "LAST USE");
+    int wo = 2, wa = 4;
+    for (size_t k = 0; k < ng; k++) {
+        int n = (int)strlen(g[k].op), a = (int)strlen(g[k].arch);
+        wo = n > wo ? (n > 40 ? 40 : n) : wo;
+        wa = a > wa ? (a > 24 ? 24 : a) : wa;
+    }
+    printf("%-*s  %-*s  %-7s  %7s  %10s  %12s  %-16s\n", wo, "OP", wa, "ARCH", "POLICY", "ENTRIES",
+           "SIZE", "CODE OBJECTS", "LAST USE");
     for (size_t k = 0; k < ng; k++) {
         char b1[32], b2[32], u[32];
-        printf("%-*.*s  %-10s  %7llu  %10s  %12s  %-16s\n", ws, ws, g[k].source, g[k].arch,
-               (unsigned long long)g[k].count, tk__fmt_size(g[k].bytes, b1, sizeof b1),
-               tk__fmt_size(g[k].code, b2, sizeof b2), tk__fmt_time(g[k].last_used, u, sizeof u));
+        printf("%-*.*s  %-*.*s  %-7s  %7llu  %10s  %12s  %-16s\n", wo, wo, g[k].op, wa, wa,
+               g[k].arch, g[k].policy, (unsigned long long)g[k].count,
+               tk__fmt_size(g[k].bytes, b1, sizeof b1), tk__fmt_size(g[k].code, b2, sizeof b2),
+               tk__fmt_time(g[k].last_used, u, sizeof u));
     }
     char t1[32], t2[32];
-    printf("%zu entries in %zu groups, %s on disk for %s of code objects, in %s\n", l->n, ng,
-           tk__fmt_size(total, t1, sizeof t1), tk__fmt_size(code, t2, sizeof t2),
-           tk_cache_root(cache));
+    printf("%zu entries in %zu %s, %s on disk for %s of code objects, in %s\n", l->n, ng,
+           ng == 1 ? "group" : "groups", tk__fmt_size(total, t1, sizeof t1),
+           tk__fmt_size(code, t2, sizeof t2), tk_cache_root(cache));
     printf("(one row per entry: --all; narrow with --arch, --ops, --kernel GLOB, --older-than, "
            "--limit)\n");
     free(g);
@@ -463,12 +423,8 @@ int tk__cmd_list(const tk__cli_opts *opts)
     rc = TK__EXIT_FAIL;
     if (load_entries(cache, &l) == 0) {
         if (opts->limit && l.n > opts->limit) {
-            for (size_t i = (size_t)opts->limit; i < l.n; i++) {
-                entry *e = &l.items[i];
-                free(e->key_hex), free(e->path), free(e->kernel), free(e->source);
-                free(e->backend), free(e->arch), free(e->compiler), free(e->options);
-                free(e->label);
-            }
+            for (size_t i = (size_t)opts->limit; i < l.n; i++)
+                free_entry(&l.items[i]);
             l.n = (size_t)opts->limit;
         }
         if (opts->json)
@@ -690,34 +646,18 @@ static int arch_matches(const char *item, const char *arch)
     return strncmp(item, arch, n) == 0 && (arch[n] == 0 || arch[n] == ':');
 }
 
-/* 1 when the source name s is the family prefix of operator name op
- * ("gemm_f16" of "gemm_f16_grad_a"). */
-static int source_is_prefix(const char *s, const char *op)
-{
-    size_t n = strlen(s);
-    return n && strncmp(op, s, n) == 0 && op[n] == '_';
-}
-
-/* An entry belongs to operator op when its kernel source is the one op's
- * family compiles: its source name is a prefix of the op's name (the three
- * GEMMs share "gemm_f16"), or it is a helper source of the family (such as
- * "embedding_sort") that no operator is named after, with the same first word. */
+/* An entry belongs to operator op when that operator uses it (label.c):
+ * the GEMM family's kernels by their layout, the split-K reduce of the
+ * gradients with both, a helper source with the operator that calls it, a
+ * tuning record with its operator; user kernels with none. */
 static int op_matches(const char *op, const tk_cache_entry_info *info)
 {
-    const char *src = info->source;
-    if (!src || !*src || strncmp(src, "user:", 5) == 0)
+    tk_op o;
+    if (tk_op_from_name(op, &o) != TK_OK)
         return 0;
-    if (strncmp(src, "tune:", 5) == 0) /* tuning records go with their op */
-        return strcmp(src + 5, op) == 0;
-    if (source_is_prefix(src, op))
-        return 1;
-    for (int i = 0; i < TK_OP_COUNT; i++) {
-        const char *name = tk_op_name((tk_op)i);
-        if (name && source_is_prefix(src, name))
-            return 0; /* the source of another operator */
-    }
-    size_t w = strcspn(op, "_");
-    return strncmp(src, op, w) == 0 && src[w] == '_';
+    tk__entry_desc d;
+    tk__entry_describe(info, &d);
+    return (d.ops >> (unsigned)o) & 1u;
 }
 
 static int select_entry(void *user, const tk_cache_entry_info *info)

@@ -87,12 +87,20 @@ static int print_one(void *user, const tk_cache_entry_info *e)
 {
     list_state *ls = user;
     char size[32], created[32];
+    tk__entry_desc d;
+    tk__entry_describe(e, &d);
     if (ls->opts->json) {
         fputs(ls->n ? ",\n  {" : "\n  {", stdout);
         fputs("\"key\": ", stdout);
         tk__json_str(stdout, e->key_hex);
         fputs(", \"kernel\": ", stdout);
         tk__json_str(stdout, e->kernel);
+        fputs(", \"label\": ", stdout);
+        tk__json_str(stdout, d.label);
+        fputs(", \"op\": ", stdout);
+        tk__json_str(stdout, d.op);
+        fputs(", \"policy\": ", stdout);
+        tk__json_str(stdout, d.policy);
         fputs(", \"source\": ", stdout);
         tk__json_str(stdout, e->source);
         fputs(", \"backend\": ", stdout);
@@ -108,11 +116,11 @@ static int print_one(void *user, const tk_cache_entry_info *e)
         tk__json_str(stdout, tk__fmt_time_iso(e->created, created, sizeof created));
         fputs("}", stdout);
     } else {
-        printf("%.12s  %-28s %-5s %-24s %-22s %10s  %s\n", e->key_hex, e->kernel, e->backend,
-               e->arch, e->compiler, tk__fmt_size(e->file_size, size, sizeof size),
+        printf("%.12s  %-28s %-5s %-24s %-22s %10s  %s\n", e->key_hex, d.label, e->backend, e->arch,
+               e->compiler, tk__fmt_size(e->file_size, size, sizeof size),
                tk__fmt_time(e->created, created, sizeof created));
         if (ls->opts->verbose)
-            printf("              options: %s\n", e->options);
+            printf("              entry %s  options: %s\n", e->kernel, e->options);
     }
     ls->n++;
     return 0;

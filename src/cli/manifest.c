@@ -358,13 +358,34 @@ static int is_include_option(const char *o)
     return strncmp(o, "-I", 2) == 0 || strncmp(o, "--include-path=", 15) == 0;
 }
 
-/* Appends "-I<dir>" (dir as given) after checking it is a folder. */
-static int add_include_resolved(parser *p, tk__mf_kernel *k, const char *dir)
+/* path as the tool reaches it: relative ones from the manifest's folder
+ * (malloc'd; NULL when out of memory). */
+static char *reached(const parser *p, const char *path)
+{
+    size_t n = strlen(path) + (p->base_dir ? strlen(p->base_dir) : 0) + 2;
+    char *out = malloc(n);
+    if (!out)
+        return NULL;
+    if (path[0] != '/' && p->base_dir && *p->base_dir)
+        snprintf(out, n, "%s/%s", p->base_dir, path);
+    else
+        snprintf(out, n, "%s", path);
+    return out;
+}
+
+/* Appends "-I<dir>", dir as the manifest names it (relative to its folder),
+ * after checking it is a folder. */
+static int add_include(parser *p, tk__mf_kernel *k, const char *dir)
 {
     struct stat st;
-    if (stat(dir, &st) != 0)
-        return fail(p, dir, "include folder %s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
+    char *full = reached(p, dir);
+    if (!full)
+        return oom(p);
+    int bad = stat(full, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? -1 : 0;
+    free(full);
+    if (bad > 0)
+        return fail(p, dir, "include folder %s: %s", dir, strerror(bad));
+    if (bad < 0)
         return fail(p, dir, "include folder %s: not a folder", dir);
     size_t n = strlen(dir) + 3;
     char *o = malloc(n);
@@ -373,21 +394,6 @@ static int add_include_resolved(parser *p, tk__mf_kernel *k, const char *dir)
     snprintf(o, n, "-I%s", dir);
     k->options[k->n_options++] = o;
     return 0;
-}
-
-/* Appends an -I folder given in the manifest, relative to its folder. */
-static int add_include(parser *p, tk__mf_kernel *k, const char *dir)
-{
-    if (dir[0] == '/' || !p->base_dir || !*p->base_dir)
-        return add_include_resolved(p, k, dir);
-    size_t n = strlen(p->base_dir) + strlen(dir) + 2;
-    char *full = malloc(n);
-    if (!full)
-        return oom(p);
-    snprintf(full, n, "%s/%s", p->base_dir, dir);
-    int r = add_include_resolved(p, k, full);
-    free(full);
-    return r;
 }
 
 static int parse_kernel_line(parser *p, char **tok, int ntok)
@@ -404,13 +410,8 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
     m->n_kernels++;
     k->line = p->line;
     const char *file = tok[1];
-    size_t plen = strlen(file) + (p->base_dir ? strlen(p->base_dir) : 0) + 2;
-    if (!(k->path = malloc(plen)))
+    if (!(k->path = reached(p, file)) || !(k->file = strdup(file)))
         return oom(p);
-    if (file[0] != '/' && p->base_dir && *p->base_dir)
-        snprintf(k->path, plen, "%s/%s", p->base_dir, file);
-    else
-        snprintf(k->path, plen, "%s", file);
     char why[1024];
     size_t len = 0;
     if (tk__cli_read_regular(k->path, TK__CLI_MAX_TEXT_FILE, &k->source, &len, why, sizeof why) !=
@@ -431,7 +432,7 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
     if (!k->defines || !k->define_text || !k->options)
         return oom(p);
     /* `#include "x"` next to the kernel file: its folder is searched first. */
-    char *kdir = strdup(k->path);
+    char *kdir = strdup(file);
     if (!kdir)
         return oom(p);
     char *kslash = strrchr(kdir, '/');
@@ -439,7 +440,7 @@ static int parse_kernel_line(parser *p, char **tok, int ntok)
         kslash[kslash == kdir ? 1 : 0] = 0;
     else
         snprintf(kdir, strlen(kdir) + 1, ".");
-    int added = add_include_resolved(p, k, kdir);
+    int added = add_include(p, k, kdir);
     free(kdir);
     if (added != 0)
         return -1;
@@ -598,7 +599,8 @@ int tk__manifest_parse(const char *text, const char *name, const char *base_dir,
     memset(&m, 0, sizeof m);
     parser p = {name, base_dir, 0, err, err_size, &m};
     char *copy = strdup(text);
-    if (!copy || !(m.name = strdup(name))) {
+    if (!copy || !(m.name = strdup(name)) ||
+        (base_dir && *base_dir && !(m.base_dir = strdup(base_dir)))) {
         free(copy);
         snprintf(err, err_size, "%s: out of memory", name);
         tk__manifest_free(&m);
@@ -660,6 +662,7 @@ void tk__manifest_free(tk__manifest *m)
     if (!m)
         return;
     free(m->name);
+    free(m->base_dir);
     for (size_t i = 0; i < m->n_archs; i++)
         free(m->archs[i]);
     free(m->archs);
@@ -668,6 +671,7 @@ void tk__manifest_free(tk__manifest *m)
     for (size_t i = 0; i < m->n_kernels; i++) {
         tk__mf_kernel *k = &m->kernels[i];
         free(k->path);
+        free(k->file);
         free(k->source);
         free(k->entry);
         for (size_t d = 0; d < k->n_defines; d++)

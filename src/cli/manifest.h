@@ -16,15 +16,20 @@
 #define TK__MF_MAX_DIMS 4
 #define TK__MF_MAX_JOBS 100000
 
-/* A user kernel: `kernel FILE ENTRY [-DNAME[=VALUE]]... [OPTION]...`. */
+/* A user kernel: `kernel FILE ENTRY [-DNAME[=VALUE]]... [OPTION]...`.
+ * FILE and the -I folders are kept as the manifest names them, relative to
+ * its folder (or absolute): compiled from the manifest's folder
+ * (tk__manifest.base_dir), they name the same files from wherever the tool
+ * runs and wherever the tree has moved, and so give the same cache keys. */
 typedef struct tk__mf_kernel {
-    char *path;   /* as resolved (relative to the manifest's folder) */
+    char *path;   /* FILE as the tool reaches it from the working folder, for messages */
+    char *file;   /* FILE as written: its source label */
     char *source; /* the file's text */
     char *entry;
     tk_define *defines;
     char **define_text; /* backing store of defines' strings */
     size_t n_defines;
-    char **options;
+    char **options; /* -I<FILE's folder> first, then the line's; -I folders as written */
     size_t n_options;
     int line;
 } tk__mf_kernel;
@@ -40,7 +45,8 @@ typedef struct tk__mf_job {
 } tk__mf_job;
 
 typedef struct tk__manifest {
-    char *name; /* file name, or "<built-in>" */
+    char *name;     /* file name, or "<built-in>" */
+    char *base_dir; /* the manifest's folder as reached from the working folder; NULL: that */
     char **archs;
     int *arch_lines;
     size_t n_archs;

@@ -10,6 +10,7 @@
  * failure).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,15 +45,19 @@ typedef struct item {
     uint8_t policy;
 } item;
 
+/* A job's result; then log_len bytes of log, then the keys (32 hex digits
+ * each) of the kernels it compiled, then of those it found in the cache. */
 typedef struct result_hdr {
     uint32_t item;
     int32_t status;
-    uint32_t compiled;
+    uint32_t compiled; /* lookups of the job, as the library counts them */
     uint32_t cached;
     double seconds;
     uint32_t log_len;
     uint32_t published; /* values the job's compiles sent to the remote */
     uint32_t remote_errors;
+    uint32_t n_compiled_keys;
+    uint32_t n_found_keys;
 } result_hdr;
 
 typedef struct run_state {
@@ -64,6 +69,11 @@ typedef struct run_state {
     int mixed_policies; /* items under both policies: name the policy */
     item *items;
     size_t n_items;
+    /* Workers compile user kernels in the manifest's folder (manifest.h);
+     * the cache's folders, made absolute, stay where they were. NULL: the
+     * library's own choice. */
+    char *cache_dir;
+    char *cache_lower;
 } run_state;
 
 /* ----------------------------------------------------------- low-level io */
@@ -144,6 +154,72 @@ static tk_config *target_config(const tk__cli_opts *opts, const target *t, int p
         return NULL;
     }
     return cfg;
+}
+
+/* A worker's config: target_config with the cache's folders absolute. */
+static tk_config *worker_config(const run_state *s, const target *t, int policy)
+{
+    tk_config *cfg = target_config(s->opts, t, policy);
+    if (cfg && ((s->cache_dir && tk_config_set_cache_dir(cfg, s->cache_dir) != TK_OK) ||
+                (s->cache_lower && tk_config_set_cache_lower(cfg, s->cache_lower) != TK_OK))) {
+        tk_config_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+/* path made absolute against the working folder (malloc'd; NULL when out
+ * of memory or the working folder is unknown). */
+static char *absolute(const char *path)
+{
+    if (path[0] == '/')
+        return strdup(path);
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return NULL;
+    size_t n = strlen(cwd) + strlen(path) + 2;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s/%s", cwd, path);
+    free(cwd);
+    return out;
+}
+
+/* Before the workers go into the manifest's folder: the cache root and
+ * the read-only tiers of TOKITAI_JIT_CACHE_PATH as absolute paths. -1
+ * (errno set) when the working folder is unknown or memory short. */
+static int pin_cache_folders(run_state *s, const char *root)
+{
+    if (!s->m.base_dir || !s->m.n_kernels)
+        return 0; /* nothing leaves the working folder */
+    if (root[0] && !(s->cache_dir = absolute(root)))
+        return -1;
+    const char *lower = getenv("TOKITAI_JIT_CACHE_PATH");
+    if (!lower || !*lower)
+        return 0;
+    size_t cap = strlen(lower) + 1, len = 0;
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return -1;
+    cap += (strlen(cwd) + 1) * (size_t)(1 + (int)strlen(lower));
+    char *out = malloc(cap);
+    if (!out) {
+        free(cwd);
+        return -1;
+    }
+    out[0] = 0;
+    for (const char *p = lower; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s%s%.*s", len ? ":" : "",
+                                    p[0] == '/' ? "" : cwd, p[0] == '/' ? "" : "/", (int)n, p);
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    free(cwd);
+    s->cache_lower = out;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ probe */
@@ -422,6 +498,76 @@ static int resolve_targets(run_state *s)
 
 /* ----------------------------------------------------------------- worker */
 
+/* Keys of one job's kernels, from the library's log: it ends the messages
+ * on a compile ("compiled ...", info) and on a cache hit ("found ...",
+ * debug) with ", key <32 hex digits>". Jobs share kernels (every token
+ * count of a GEMM line, the fallbacks), so the parent counts distinct
+ * keys, not lookups. */
+typedef struct key_list {
+    char (*v)[32];
+    size_t n, cap;
+} key_list;
+
+typedef struct worker_log {
+    key_list compiled, found;
+    int failed;     /* out of memory: the keys are incomplete */
+    int echo_level; /* messages at or above it go to stderr; -1: none */
+} worker_log;
+
+static void key_add(worker_log *w, key_list *l, const char *hex)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char(*v)[32] = realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            w->failed = 1;
+            return;
+        }
+        l->v = v, l->cap = cap;
+    }
+    memcpy(l->v[l->n++], hex, 32);
+}
+
+static const char *log_level_name(tk_log_level level)
+{
+    return level == TK_LOG_DEBUG  ? "debug"
+           : level == TK_LOG_INFO ? "info"
+           : level == TK_LOG_WARN ? "warn"
+                                  : "error";
+}
+
+static void worker_log_fn(void *user, tk_log_level level, const char *msg)
+{
+    worker_log *w = user;
+    size_t len = strlen(msg);
+    const char *k = len > 38 ? msg + len - 38 : NULL; /* ", key " and 32 digits end it */
+    if (k && strncmp(k, ", key ", 6) == 0 && strspn(k + 6, "0123456789abcdef") == 32) {
+        if (strncmp(msg, "compiled ", 9) == 0)
+            key_add(w, &w->compiled, k + 6);
+        else if (strncmp(msg, "found ", 6) == 0)
+            key_add(w, &w->found, k + 6);
+    }
+    /* What the library would have written itself without this callback. */
+    if (w->echo_level >= 0 && (int)level >= w->echo_level)
+        fprintf(stderr, "tokitai-jit: %s: %s\n", log_level_name(level), msg);
+}
+
+/* The level TOKITAI_JIT_LOG asks the library to write to stderr (as the
+ * library reads it, docs/environment.md); -1: none. */
+static int env_log_level(void)
+{
+    const char *v = getenv("TOKITAI_JIT_LOG");
+    if (!v || !v[0] || strcmp(v, "0") == 0)
+        return -1;
+    if (strcmp(v, "debug") == 0)
+        return TK_LOG_DEBUG;
+    if (strcmp(v, "warn") == 0)
+        return TK_LOG_WARN;
+    if (strcmp(v, "error") == 0)
+        return TK_LOG_ERROR;
+    return TK_LOG_INFO;
+}
+
 /* Values of tk_policy (EXACT, GENERIC, STABLE). */
 #define N_POLICIES 3
 
@@ -430,7 +576,12 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
     /* one context per target and policy (tk_policy: 3 values) */
     size_t n_ctx = s->n_targets * N_POLICIES;
     tk_context **ctxs = calloc(n_ctx, sizeof *ctxs);
-    if (!ctxs)
+    worker_log wl;
+    memset(&wl, 0, sizeof wl);
+    wl.echo_level = env_log_level();
+    /* user kernels are compiled in the manifest's folder; jobs start here */
+    int home = s->m.base_dir ? open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1, lost_home = 0;
+    if (!ctxs || (s->m.base_dir && home < 0))
         _exit(1);
     for (;;) {
         uint32_t idx;
@@ -450,8 +601,15 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
         if (*slot)
             tk_context_get_stats(*slot, &before);
         tk_status st = TK_OK;
+        wl.compiled.n = wl.found.n = 0;
+        wl.failed = 0;
         if (!*slot) {
-            tk_config *cfg = target_config(s->opts, t, it->policy);
+            tk_config *cfg = worker_config(s, t, it->policy);
+            if (cfg && (tk_config_set_log(cfg, worker_log_fn, &wl) != TK_OK ||
+                        tk_config_set_log_level(cfg, TK_LOG_DEBUG) != TK_OK)) {
+                tk_config_destroy(cfg);
+                cfg = NULL;
+            }
             st = cfg ? tk_context_create(cfg, slot, why, sizeof why) : TK_OUT_OF_MEMORY;
             tk_config_destroy(cfg);
             if (st != TK_OK) {
@@ -474,18 +632,29 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
                 d.n_defines = k->n_defines;
                 d.options = (const char *const *)k->options;
                 d.n_options = k->n_options;
-                /* Compiler messages name the file (a path with a quote or a
-                 * backslash keeps the default name). */
-                if (!strpbrk(k->path, "\"\\\r\n"))
-                    d.source_label = k->path;
+                /* Compiler messages name the file as the manifest does (a
+                 * path with a quote or a backslash keeps the default name). */
+                if (!strpbrk(k->file, "\"\\\r\n"))
+                    d.source_label = k->file;
                 tk_origin origin = TK_ORIGIN_COMPILED;
-                st = tk_kernel_precompile(*slot, &d, &origin);
+                if (s->m.base_dir && chdir(s->m.base_dir) != 0) {
+                    st = TK_IO_ERROR;
+                    snprintf(why, sizeof why, "cannot enter the manifest's folder %s: %s",
+                             s->m.base_dir, strerror(errno));
+                    log = strdup(why);
+                } else {
+                    st = tk_kernel_precompile(*slot, &d, &origin);
+                    if (st != TK_OK)
+                        log = strdup(tk_context_last_error(*slot));
+                    if (s->m.base_dir && fchdir(home) != 0)
+                        lost_home = 1; /* the next job would run in the wrong folder */
+                }
                 if (st == TK_OK) {
                     r.compiled = origin == TK_ORIGIN_COMPILED;
                     r.cached = origin != TK_ORIGIN_COMPILED;
                 }
             }
-            if (st != TK_OK)
+            if (st != TK_OK && !log)
                 log = strdup(tk_context_last_error(*slot));
             tk_context_stats after = TK_STRUCT_INIT(tk_context_stats);
             if (tk_context_get_stats(*slot, &after) == TK_OK) {
@@ -493,17 +662,32 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
                 r.remote_errors = (uint32_t)(after.remote_errors - before.remote_errors);
             }
         }
+        if (st == TK_OK && wl.failed) {
+            st = TK_OUT_OF_MEMORY;
+            free(log);
+            log = strdup("out of memory recording the kernels' keys");
+        }
         r.status = (int32_t)st;
         r.seconds = tk__now() - t0;
         r.log_len = log ? (uint32_t)strlen(log) : 0;
+        r.n_compiled_keys = (uint32_t)wl.compiled.n;
+        r.n_found_keys = (uint32_t)wl.found.n;
         if (write_all(res_fd, &r, sizeof r) != 0 ||
-            (r.log_len && write_all(res_fd, log, r.log_len)))
+            (r.log_len && write_all(res_fd, log, r.log_len)) ||
+            (wl.compiled.n && write_all(res_fd, wl.compiled.v, wl.compiled.n * 32)) ||
+            (wl.found.n && write_all(res_fd, wl.found.v, wl.found.n * 32)))
             break;
         free(log);
+        if (lost_home)
+            break; /* cannot go back: the parent reports the job it hands next */
     }
+    if (home >= 0)
+        close(home);
     for (size_t i = 0; i < n_ctx; i++)
         tk_context_destroy(ctxs[i]);
     free(ctxs);
+    free(wl.compiled.v);
+    free(wl.found.v);
 }
 
 /* ----------------------------------------------------------------- parent */
@@ -522,11 +706,79 @@ typedef struct failure {
     char *log;
 } failure;
 
+/* The distinct kernels of the run, by key: compiled by it, or found in
+ * the cache and never compiled by it. */
+typedef struct kslot {
+    char hex[32];
+    unsigned char used, compiled;
+} kslot;
+
+typedef struct kernel_set {
+    kslot *v;
+    size_t n, cap; /* cap: a power of two */
+    uint64_t compiled, cached;
+    int failed; /* out of memory: the counts are low */
+} kernel_set;
+
+static int kernel_set_grow(kernel_set *ks)
+{
+    size_t cap = ks->cap ? ks->cap * 2 : 1024;
+    kslot *v = calloc(cap, sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < ks->cap; i++) {
+        if (!ks->v[i].used)
+            continue;
+        uint64_t h = 1469598103934665603ull;
+        for (int c = 0; c < 32; c++)
+            h = (h ^ (unsigned char)ks->v[i].hex[c]) * 1099511628211ull;
+        size_t j = (size_t)h & (cap - 1);
+        while (v[j].used)
+            j = (j + 1) & (cap - 1);
+        v[j] = ks->v[i];
+    }
+    free(ks->v);
+    ks->v = v, ks->cap = cap;
+    return 0;
+}
+
+static void kernel_set_add(kernel_set *ks, const char *hex, int compiled)
+{
+    if ((ks->n + 1) * 2 > ks->cap && kernel_set_grow(ks) != 0) {
+        ks->failed = 1;
+        return;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (int c = 0; c < 32; c++)
+        h = (h ^ (unsigned char)hex[c]) * 1099511628211ull;
+    size_t j = (size_t)h & (ks->cap - 1);
+    while (ks->v[j].used && memcmp(ks->v[j].hex, hex, 32) != 0)
+        j = (j + 1) & (ks->cap - 1);
+    kslot *k = &ks->v[j];
+    if (!k->used) {
+        memcpy(k->hex, hex, 32);
+        k->used = 1;
+        k->compiled = (unsigned char)compiled;
+        ks->n++;
+        if (compiled)
+            ks->compiled++;
+        else
+            ks->cached++;
+    } else if (compiled && !k->compiled) {
+        /* found by one job, then compiled by another (its entry was
+         * replaced meanwhile): a compile of this run */
+        k->compiled = 1;
+        ks->cached--;
+        ks->compiled++;
+    }
+}
+
 typedef struct progress {
     int tty;
     int verbose;
     size_t done, total;
-    uint64_t compiled, cached, failed;
+    uint64_t failed; /* jobs */
+    kernel_set kernels;
     double t_start; /* for the elapsed time and the estimate */
 } progress;
 
@@ -563,26 +815,29 @@ static void show_progress(const run_state *s, progress *p, const item *it, const
         int cols = 80;
         if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
             cols = ws.ws_col;
-        const int bar = 24;
+        const int bar = 20;
         int filled = p->total ? (int)((double)bar * (double)p->done / (double)p->total) : bar;
-        char line[1024], el[32], left[48];
+        char line[1024], el[32], left[48], failed[48];
         double elapsed = tk__now() - p->t_start;
         /* The estimate: the mean time of a job so far, for the jobs left. */
         if (p->done && p->done < p->total) {
             char l[32];
-            snprintf(left, sizeof left, ", ~%s left",
-                     fmt_secs(elapsed / (double)p->done * (double)(p->total - p->done), l,
-                              sizeof l));
+            snprintf(
+                left, sizeof left, " ~%s left",
+                fmt_secs(elapsed / (double)p->done * (double)(p->total - p->done), l, sizeof l));
         } else {
             left[0] = 0;
         }
-        int n = snprintf(line, sizeof line,
-                         "[%.*s%.*s] %zu/%zu jobs  %s%s  kernels: new %llu  cached %llu  "
-                         "failed %llu  %s",
-                         filled, "########################", bar - filled,
-                         "........................", p->done, p->total,
-                         fmt_secs(elapsed, el, sizeof el), left, (unsigned long long)p->compiled,
-                         (unsigned long long)p->cached, (unsigned long long)p->failed, what);
+        if (p->failed)
+            snprintf(failed, sizeof failed, ", %llu failed", (unsigned long long)p->failed);
+        else
+            failed[0] = 0;
+        /* the counts first: a narrow terminal cuts the job's name */
+        int n = snprintf(
+            line, sizeof line, "[%.*s%.*s] %zu/%zu jobs%s  %s%s  %llu new, %llu cached kernels  %s",
+            filled, "####################", bar - filled, "....................", p->done, p->total,
+            failed, fmt_secs(elapsed, el, sizeof el), left, (unsigned long long)p->kernels.compiled,
+            (unsigned long long)p->kernels.cached, what);
         if (n >= cols)
             line[cols - 1] = 0;
         printf("\r\033[K%s", line);
@@ -594,8 +849,8 @@ static void show_progress(const run_state *s, progress *p, const item *it, const
         printf("[%*zu/%zu] %s: FAILED (%s)\n", width, p->done, p->total, what,
                tk_status_str((tk_status)r->status));
     else if (r->compiled)
-        printf("[%*zu/%zu] %s: compiled %u, cached %u (%.2f s)\n", width, p->done, p->total, what,
-               r->compiled, r->cached, r->seconds);
+        printf("[%*zu/%zu] %s: compiled %u, found %u in the cache (%.2f s)\n", width, p->done,
+               p->total, what, r->compiled, r->cached, r->seconds);
     else
         printf("[%*zu/%zu] %s: already cached\n", width, p->done, p->total, what);
     fflush(stdout);
@@ -677,7 +932,12 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
     worker *ws = calloc((size_t)n_workers, sizeof *ws);
     failure *fails = NULL;
     size_t n_fails = 0;
-    progress p = {isatty(STDOUT_FILENO), s->opts->verbose, 0, s->n_items, 0, 0, 0, t_start};
+    progress p;
+    memset(&p, 0, sizeof p);
+    p.tty = isatty(STDOUT_FILENO);
+    p.verbose = s->opts->verbose;
+    p.total = s->n_items;
+    p.t_start = t_start;
     size_t next = 0;
     int alive = 0;
     if (!ws) {
@@ -748,6 +1008,16 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
                 else
                     log[r.log_len] = 0;
             }
+            for (uint32_t kind = 0; kind < 2 && got == 1 && r.item == (uint32_t)w->busy; kind++) {
+                uint32_t nk = kind == 0 ? r.n_compiled_keys : r.n_found_keys;
+                for (uint32_t k = 0; k < nk && got == 1; k++) {
+                    char hex[32];
+                    if (read_all(w->res_fd, hex, sizeof hex) != 1)
+                        got = -1;
+                    else
+                        kernel_set_add(&p.kernels, hex, kind == 0);
+                }
+            }
             if (got != 1 || r.item != (uint32_t)w->busy) {
                 /* The worker died mid-job (a crash in a compiler, a kill). */
                 free(log);
@@ -778,8 +1048,6 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
             p.done++;
             *n_published += r.published;
             *n_remote_errors += r.remote_errors;
-            p.compiled += r.compiled;
-            p.cached += r.cached;
             if (r.status != TK_OK) {
                 p.failed++;
                 record_failure(&fails, &n_fails, r.item, (tk_status)r.status, log);
@@ -809,15 +1077,19 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
     for (size_t i = 0; i < s->n_targets && len < sizeof targets; i++)
         len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", i ? ", " : "",
                                 s->targets[i].canon);
-    if (p.compiled == 0 && p.failed == 0)
-        printf("nothing to compile: every kernel is already cached (%zu jobs for %s, %llu kernel "
-               "lookups) in %s, %.1f s\n",
-               s->n_items, targets, (unsigned long long)p.cached, root, secs);
+    const unsigned long long nc = p.kernels.compiled, nh = p.kernels.cached;
+    if (nc == 0 && p.failed == 0)
+        printf("nothing to compile: %zu %s for %s, %llu %s, all already cached in %s, %.1f s\n",
+               s->n_items, s->n_items == 1 ? "job" : "jobs", targets, nh,
+               nh == 1 ? "kernel" : "kernels", root, secs);
     else
-        printf("precompiled %zu jobs for %s into %s: %llu compiled, %llu already cached, "
-               "%llu failed, %.1f s\n",
-               s->n_items, targets, root, (unsigned long long)p.compiled,
-               (unsigned long long)p.cached, (unsigned long long)p.failed, secs);
+        printf("precompiled %zu %s for %s into %s: %llu %s compiled, %llu already cached, "
+               "%llu %s failed, %.1f s\n",
+               s->n_items, s->n_items == 1 ? "job" : "jobs", targets, root, nc,
+               nc == 1 ? "kernel" : "kernels", nh, (unsigned long long)p.failed,
+               p.failed == 1 ? "job" : "jobs", secs);
+    if (p.kernels.failed)
+        tk__cli_error("out of memory counting the kernels: the counts above are low");
     fflush(stdout);
     for (size_t i = 0; i < n_fails; i++) {
         char what[512];
@@ -828,7 +1100,8 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
         free(fails[i].log);
     }
     free(fails);
-    *n_compiled = p.compiled;
+    free(p.kernels.v);
+    *n_compiled = nc;
     return p.failed ? TK__EXIT_FAIL : TK__EXIT_OK;
 }
 
@@ -993,6 +1266,10 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         tk__cli_error("out of memory");
         goto done;
     }
+    if (pin_cache_folders(&s, root) != 0) {
+        tk__cli_error("cannot make the cache's folders absolute: %s", strerror(errno));
+        goto done;
+    }
     /* The library never fails a compile because the cache cannot store it;
      * a precompile that did not store what it compiled has failed all the
      * same. What counts is the entries this run wrote (new keys and replaced
@@ -1049,6 +1326,8 @@ done:
     }
     free(s.targets);
     free(s.items);
+    free(s.cache_dir);
+    free(s.cache_lower);
     tk__manifest_free(&s.m);
     return rc;
 }

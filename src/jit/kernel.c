@@ -917,6 +917,14 @@ static char *missing_kernel_message(tk_context *ctx, const char *entry, const vo
  * and store. force_compile skips the lookups (after a refused load);
  * no_compile stops after the first lookup with TK_NOT_FOUND, recording
  * nothing. */
+/* This message and "compiled ..., key K" below end with the key:
+ * tokitai-jit --precompile counts the distinct kernels of a run by them. */
+static void log_found(tk_context *ctx, const tk_kernel_desc *d, const prep *p)
+{
+    tk__log(ctx, TK_LOG_DEBUG, "found %s (%s) for %s in the cache, key %s", d->entry, p->label,
+            ctx->target, p->key.hex);
+}
+
 static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const prep *p,
                              int force_compile, int no_compile, obtained *o)
 {
@@ -927,8 +935,10 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
                 "kernel %s of %s: '%s' is a computed include the library cannot follow; "
                 "compiled every time, never cached",
                 d->entry, p->label, p->set.why);
-    if (cacheable && !force_compile && disk_lookup(ctx, p, o))
+    if (cacheable && !force_compile && disk_lookup(ctx, p, o)) {
+        log_found(ctx, d, p);
         return TK_OK;
+    }
     if (no_compile)
         return TK_NOT_FOUND;
 
@@ -937,6 +947,7 @@ static tk_status obtain_code(tk_context *ctx, const tk_kernel_desc *d, const pre
         lock = NULL; /* no lock: at worst two processes compile the same kernel */
     if (cacheable && !force_compile && disk_lookup(ctx, p, o)) {
         tk__cache_unlock(lock);
+        log_found(ctx, d, p);
         return TK_OK;
     }
 

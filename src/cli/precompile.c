@@ -194,8 +194,8 @@ static int pin_cache_folders(run_state *s, const char *root)
         return 0; /* nothing leaves the working folder */
     if (root[0] && !(s->cache_dir = absolute(root)))
         return -1;
-    const char *lower = getenv("TOKITAI_JIT_CACHE_PATH");
-    if (!lower || !*lower)
+    const char *lower = tk__env_get(TK__ENV_CACHE_PATH);
+    if (!lower)
         return 0;
     size_t cap = strlen(lower) + 1, len = 0;
     char *cwd = getcwd(NULL, 0);
@@ -552,20 +552,14 @@ static void worker_log_fn(void *user, tk_log_level level, const char *msg)
         fprintf(stderr, "tokitai-jit: %s: %s\n", log_level_name(level), msg);
 }
 
-/* The level TOKITAI_JIT_LOG asks the library to write to stderr (as the
- * library reads it, docs/environment.md); -1: none. */
+/* The level TOKITAI_JIT_LOG asks the library to write to stderr, read as
+ * the library reads it (src/common/env.h); -1: none. */
 static int env_log_level(void)
 {
-    const char *v = getenv("TOKITAI_JIT_LOG");
-    if (!v || !v[0] || strcmp(v, "0") == 0)
-        return -1;
-    if (strcmp(v, "debug") == 0)
-        return TK_LOG_DEBUG;
-    if (strcmp(v, "warn") == 0)
-        return TK_LOG_WARN;
-    if (strcmp(v, "error") == 0)
-        return TK_LOG_ERROR;
-    return TK_LOG_INFO;
+    /* The row's words in order: 0 1 debug info warn error. */
+    static const int levels[] = {-1,          TK_LOG_INFO, TK_LOG_DEBUG,
+                                 TK_LOG_INFO, TK_LOG_WARN, TK_LOG_ERROR};
+    return levels[tk__env_word(TK__ENV_LOG, 0)];
 }
 
 /* Values of tk_policy (EXACT, GENERIC, STABLE). */

@@ -859,12 +859,18 @@ START_TEST(planted_leases_do_not_stall)
     char forged[128];
     snprintf(forged, sizeof forged, "host:1:0000000000000000.%064d", 0);
     double t5 = lookup_with_planted_lease(15, "fleet secret", "SET", forged, "PX", "30000");
+    /* ...and an unsigned one of any length (a long value is compared by
+     * its hash, not copied). */
+    char long_lease[1200];
+    memset(long_lease, 'a', sizeof long_lease - 1);
+    long_lease[sizeof long_lease - 1] = 0;
+    double t6 = lookup_with_planted_lease(16, "fleet secret", "SET", long_lease, "PX", "30000");
     printf("planted leases: no expiry %.1f ms, a list %.1f ms, 1 h expiry %.1f ms, unsigned %.1f "
-           "ms, forged %.1f ms (wait bound 3000 ms)\n",
-           t1, t2, t3, t4, t5);
-    ck_assert_msg(t1 < 1000 && t2 < 1000 && t3 < 1000 && t4 < 1000 && t5 < 1000,
-                  "a planted lease stalled a lookup: %.0f %.0f %.0f %.0f %.0f ms", t1, t2, t3, t4,
-                  t5);
+           "ms, forged %.1f ms, unsigned of %zu bytes %.1f ms (wait bound 3000 ms)\n",
+           t1, t2, t3, t4, t5, strlen(long_lease), t6);
+    ck_assert_msg(t1 < 1000 && t2 < 1000 && t3 < 1000 && t4 < 1000 && t5 < 1000 && t6 < 1000,
+                  "a planted lease stalled a lookup: %.0f %.0f %.0f %.0f %.0f %.0f ms", t1, t2, t3,
+                  t4, t5, t6);
 }
 END_TEST
 

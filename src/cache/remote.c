@@ -305,6 +305,7 @@ tk_status tk_cache_remote_list_counted(tk_cache *cache, tk_cache_visit_fn visit,
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <openssl/sha.h>
 
 int tk__remote_built(void)
 {
@@ -941,6 +942,17 @@ static void hex_of(const uint8_t *p, size_t n, char *out)
     out[2 * n] = 0;
 }
 
+/* SHA-1 of data in hex, as Redis's redis.sha1hex computes it. */
+static int sha1_hex(const char *data, size_t len, char out[2 * SHA_DIGEST_LENGTH + 1])
+{
+    uint8_t md[SHA_DIGEST_LENGTH];
+    unsigned n = 0;
+    if (EVP_Digest(data, len, md, &n, EVP_sha1(), NULL) != 1 || n != SHA_DIGEST_LENGTH)
+        return 0;
+    hex_of(md, sizeof md, out);
+    return 1;
+}
+
 /* With a secret, a lease is "<token>.<HMAC of the token, 64 hex>": one
  * written by a process without the secret is not a lease to wait for. */
 static int lease_sign(const remote *r, const char *hex, char *token, size_t size)
@@ -976,7 +988,8 @@ static int lease_genuine(const remote *r, const char *hex, const char *value, si
  * value published?}). A lease no process of the fleet would have written is
  * replaced: another type, no expiry or one beyond the lease time (planted
  * to stall the fleet), or the value the caller found unsigned or forged
- * (ARGV[3]; compared here, so a genuine lease taken meanwhile stays). */
+ * (ARGV[3], its SHA-1 in hex: compared here, so a genuine lease taken
+ * meanwhile stays; a hash, so a planted value of any length is caught). */
 static const char k_lease_script[] =
     "local t = redis.call('TYPE', KEYS[1])['ok'] "
     "if t ~= 'none' then "
@@ -985,7 +998,8 @@ static const char k_lease_script[] =
     "  if not bad then "
     "    v = redis.call('GET', KEYS[1]) "
     "    local ttl = redis.call('PTTL', KEYS[1]) "
-    "    bad = ttl < 0 or ttl > tonumber(ARGV[2]) or (ARGV[3] ~= '' and v == ARGV[3]) "
+    "    bad = ttl < 0 or ttl > tonumber(ARGV[2]) or "
+    "          (ARGV[3] ~= '' and redis.sha1hex(v) == ARGV[3]) "
     "  end "
     "  if not bad then return {0, v, redis.call('EXISTS', KEYS[2])} end "
     "  redis.call('DEL', KEYS[1]) "
@@ -1023,7 +1037,7 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
     snprintf(px, sizeof(px), "%u", r->lease_ms);
     int64_t deadline = now_ns() + (int64_t)r->wait_ms * 1000000LL;
     unsigned pause = 2;
-    char forged[256] = "";
+    char forged[2 * SHA_DIGEST_LENGTH + 1] = ""; /* SHA-1 of a lease found not genuine */
     int warned_forged = 0;
     for (;;) {
         const char *argv[8] = {"EVAL",     k_lease_script, "2", l->name,
@@ -1055,11 +1069,7 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
         const redisReply *holder = rep->element[1];
         int published = rep->element[2]->integer > 0;
         int genuine = lease_genuine(r, key->hex, holder->str, holder->len);
-        int replaceable = !genuine && holder->len < sizeof(forged);
-        if (replaceable) {
-            memcpy(forged, holder->str, holder->len);
-            forged[holder->len] = 0;
-        }
+        int replaceable = !genuine && sha1_hex(holder->str, holder->len, forged);
         if (!genuine && !warned_forged) {
             warned_forged = 1;
             bump(&r->rejected);

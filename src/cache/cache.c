@@ -292,6 +292,23 @@ static tk_status set_problem(tk_cache *cache, const char *fmt, ...)
     return TK_OK;
 }
 
+/* Drops trailing "/" and "/." from a root, so that its last component is
+ * the name itself: lstat("RL/") and lstat("RL/.") follow a link RL, which
+ * would hide it from the link checks of open_user_tier. "/" stays "/". */
+static void trim_root(char *root)
+{
+    size_t n = strlen(root);
+    for (;;) {
+        if (n > 1 && root[n - 1] == '/')
+            n--;
+        else if (n > 2 && root[n - 1] == '.' && root[n - 2] == '/')
+            n -= 2;
+        else
+            break;
+    }
+    root[n] = 0;
+}
+
 static tk_status open_user_tier(tk_cache *cache)
 {
     struct stat st;
@@ -300,11 +317,14 @@ static tk_status open_user_tier(tk_cache *cache)
     int create = !cache->disabled && !cache->read_only;
     /* A root that is a symbolic link: the link must be the user's (its
      * target then gets a real folder's checks below), else whoever owns it
-     * chooses where stores, --prune and --clear act. Checked before
-     * anything is created through it. */
+     * chooses where stores, --prune and --clear act. The link and an
+     * existing target are checked before anything is created through them. */
     if (lstat(cache->root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid())
         return set_problem(cache, "cache folder %s refused: a symbolic link owned by another user",
                            cache->root);
+    const char *why = NULL;
+    if (stat(cache->root, &st) == 0 && (why = unsafe_dir(&st, 0)) != NULL)
+        return set_problem(cache, "cache folder %s refused: %s", cache->root, why);
     if (create && mkdir_p(cache->fmt_dir) != 0 && errno != EACCES && errno != EROFS &&
         errno != EPERM && errno != ENOENT)
         return set_problem(cache, "cannot create cache folder %s: %s", cache->fmt_dir,
@@ -316,7 +336,7 @@ static tk_status open_user_tier(tk_cache *cache)
         }
         return set_problem(cache, "cannot use cache folder %s: %s", cache->root, strerror(errno));
     }
-    const char *why = unsafe_dir(&st, 0);
+    why = unsafe_dir(&st, 0);
     if (why)
         return set_problem(cache, "cache folder %s refused: %s", cache->root, why);
     if (stat(cache->fmt_dir, &st) != 0) {
@@ -375,6 +395,7 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
             char *root = strndup(p, len);
             if (!root)
                 return TK_OUT_OF_MEMORY;
+            trim_root(root); /* "tier/" must not hide a link from the check below */
             char *fmt = fmt_dir_of(root);
             struct stat st;
             const char *why = NULL;
@@ -439,6 +460,7 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     }
     if (!cache->root)
         goto fail;
+    trim_root(cache->root);
     if (cache->root[0] && !(cache->fmt_dir = fmt_dir_of(cache->root)))
         goto fail;
 

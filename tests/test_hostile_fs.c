@@ -833,8 +833,38 @@ START_TEST(test_folder_at_entry_path)
     ck_assert_int_eq(tk_test_write_file(inner, "x", 1), 0);
     tool(root, "--clear", NULL, CLI_OK);
     ck_assert_msg(lstat(path, &st) != 0, "--clear left the folder at %s", path);
-    printf("FIGURE hostile-folder-entry: a folder at an entry's path: replaced by the store, "
-           "removed by --prune and --clear\n");
+
+    /* 4. Folders nested deeper than any fixed bound (a file at the bottom of
+     * each level): the store, --prune and --clear remove them too. */
+    const int depth = 40;
+    for (int round = 0; round < 3; round++) {
+        char deep[PATH_MAX];
+        int n = snprintf(deep, sizeof deep, "%s", path);
+        *strrchr(deep, '/') = 0; /* the shard folder, which --clear removed */
+        ck_assert(mkdir(deep, 0700) == 0 || errno == EEXIST);
+        n = snprintf(deep, sizeof deep, "%s", path);
+        for (int d = 0; d < depth; d++) {
+            ck_assert_int_eq(mkdir(deep, 0700), 0);
+            snprintf(inner, sizeof inner, "%s/f", deep);
+            ck_assert_int_eq(tk_test_write_file(inner, "x", 1), 0);
+            n += snprintf(deep + n, sizeof deep - (size_t)n, "/d");
+        }
+        if (round == 0) {
+            cache = open_cache(root, &log);
+            put_named(cache, "victim", 300);
+            tk_cache_close(cache);
+            ck_assert_int_eq(lstat(path, &st), 0);
+            ck_assert_msg(S_ISREG(st.st_mode), "a store left the %d-level folder", depth);
+            ck_assert_int_eq(unlink(path), 0);
+        } else {
+            tool(root, round == 1 ? "--prune" : "--clear", NULL, CLI_OK);
+            ck_assert_msg(lstat(path, &st) != 0, "%s left the %d-level folder",
+                          round == 1 ? "--prune" : "--clear", depth);
+        }
+    }
+    printf("FIGURE hostile-folder-entry: a folder at an entry's path (one level, and %d levels "
+           "deep): replaced by the store, removed by --prune and --clear\n",
+           depth);
     tk_test_rmtree(root);
     free(root);
 }

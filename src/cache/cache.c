@@ -199,40 +199,110 @@ int tk__cache_unlink(const char *path)
     return r;
 }
 
-static int remove_at(int dfd, const char *name, int depth)
+/* Opens the folder name/below[0]/.../below[n-1] under dfd, one component
+ * at a time with O_NOFOLLOW: a link met on the way is never entered. */
+static int open_below(int dfd, const char *name, char *const *below, size_t n)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (size_t i = 0; fd >= 0 && i < n; i++) {
+        int next = openat(fd, below[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int saved = errno;
+        close(fd);
+        fd = next;
+        errno = saved;
+    }
+    return fd;
+}
+
+/* Deepest folder remove_at empties: far beyond what PATH_MAX lets a path
+ * name, so only a tree built with *at() calls can be deeper. */
+#define REMOVE_MAX_DEPTH 4096
+
+/* Removes name under dfd and, for a folder, everything in it at any depth,
+ * never following a link. The folder being emptied is reached again from
+ * dfd through the list of names below it rather than through one open
+ * descriptor per level, so a deep tree costs no more than two descriptors. */
+static int remove_at(int dfd, const char *name)
 {
     if (unlinkat(dfd, name, 0) == 0)
         return 0;
     if (errno != EISDIR && errno != EPERM)
         return -1;
-    if (depth >= 8) {
-        errno = ENOTEMPTY;
-        return -1;
-    }
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    int failed = 0, saved = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if (remove_at(dirfd(d), e->d_name, depth + 1) != 0 && !failed) {
-            failed = 1;
+    char **below = NULL; /* the path from name down to the folder being emptied */
+    size_t depth = 0, cap = 0;
+    int rc = -1, saved = 0;
+    for (;;) {
+        int fd = open_below(dfd, name, below, depth);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
             saved = errno;
+            if (fd >= 0)
+                close(fd);
+            break;
         }
+        char *sub = NULL;
+        int failed = 0;
+        struct dirent *e;
+        while (!sub && !failed && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+                continue;
+            if ((errno == EISDIR || errno == EPERM) &&
+                unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0)
+                continue;
+            if (errno == ENOTEMPTY || errno == EEXIST) {
+                if (!(sub = strdup(e->d_name)))
+                    errno = ENOMEM;
+            }
+            if (!sub) {
+                failed = 1;
+                saved = errno;
+            }
+        }
+        closedir(d);
+        if (failed)
+            break;
+        if (sub) { /* a folder with something in it: empty it first */
+            if (depth == REMOVE_MAX_DEPTH) {
+                free(sub);
+                saved = ENAMETOOLONG;
+                break;
+            }
+            if (depth == cap) {
+                size_t ncap = cap ? 2 * cap : 16;
+                char **nb = realloc(below, ncap * sizeof *below);
+                if (!nb) {
+                    free(sub);
+                    saved = ENOMEM;
+                    break;
+                }
+                below = nb;
+                cap = ncap;
+            }
+            below[depth++] = sub;
+            continue;
+        }
+        /* This folder is empty now: remove it from its parent. */
+        if (depth == 0) {
+            rc = unlinkat(dfd, name, AT_REMOVEDIR);
+            saved = errno;
+            break;
+        }
+        int parent = open_below(dfd, name, below, depth - 1);
+        int r = parent >= 0 ? unlinkat(parent, below[depth - 1], AT_REMOVEDIR) : -1;
+        saved = errno;
+        if (parent >= 0)
+            close(parent);
+        if (r != 0)
+            break;
+        free(below[--depth]);
     }
-    closedir(d);
-    if (failed) {
-        errno = saved;
-        return -1;
-    }
-    return unlinkat(dfd, name, AT_REMOVEDIR);
+    for (size_t i = 0; i < depth; i++)
+        free(below[i]);
+    free(below);
+    errno = saved;
+    return rc;
 }
 
 int tk__cache_remove_any(const char *path)
@@ -253,7 +323,7 @@ int tk__cache_remove_any(const char *path)
     int dfd = tk__cache_open_dir(n ? dir : "/");
     if (dfd < 0)
         return -1;
-    int r = remove_at(dfd, slash + 1, 0);
+    int r = remove_at(dfd, slash + 1);
     int saved = errno;
     close(dfd);
     errno = saved;

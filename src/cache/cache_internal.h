@@ -213,7 +213,7 @@ const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
 /* Removes whatever is at path, never following a link: a file, a link, a
- * FIFO, or a folder with what it holds (at most 8 levels deep). For a
+ * FIFO, or a folder with what it holds (at any depth). For a
  * folder or special file found where an entry belongs. 0 on success. */
 int tk__cache_remove_any(const char *path);
 

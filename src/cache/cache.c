@@ -28,37 +28,6 @@ struct tk__cache_lock {
     void *lease;   /* the remote tier's fleet-wide lease, or NULL */
 };
 
-/* ------------------------------------------------------------ diagnostics */
-
-void tk__cache_warn_once(tk_cache *cache, enum tk__warn which, const char *fmt, ...)
-{
-    pthread_mutex_lock(&cache->mu);
-    int first = !cache->warned[which];
-    cache->warned[which] = 1;
-    pthread_mutex_unlock(&cache->mu);
-    if (!first || !cache->log)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    cache->log(cache->log_user, TK_LOG_WARN, msg);
-}
-
-tk_status tk__cache_fail(tk_cache *cache, tk_status status, const char *fmt, ...)
-{
-    char msg[sizeof(cache->last_error)];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&cache->mu);
-    memcpy(cache->last_error, msg, sizeof(msg));
-    pthread_mutex_unlock(&cache->mu);
-    return status;
-}
-
 /* ------------------------------------------------------------------ paths */
 
 static char *join(const char *a, const char *b)
@@ -617,54 +586,6 @@ int tk__cache_writable(const tk_cache *cache)
 
 enum { LOAD_HIT, LOAD_MISS, LOAD_BAD };
 
-static tk_status fill_entry(const tk__entry_view *v, int64_t mtime, tk__entry *out)
-{
-    size_t total = 0;
-    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++)
-        total += (size_t)v->strings[i].len + 1;
-    char *strings = malloc(total);
-    void *payload = malloc(v->payload_size ? (size_t)v->payload_size : 1);
-    if (!strings || !payload) {
-        free(strings);
-        free(payload);
-        return TK_OUT_OF_MEMORY;
-    }
-    const char *ptrs[TK__ENTRY_N_STRINGS];
-    char *p = strings;
-    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++) {
-        memcpy(p, v->strings[i].ptr ? v->strings[i].ptr : "", v->strings[i].len);
-        p[v->strings[i].len] = 0;
-        ptrs[i] = v->strings[i].ptr ? p : NULL;
-        p += v->strings[i].len + 1;
-    }
-    if (tk__entry_payload(v, payload) != TK_OK) {
-        free(strings);
-        free(payload);
-        return TK_CORRUPT;
-    }
-    memset(out, 0, sizeof(*out));
-    out->meta.kernel = ptrs[0];
-    out->meta.source = ptrs[1];
-    out->meta.backend = ptrs[2];
-    out->meta.arch = ptrs[3];
-    out->meta.compiler = ptrs[4];
-    out->meta.options = ptrs[5];
-    out->meta.lowered = ptrs[6];
-    out->meta.deps = ptrs[7];
-    out->meta.created = v->created;
-    out->meta.last_used = mtime;
-    out->meta.resources = v->resources;
-    out->payload = payload;
-    out->payload_size = (size_t)v->payload_size;
-    out->strings = strings;
-    return TK_OK;
-}
-
-tk_status tk__cache_fill_entry(const tk__entry_view *v, int64_t last_used, tk__entry *out)
-{
-    return fill_entry(v, last_used, out);
-}
-
 /* Removes a bad user-tier entry, but only the very file that was read: a
  * good entry renamed over it in the meantime stays. */
 static void remove_if_same(const char *path, const struct stat *read_st)
@@ -747,7 +668,7 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
         why = "key material differs (fingerprint collision)";
         goto bad;
     }
-    tk_status fs = fill_entry(&v, (int64_t)st.st_mtim.tv_sec, out);
+    tk_status fs = tk__entry_fill(&v, (int64_t)st.st_mtim.tv_sec, out);
     if (fs == TK_CORRUPT) {
         why = "compressed code object does not decode";
         goto bad;
@@ -799,7 +720,16 @@ tk_status tk__cache_get(tk_cache *cache, const tk__key *key, tk__entry *out)
         if (err == TK_OUT_OF_MEMORY)
             return err;
     }
-    return tk__cache_remote_get(cache, key, out); /* TK_NOT_FOUND without a remote */
+    /* The remote tier checks and decodes a value as a lookup here would; the
+     * entry file it took is kept in the user tier, so the next process hits
+     * on disk. */
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    tk_status st = tk__cache_remote_get(cache, key, out, &bytes, &len);
+    if (st == TK_OK && bytes && tk__cache_writable(cache))
+        tk__cache_store_bytes(cache, key->hex, bytes, len); /* trouble is logged there */
+    free(bytes);
+    return st; /* TK_NOT_FOUND without a remote */
 }
 
 tk_status tk__cache_remove(tk_cache *cache, const tk__key *key)

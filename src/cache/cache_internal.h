@@ -127,6 +127,10 @@ tk_status tk__entry_parse(const uint8_t *buf, size_t len, int check_fp, tk__entr
  * when a compressed payload does not decode to exactly that size. */
 tk_status tk__entry_payload(const tk__entry_view *v, void *dst);
 
+/* Fills *out (owned copies, the payload decoded) from a checked view;
+ * last_used as given. TK_CORRUPT when the payload does not decode. */
+tk_status tk__entry_fill(const tk__entry_view *v, int64_t last_used, tk__entry *out);
+
 /* 32 lowercase hex digits of a fingerprint + NUL. */
 void tk__fp_hex(uint64_t hi, uint64_t lo, char hex[33]);
 
@@ -196,9 +200,6 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
 /* Test hook: TK__CACHE_TEST_WRITE_DELAY_MS, read once at open, makes every
  * store write half its file, sleep that long, then write the rest, so a test
  * can kill a writer mid-store. Unset, it costs nothing. */
-
-/* Fills *out (owned copies) from a checked view; last_used as given. */
-tk_status tk__cache_fill_entry(const tk__entry_view *v, int64_t last_used, tk__entry *out);
 
 /* Publishes a whole, already checked entry file for hex in the user tier
  * (tk__cache_publish), then keeps the size limit as tk__cache_put does. */

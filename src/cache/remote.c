@@ -215,7 +215,8 @@ void tk__cache_remote_close(tk_cache *cache)
 {
 }
 
-tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out)
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out,
+                               uint8_t **entry, size_t *len)
 {
     return TK_NOT_FOUND;
 }
@@ -874,9 +875,12 @@ static void refused(remote *r, const char *name, const char *why)
     rlog(r, once(&r->warned_bad), "remote cache %s: value %s refused: %s", r->url.shown, name, why);
 }
 
-tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out)
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out,
+                               uint8_t **entry_out, size_t *len_out)
 {
     remote *r = cache->remote;
+    *entry_out = NULL;
+    *len_out = 0;
     if (!r)
         return TK_NOT_FOUND;
     char name[128];
@@ -908,11 +912,15 @@ tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *o
         refused(r, name, why);
         goto done;
     }
-    st = tk__cache_fill_entry(&v, (int64_t)time(NULL), out);
+    st = tk__entry_fill(&v, (int64_t)time(NULL), out);
     if (st != TK_OK)
         goto done; /* out of memory: the engine compiles instead */
-    if (tk__cache_writable(cache))
-        tk__cache_store_bytes(cache, key->hex, entry, elen); /* trouble is logged there */
+    /* The entry file for the handle to keep (a failed copy only costs the
+     * next process a remote lookup). */
+    if ((*entry_out = malloc(elen ? elen : 1)) != NULL) {
+        memcpy(*entry_out, entry, elen);
+        *len_out = elen;
+    }
     bump(&r->hits);
 done:
     freeReplyObject(rep);

@@ -77,9 +77,13 @@ tk_status tk__remote_url_check(const char *url, char *why, size_t size);
 tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts);
 void tk__cache_remote_close(tk_cache *cache);
 
-/* After every local tier missed: fetch, verify, store in the user tier,
- * fill *out. TK_NOT_FOUND on a miss, a refused value or any server trouble. */
-tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out);
+/* After every local tier missed: fetch, verify (as a disk entry, and the
+ * signature), fill *out. On TK_OK *entry is a malloc'd copy of the entry
+ * file (*len bytes; NULL when the copy failed) for the handle to keep in
+ * the user tier. TK_NOT_FOUND on a miss, a refused value or any server
+ * trouble. */
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out,
+                               uint8_t **entry, size_t *len);
 
 /* Under the local key lock, after the second local look missed: takes the
  * fleet-wide lease on key, or waits (bounded) until its holder publishes the

@@ -362,7 +362,12 @@ TK_API tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed);
  * tk_cache_import verifies every entry of a bundle (structure, key,
  * checksum) and adds the good ones to the user cache; each bad one is
  * reported through bad and counted in *n_rejected. A bundle that is not a
- * bundle at all is TK_CORRUPT. Counts may be NULL. */
+ * bundle at all is TK_CORRUPT, and so is one whose records cannot all be
+ * found (cut short, or a record shorter than an entry header: the entries
+ * before it stay imported). A path that is not a regular file (a FIFO, a
+ * device) is TK_IO_ERROR, without waiting on it. Bytes after the declared
+ * records are reported through bad with the bundle's own path, not counted.
+ * Counts may be NULL. */
 typedef int (*tk_cache_select_fn)(void *user, const tk_cache_entry_info *info);
 TK_API tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn select,
                                  void *user, uint64_t *n_exported);

@@ -1,7 +1,8 @@
 /*
  * The remote tier on Redis (see remote.h for the server layout and the value
  * format): connection with timeouts, circuit breaker, fleet-wide compile
- * lease, HMAC-SHA256 signing, and the tools' list / stats / push.
+ * lease, HMAC-SHA256 signing, and the tools' list / stats and the sending
+ * of one entry for a push (tools.c walks the cache or the bundle).
  *
  * Never worse than no remote: every failure is a miss, counted and logged,
  * never a status the engine returns. A transport failure (refused, timed out,
@@ -272,19 +273,15 @@ tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
     return unavailable(cache);
 }
 
-tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
-                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+tk_status tk__cache_remote_tool_begin(tk_cache *cache)
 {
-    if (!cache)
-        return TK_INVALID_ARGUMENT;
     return unavailable(cache);
 }
 
-tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
-                                      void *user, tk_cache_push_counts *out)
+tk_status tk__cache_remote_push_entry(tk_cache *cache, const uint8_t *entry, size_t len,
+                                      const struct tk__entry_view *v, tk_cache_push_counts *n,
+                                      const char **why)
 {
-    if (!cache || (out && tk__out_bad(out)))
-        return TK_INVALID_ARGUMENT;
     return unavailable(cache);
 }
 
@@ -1483,14 +1480,6 @@ tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
     return TK_OK;
 }
 
-typedef struct push_ctx {
-    tk_cache *cache;
-    tk_cache_bad_fn bad;
-    void *user;
-    uint64_t pushed, present, replaced, rejected;
-    tk_status st;
-} push_ctx;
-
 /* 1 when the server's value at name is one a lookup of the entry's key
  * would take: envelope (and signature under this handle's secret),
  * structure, checksum and the same key material. */
@@ -1507,157 +1496,50 @@ static int remote_verifies(remote *r, const char *hex, const redisReply *rep,
            memcmp(v.key, mine->key, mine->key_size) == 0;
 }
 
-/* Verifies one entry file and sends it unless the server holds a value
- * that verifies: one that does not (garbage, another type, another key's
- * entry, a signature under another secret) is overwritten and counted. */
-static int push_bytes(push_ctx *c, const char *where, const uint8_t *bytes, size_t len)
+tk_status tk__cache_remote_tool_begin(tk_cache *cache)
 {
-    remote *r = c->cache->remote;
-    tk__entry_view v;
-    const char *why = NULL;
-    if ((uint64_t)len > r->max_value) {
-        why = "larger than the remote size limit";
-    } else if (tk__entry_parse(bytes, len, 1, &v, &why) == TK_OK) {
-        char hex[33], name[128];
-        tk__fp_hex(v.fp_hi, v.fp_lo, hex);
-        name_of(r, "e", hex, name, sizeof(name));
-        redisReply *rep = NULL;
-        uint64_t size = 0;
-        enum fetched got = fetch(r, name, &rep, &size);
-        if (got == GOT_FAIL) {
-            c->st = unreachable(c->cache);
-            return 1;
-        }
-        int good = got == GOT_VALUE && remote_verifies(r, hex, rep, &v);
-        if (rep)
-            freeReplyObject(rep);
-        if (good) {
-            c->present++;
-            return 0;
-        }
-        int present = 0;
-        if (!publish_value(r, hex, bytes, len, got == GOT_NONE, &present)) {
-            c->st = unreachable(c->cache);
-            return 1;
-        }
-        if (present)
-            c->present++; /* another process published it meanwhile */
-        else if (got == GOT_NONE)
-            c->pushed++;
-        else
-            c->replaced++;
-        return 0;
-    }
-    c->rejected++;
-    if (c->bad)
-        c->bad(c->user, where, why);
-    return 0;
-}
-
-static int push_file(void *p, const tk_cache_entry_info *info)
-{
-    push_ctx *c = p;
-    int fd = open(info->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    uint8_t *bytes = NULL;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        tk__read_fd(fd, (uint64_t)st.st_size, &bytes) != TK_OK) {
-        if (fd >= 0)
-            close(fd);
-        c->rejected++;
-        if (c->bad)
-            c->bad(c->user, info->path, "unreadable");
-        return 0;
-    }
-    close(fd);
-    int stop = push_bytes(c, info->path, bytes, (size_t)st.st_size);
-    free(bytes);
-    return stop;
-}
-
-static tk_status push_bundle(push_ctx *c, const char *path)
-{
-    tk_cache *cache = c->cache;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
-    if (fd < 0)
-        return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
-                              "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    uint8_t *all = NULL;
-    tk_status s = TK_IO_ERROR;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > ((uint64_t)1 << 40) ||
-        (s = tk__read_fd(fd, (uint64_t)st.st_size, &all)) != TK_OK) {
-        close(fd);
-        return tk__cache_fail(cache, s == TK_OUT_OF_MEMORY ? s : TK_IO_ERROR, "cannot read %s",
-                              path);
-    }
-    close(fd);
-    uint64_t size = (uint64_t)st.st_size;
-    s = TK_OK;
-    if (size < TK__BUNDLE_HEADER_SIZE || memcmp(all, TK__BUNDLE_MAGIC, 8) != 0 ||
-        get_le(all + 8, 4) != TK__CACHE_FORMAT) {
-        s = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle of format %d",
-                           path, TK__CACHE_FORMAT);
-        goto done;
-    }
-    uint64_t count = get_le(all + 16, 8), off = TK__BUNDLE_HEADER_SIZE;
-    for (uint64_t i = 0; i < count; i++) {
-        char where[PATH_MAX + 32];
-        snprintf(where, sizeof(where), "%s#%llu", path, (unsigned long long)i);
-        uint64_t len;
-        if (size - off < 8 || (len = get_le(all + off, 8)) > size - off - 8) {
-            c->rejected += count - i;
-            if (c->bad)
-                c->bad(c->user, where, "bundle truncated");
-            s = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu entries", path,
-                               (unsigned long long)i);
-            goto done;
-        }
-        off += 8;
-        if (push_bytes(c, where, all + off, (size_t)len))
-            break;
-        off += len;
-    }
-done:
-    free(all);
-    return s;
-}
-
-tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
-                                      void *user, tk_cache_push_counts *out)
-{
-    if (!cache || (out && tk__out_bad(out)))
-        return TK_INVALID_ARGUMENT;
     tk_status st = need_remote(cache);
-    if (st != TK_OK)
-        return st;
-    breaker_reset(cache->remote);
-    push_ctx c = {cache, bad, user, 0, 0, 0, 0, TK_OK};
-    st = bundle ? push_bundle(&c, bundle) : tk_cache_list(cache, push_file, &c);
     if (st == TK_OK)
-        st = c.st;
-    if (st != TK_OK)
-        return st;
-    if (out) {
-        tk_cache_push_counts n = {sizeof n, c.pushed, c.present, c.replaced, c.rejected};
-        tk__out_copy(out, &n, sizeof n);
-    }
-    return TK_OK;
+        breaker_reset(cache->remote);
+    return st;
 }
 
-tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
-                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+/* Sends the entry unless the server holds a value that verifies: one that
+ * does not (garbage, another type, another key's entry, a signature under
+ * another secret) is overwritten and counted apart. */
+tk_status tk__cache_remote_push_entry(tk_cache *cache, const uint8_t *entry, size_t len,
+                                      const tk__entry_view *v, tk_cache_push_counts *n,
+                                      const char **why)
 {
-    tk_cache_push_counts n = TK_STRUCT_INIT(tk_cache_push_counts);
-    tk_status st = tk_cache_remote_push_report(cache, bundle, bad, user, &n);
-    if (st != TK_OK)
-        return st;
-    if (n_pushed)
-        *n_pushed = n.pushed + n.replaced;
-    if (n_present)
-        *n_present = n.present;
-    if (n_rejected)
-        *n_rejected = n.rejected;
+    remote *r = cache->remote;
+    if ((uint64_t)len > r->max_value) {
+        *why = "larger than the remote size limit";
+        return TK_OVERFLOW;
+    }
+    char hex[33], name[128];
+    tk__fp_hex(v->fp_hi, v->fp_lo, hex);
+    name_of(r, "e", hex, name, sizeof(name));
+    redisReply *rep = NULL;
+    uint64_t size = 0;
+    enum fetched got = fetch(r, name, &rep, &size);
+    if (got == GOT_FAIL)
+        return unreachable(cache);
+    int good = got == GOT_VALUE && remote_verifies(r, hex, rep, v);
+    if (rep)
+        freeReplyObject(rep);
+    if (good) {
+        n->present++;
+        return TK_OK;
+    }
+    int present = 0;
+    if (!publish_value(r, hex, entry, len, got == GOT_NONE, &present))
+        return unreachable(cache);
+    if (present)
+        n->present++; /* another process published it meanwhile */
+    else if (got == GOT_NONE)
+        n->pushed++;
+    else
+        n->replaced++;
     return TK_OK;
 }
 

@@ -96,6 +96,24 @@ void tk__cache_remote_release(void *lease);
 void tk__cache_remote_publish(tk_cache *cache, const tk__key *key, const uint8_t *entry,
                               size_t len);
 
+/* ------------------------------------------------------ for the tools */
+
+/* Before a tool's calls: TK_NOT_FOUND without a remote, TK_UNSUPPORTED in
+ * a build without one (the message in tk_cache_last_error); else resets
+ * the circuit breaker, since a tool wants an answer now. */
+tk_status tk__cache_remote_tool_begin(tk_cache *cache);
+
+/* One entry of a push: entry (len bytes) is a whole entry file and v its
+ * view, checked with its fingerprint (tk__entry_parse). Sent unless the
+ * server's value at its key verifies as a lookup would check it; counted
+ * in n->pushed, present or replaced. TK_OVERFLOW with *why for an entry
+ * over the remote size limit (not sent); any other failure is the
+ * server's (the message in tk_cache_last_error) and ends the push. */
+struct tk__entry_view;
+tk_status tk__cache_remote_push_entry(tk_cache *cache, const uint8_t *entry, size_t len,
+                                      const struct tk__entry_view *v, tk_cache_push_counts *n,
+                                      const char **why);
+
 /* Counters of the handle's remote tier (zeros without one). */
 void tk__cache_remote_counters(const tk_cache *cache, tk__remote_counters *out);
 void tk__cache_remote_reset_counters(tk_cache *cache);

@@ -1,4 +1,5 @@
-/* The public cache tools: list, stats, verify, prune, clear, bundles, sizes. */
+/* The public cache tools: list, stats, verify, prune, clear, bundles (export,
+ * import, and the push of a cache or a bundle to the remote tier). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <xxhash.h>
 
 #include "cache/cache_internal.h"
+#include "cache/remote.h"
 #include "common/out_struct.h"
 
 /* ------------------------------------------------------------------ walk */
@@ -746,101 +748,162 @@ fail:
     return st;
 }
 
-static int key_cmp(const void *a, const void *b)
+/* ---------------------------------------------------- reading a bundle */
+
+/* Every record is at least this long: an entry's header (a record shorter
+ * than that has no framing left to trust). */
+#define MIN_RECORD TK__ENTRY_HEADER_SIZE
+
+/* A record over this size must be backed by data the file really holds:
+ * a sparse file must not make the reader allocate gigabytes of holes. */
+#define SPARSE_CHECK_FROM ((uint64_t)64 << 20)
+
+typedef struct bundle {
+    const char *path;
+    int fd;
+    uint64_t size;   /* apparent size */
+    uint64_t stored; /* bytes the file system holds for it */
+    uint64_t count;  /* records declared */
+} bundle;
+
+/* Called for each record that holds an entry passing tk__entry_parse with
+ * its fingerprint checked (bytes: the whole entry file, v its view). A
+ * status other than TK_OK ends the walk with it. */
+typedef tk_status (*bundle_entry_fn)(void *ctx, const char *where, const uint8_t *bytes,
+                                     size_t len, const tk__entry_view *v);
+
+static int read_at(int fd, void *p, size_t n, uint64_t off)
 {
-    return strcmp(a, b);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (uint8_t *)p + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
 }
 
-static int read_exact(FILE *f, void *p, size_t n)
+/* Opens a bundle for reading: a regular file (opened without blocking, so
+ * a FIFO or a device is refused, never waited on), its magic and format
+ * checked. */
+static tk_status bundle_open(tk_cache *cache, const char *path, bundle *b)
 {
-    return fread(p, 1, n, f) == n ? 0 : -1;
-}
-
-tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
-                          uint64_t *n_imported, uint64_t *n_rejected)
-{
-    if (!cache || !path)
-        return TK_INVALID_ARGUMENT;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    memset(b, 0, sizeof *b);
+    b->path = path;
+    b->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (b->fd < 0)
         return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
                               "cannot open %s: %s", path, strerror(errno));
-    tk_status st = TK_CORRUPT;
-    uint8_t *bytes = NULL;
-    uint64_t imported = 0, rejected = 0;
-    char(*keys)[33] = NULL; /* keys published, to count what the eviction left */
-    size_t cap_keys = 0;
-    struct stat fst;
+    struct stat st;
     uint8_t head[TK__BUNDLE_HEADER_SIZE];
-    if (fstat(fileno(f), &fst) != 0 || read_exact(f, head, sizeof(head)) != 0 ||
+    tk_status s = TK_IO_ERROR;
+    if (fstat(b->fd, &st) != 0) {
+        s = tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        s = tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s: not a regular file", path);
+        goto fail;
+    }
+    b->size = (uint64_t)st.st_size;
+    b->stored = (uint64_t)st.st_blocks * 512;
+    if (b->size < sizeof head || read_at(b->fd, head, sizeof head, 0) != 0 ||
         memcmp(head, TK__BUNDLE_MAGIC, 8) != 0) {
-        st = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle", path);
-        goto done;
+        s = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle", path);
+        goto fail;
     }
     if (get_le(head + 8, 4) != TK__CACHE_FORMAT) {
-        st = tk__cache_fail(cache, TK_CORRUPT, "%s: bundle of cache format %u, expected %d", path,
-                            (unsigned)get_le(head + 8, 4), TK__CACHE_FORMAT);
-        goto done;
+        s = tk__cache_fail(cache, TK_CORRUPT, "%s: bundle of cache format %u, expected %d", path,
+                           (unsigned)get_le(head + 8, 4), TK__CACHE_FORMAT);
+        goto fail;
     }
-    if (cache->disabled || !cache->writable) {
-        st = tk__cache_fail(cache, TK_IO_ERROR, "the cache under %s is not writable", cache->root);
-        goto done;
-    }
-    uint64_t count = get_le(head + 16, 8);
-    uint64_t offset = sizeof(head);
-    uint64_t fsize = (uint64_t)fst.st_size;
-    /* Every record takes its length and at least an entry's header and
-     * trailer: a count the file cannot hold is refused before any loop. */
-    const uint64_t min_record = 8 + TK__ENTRY_HEADER_SIZE + TK__ENTRY_TRAILER_SIZE;
-    if (count > (fsize - offset) / min_record) {
-        rejected = count;
+    b->count = get_le(head + 16, 8);
+    return TK_OK;
+fail:
+    close(b->fd);
+    b->fd = -1;
+    return s;
+}
+
+static void bundle_close(bundle *b)
+{
+    if (b->fd >= 0)
+        close(b->fd);
+    b->fd = -1;
+}
+
+/* Walks the records of an open bundle: each record's entry header is
+ * checked against the record's length before the record is read into
+ * memory, a record the file cannot really hold (a sparse file) or larger
+ * than any entry is skipped unread, and a record shorter than an entry
+ * header ends the walk as corrupt. Every rejected record is reported
+ * through bad ("<path>#<index>") and counted in *rejected; bytes after the
+ * declared records are reported (through bad, with the bundle's path)
+ * without being an error. */
+static tk_status bundle_walk(tk_cache *cache, bundle *b, bundle_entry_fn fn, void *ctx,
+                             tk_cache_bad_fn bad, void *user, uint64_t *rejected)
+{
+    const char *path = b->path;
+    uint64_t count = b->count, off = TK__BUNDLE_HEADER_SIZE;
+    /* A count the file cannot hold is refused before any loop. */
+    uint64_t most = (b->size - off) / (8 + MIN_RECORD);
+    if (count > most) {
+        *rejected += count;
         if (bad)
             bad(user, path, "bundle declares more records than its size can hold");
-        st = tk__cache_fail(cache, TK_CORRUPT,
-                            "%s: declares %llu records, but %llu bytes hold at most %llu", path,
-                            (unsigned long long)count, (unsigned long long)fsize,
-                            (unsigned long long)((fsize - offset) / min_record));
-        goto done;
+        return tk__cache_fail(cache, TK_CORRUPT,
+                              "%s: declares %llu records, but %llu bytes hold at most %llu", path,
+                              (unsigned long long)count, (unsigned long long)b->size,
+                              (unsigned long long)most);
     }
+    uint8_t *bytes = NULL;
+    tk_status st = TK_OK;
     for (uint64_t i = 0; i < count; i++) {
+        char where[PATH_MAX + 32];
+        snprintf(where, sizeof where, "%s#%llu", path, (unsigned long long)i);
         uint8_t lenbuf[8];
-        uint8_t ehead[TK__ENTRY_HEADER_SIZE];
-        char where[64];
-        snprintf(where, sizeof(where), "%s#%llu", path, (unsigned long long)i);
         uint64_t len;
-        if (read_exact(f, lenbuf, 8) != 0 || (len = get_le(lenbuf, 8)) > fsize - offset - 8) {
-            rejected += count - i;
+        if (b->size - off < 8 || read_at(b->fd, lenbuf, 8, off) != 0 ||
+            (len = get_le(lenbuf, 8)) > b->size - off - 8) {
+            *rejected += count - i;
             if (bad)
                 bad(user, where, "bundle truncated");
-            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu entries", path,
+            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu records", path,
                                 (unsigned long long)i);
             goto done;
         }
-        offset += 8 + len;
-        /* The entry's own header first: its magic and the sizes it declares
-         * must match the record before the record is read into memory, and
-         * a record larger than the data the file really holds (a sparse
-         * file) is not allocated either. */
-        tk__entry_view hv;
-        const char *hwhy = NULL;
-        int head_ok = len >= sizeof(ehead) && read_exact(f, ehead, sizeof(ehead)) == 0;
-        if (head_ok && tk__entry_parse_header(ehead, len, &hv, &hwhy) != TK_OK)
-            head_ok = 0;
-        if (!hwhy && !head_ok)
-            hwhy = len < sizeof(ehead) ? "record shorter than an entry header" : "bundle truncated";
-        if (head_ok && len > ((uint64_t)64 << 20) && len > (uint64_t)fst.st_blocks * 512) {
-            head_ok = 0;
-            hwhy = "record larger than the data the file holds (sparse file)";
-        }
-        if (!head_ok || len > TK__ENTRY_MAX_FILE) {
-            /* Skip it rather than allocate it. */
-            rejected++;
+        off += 8;
+        if (len < MIN_RECORD) {
+            *rejected += count - i;
             if (bad)
-                bad(user, where, head_ok ? "entry too large" : hwhy);
-            if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
-                st = tk__cache_fail(cache, TK_IO_ERROR, "%s: cannot seek", path);
-                goto done;
-            }
+                bad(user, where, "record shorter than an entry header");
+            st = tk__cache_fail(cache, TK_CORRUPT,
+                                "%s: record %llu is %llu bytes, shorter than an entry header; "
+                                "the records after it cannot be found",
+                                path, (unsigned long long)i, (unsigned long long)len);
+            goto done;
+        }
+        uint64_t at = off;
+        off += len;
+        uint8_t ehead[TK__ENTRY_HEADER_SIZE];
+        tk__entry_view v;
+        const char *why = NULL;
+        if (read_at(b->fd, ehead, sizeof ehead, at) != 0) {
+            why = "bundle truncated";
+        } else if (tk__entry_parse_header(ehead, len, &v, &why) != TK_OK) {
+            /* why set: the header does not fit the record */
+        } else if (len > TK__ENTRY_MAX_FILE) {
+            why = "entry too large";
+        } else if (len > SPARSE_CHECK_FROM && len > b->stored) {
+            why = "record larger than the data the file holds (sparse file)";
+        }
+        if (why) {
+            ++*rejected;
+            if (bad)
+                bad(user, where, why);
             continue;
         }
         free(bytes);
@@ -849,48 +912,90 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
             st = TK_OUT_OF_MEMORY;
             goto done;
         }
-        memcpy(bytes, ehead, sizeof(ehead));
-        if (read_exact(f, bytes + sizeof(ehead), (size_t)len - sizeof(ehead)) != 0) {
-            rejected += count - i;
+        if (read_at(b->fd, bytes, (size_t)len, at) != 0) {
+            /* Shrunk while being read. */
+            *rejected += count - i;
             if (bad)
                 bad(user, where, "bundle truncated");
             st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated", path);
             goto done;
         }
-        tk__entry_view v;
-        const char *why = NULL;
         if (tk__entry_parse(bytes, (size_t)len, 1, &v, &why) != TK_OK) {
-            rejected++;
+            ++*rejected;
             if (bad)
                 bad(user, where, why);
             continue;
         }
-        char hex[33];
-        tk__fp_hex(v.fp_hi, v.fp_lo, hex);
-        if (imported == cap_keys) {
-            size_t ncap = cap_keys ? cap_keys * 2 : 64;
-            void *nk = realloc(keys, ncap * sizeof(*keys));
-            if (!nk) {
-                st = TK_OUT_OF_MEMORY;
-                goto done;
-            }
-            keys = nk;
-            cap_keys = ncap;
-        }
-        st = tk__cache_publish(cache, hex, bytes, (size_t)len);
+        st = fn(ctx, where, bytes, (size_t)len, &v);
         if (st != TK_OK)
             goto done;
-        memcpy(keys[imported++], hex, 33);
     }
-    if (offset < fsize && bad) {
-        /* Not an error (what was declared is imported), but not silent. */
+    if (off < b->size && bad) {
+        /* Not an error (what was declared is read), but not silent. */
         char msg[160];
         snprintf(msg, sizeof(msg),
                  "%llu bytes after the %llu declared records (undeclared records or garbage) "
                  "ignored",
-                 (unsigned long long)(fsize - offset), (unsigned long long)count);
+                 (unsigned long long)(b->size - off), (unsigned long long)count);
         bad(user, path, msg);
     }
+done:
+    free(bytes);
+    return st;
+}
+
+/* ----------------------------------------------------------------- import */
+
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+typedef struct import_ctx {
+    tk_cache *cache;
+    char (*keys)[33]; /* keys published, to count what the eviction left */
+    size_t n_keys, cap_keys;
+} import_ctx;
+
+static tk_status import_entry(void *p, const char *where, const uint8_t *bytes, size_t len,
+                              const tk__entry_view *v)
+{
+    import_ctx *c = p;
+    (void)where;
+    if (c->n_keys == c->cap_keys) {
+        size_t ncap = c->cap_keys ? c->cap_keys * 2 : 64;
+        void *nk = realloc(c->keys, ncap * sizeof(*c->keys));
+        if (!nk)
+            return TK_OUT_OF_MEMORY;
+        c->keys = nk;
+        c->cap_keys = ncap;
+    }
+    char hex[33];
+    tk__fp_hex(v->fp_hi, v->fp_lo, hex);
+    tk_status st = tk__cache_publish(c->cache, hex, bytes, len);
+    if (st == TK_OK)
+        memcpy(c->keys[c->n_keys++], hex, 33);
+    return st;
+}
+
+tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
+                          uint64_t *n_imported, uint64_t *n_rejected)
+{
+    if (!cache || !path)
+        return TK_INVALID_ARGUMENT;
+    bundle b;
+    tk_status st = bundle_open(cache, path, &b);
+    if (st != TK_OK)
+        return st;
+    import_ctx c = {cache, NULL, 0, 0};
+    uint64_t rejected = 0;
+    if (cache->disabled || !cache->writable) {
+        st = tk__cache_fail(cache, TK_IO_ERROR, "the cache under %s is not writable", cache->root);
+        goto done;
+    }
+    st = bundle_walk(cache, &b, import_entry, &c, bad, user, &rejected);
+    if (st != TK_OK)
+        goto done;
     /* One eviction pass for the whole bundle. */
     st = tk__cache_evict(cache, cache->max_size, NULL, 0, NULL);
     if (st != TK_OK)
@@ -898,24 +1003,135 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
     /* "Imported" means in the cache now: an entry the size limit evicted
      * straight away (or a duplicate of one already counted) is not. */
     uint64_t kept = 0;
-    if (imported > 1)
-        qsort(keys, (size_t)imported, sizeof(*keys), key_cmp);
-    for (uint64_t i = 0; i < imported; i++) {
+    if (c.n_keys > 1)
+        qsort(c.keys, c.n_keys, sizeof(*c.keys), key_cmp);
+    for (size_t i = 0; i < c.n_keys; i++) {
         char epath[PATH_MAX];
         struct stat est;
-        if ((i == 0 || strcmp(keys[i], keys[i - 1]) != 0) &&
-            tk__cache_entry_path(cache->fmt_dir, keys[i], epath, sizeof(epath)) == TK_OK &&
+        if ((i == 0 || strcmp(c.keys[i], c.keys[i - 1]) != 0) &&
+            tk__cache_entry_path(cache->fmt_dir, c.keys[i], epath, sizeof(epath)) == TK_OK &&
             lstat(epath, &est) == 0 && S_ISREG(est.st_mode))
             kept++;
     }
-    imported = kept;
     if (n_imported)
-        *n_imported = imported;
+        *n_imported = kept;
     if (n_rejected)
         *n_rejected = rejected;
 done:
-    free(keys);
-    free(bytes);
-    fclose(f);
+    free(c.keys);
+    bundle_close(&b);
     return st;
+}
+
+/* ------------------------------------------------------------------- push */
+
+typedef struct push_ctx {
+    tk_cache *cache;
+    tk_cache_bad_fn bad;
+    void *user;
+    tk_cache_push_counts n;
+} push_ctx;
+
+static tk_status push_entry(void *p, const char *where, const uint8_t *bytes, size_t len,
+                            const tk__entry_view *v)
+{
+    push_ctx *c = p;
+    const char *why = NULL;
+    tk_status st = tk__cache_remote_push_entry(c->cache, bytes, len, v, &c->n, &why);
+    if (st == TK_OVERFLOW) {
+        c->n.rejected++;
+        if (c->bad)
+            c->bad(c->user, where, why);
+        return TK_OK;
+    }
+    return st;
+}
+
+typedef struct push_walk_ctx {
+    push_ctx *push;
+    int read_only_tier;
+    tk_status status;
+} push_walk_ctx;
+
+/* Each entry a listing shows, read in full and checked before it is sent. */
+static int push_file(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    push_walk_ctx *w = p;
+    push_ctx *c = w->push;
+    if (kind != FILE_ENTRY)
+        return 0;
+    struct stat st;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why;
+    char fp[33] = "";
+    if (read_head(path, !w->read_only_tier, &st, &v, &buf, &why) == TK_OK)
+        tk__fp_hex(v.fp_hi, v.fp_lo, fp);
+    free(buf);
+    if (strcmp(fp, hex) != 0)
+        return 0; /* not an entry a listing shows */
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    if (read_entry_file(path, !w->read_only_tier, NULL, &bytes, &len, &v, &why) != TK_OK) {
+        c->n.rejected++;
+        if (c->bad)
+            c->bad(c->user, path, why);
+        return 0;
+    }
+    w->status = push_entry(c, path, bytes, len, &v);
+    free(bytes);
+    return w->status != TK_OK;
+}
+
+tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle_path,
+                                      tk_cache_bad_fn bad, void *user, tk_cache_push_counts *out)
+{
+    if (!cache || (out && tk__out_bad(out)))
+        return TK_INVALID_ARGUMENT;
+    tk_status st = tk__cache_remote_tool_begin(cache);
+    if (st != TK_OK)
+        return st;
+    push_ctx c;
+    memset(&c, 0, sizeof c);
+    c.cache = cache;
+    c.bad = bad;
+    c.user = user;
+    c.n.struct_size = sizeof c.n;
+    if (bundle_path) {
+        bundle b;
+        st = bundle_open(cache, bundle_path, &b);
+        if (st != TK_OK)
+            return st;
+        st = bundle_walk(cache, &b, push_entry, &c, bad, user, &c.n.rejected);
+        bundle_close(&b);
+    } else {
+        st = user_tier_check(cache);
+        push_walk_ctx w = {&c, 0, TK_OK};
+        if (st == TK_OK)
+            st = walk_all(cache, push_file, &w, &w.read_only_tier);
+        if (st == TK_OK)
+            st = w.status;
+    }
+    if (st != TK_OK)
+        return st;
+    if (out)
+        tk__out_copy(out, &c.n, sizeof c.n);
+    return TK_OK;
+}
+
+tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle_path, tk_cache_bad_fn bad,
+                               void *user, uint64_t *n_pushed, uint64_t *n_present,
+                               uint64_t *n_rejected)
+{
+    tk_cache_push_counts n = TK_STRUCT_INIT(tk_cache_push_counts);
+    tk_status st = tk_cache_remote_push_report(cache, bundle_path, bad, user, &n);
+    if (st != TK_OK)
+        return st;
+    if (n_pushed)
+        *n_pushed = n.pushed + n.replaced;
+    if (n_present)
+        *n_present = n.present;
+    if (n_rejected)
+        *n_rejected = n.rejected;
+    return TK_OK;
 }

@@ -541,32 +541,6 @@ int tk__cmd_stats(const tk__cli_opts *opts)
     return TK__EXIT_OK;
 }
 
-/* Repeated messages are capped: the first MSG_CAP, then one line with the
- * number left out (a hostile bundle can hold millions of bad records). */
-enum { MSG_CAP = 20 };
-
-typedef struct msg_cap {
-    const char *prefix;
-    uint64_t n;
-} msg_cap;
-
-static void capped_line(msg_cap *c, const char *what, const char *why)
-{
-    if (c->n++ >= MSG_CAP)
-        return;
-    fflush(stdout);
-    fprintf(stderr, "%s: %s: %s\n", c->prefix, what, why);
-}
-
-static void capped_end(const msg_cap *c)
-{
-    if (c->n > MSG_CAP) {
-        fflush(stdout);
-        fprintf(stderr, "%s: ... and %llu more\n", c->prefix,
-                (unsigned long long)(c->n - MSG_CAP));
-    }
-}
-
 /* --verify names every bad file (each is a file the user may want to see):
  * no cap there. */
 static void print_bad(void *user, const char *path, const char *why)
@@ -784,17 +758,6 @@ done:
     return rc;
 }
 
-static void print_rejected(void *user, const char *what, const char *why)
-{
-    if (what && !strchr(what, '#')) {
-        /* About the bundle as a whole (bytes after its records): always shown. */
-        fflush(stdout);
-        fprintf(stderr, "warning: %s: %s\n", what, why ? why : "");
-        return;
-    }
-    capped_line(user, what ? what : "entry", why ? why : "bad entry");
-}
-
 int tk__cmd_import(const tk__cli_opts *opts)
 {
     char why[1200];
@@ -809,9 +772,9 @@ int tk__cmd_import(const tk__cli_opts *opts)
         return TK__EXIT_FAIL;
     uint64_t n_ok = 0, n_bad = 0;
     int rc = TK__EXIT_OK;
-    msg_cap cap = {"rejected", 0};
-    tk_status st = tk_cache_import(cache, opts->file, print_rejected, &cap, &n_ok, &n_bad);
-    capped_end(&cap);
+    tk__cli_capped cap = {"rejected", opts->file, 0};
+    tk_status st = tk_cache_import(cache, opts->file, tk__cli_capped_bad, &cap, &n_ok, &n_bad);
+    tk__cli_capped_end(&cap);
     if (st != TK_OK) {
         tk__cli_error("cannot import %s: %s: %s", opts->file, tk_status_str(st),
                       tk_cache_last_error(cache));

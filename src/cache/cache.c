@@ -108,197 +108,6 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
-/* Folders holding entries must be ours (or root's, for shipped lower tiers)
- * and writable by nobody else: another user could plant code otherwise. */
-static const char *unsafe_dir(const struct stat *st, int allow_root_owner)
-{
-    if (!S_ISDIR(st->st_mode))
-        return "not a folder";
-    if (st->st_uid != geteuid() && !(allow_root_owner && st->st_uid == 0))
-        return "owned by another user";
-    if (st->st_mode & (S_IWGRP | S_IWOTH))
-        return "group- or world-writable";
-    return NULL;
-}
-
-/* A folder inside the cache (format or shard folder) is used only when it is
- * a real folder, not a symbolic link, and passes unsafe_dir: a link planted
- * there must never make a store, a prune or a clear reach outside. NULL when
- * safe, else why not (ENOENT is "missing"). */
-const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? "missing" : "cannot be read";
-    if (S_ISLNK(st.st_mode))
-        return "a symbolic link";
-    return unsafe_dir(&st, allow_root_owner);
-}
-
-/* Opens a folder inside the cache for *at() calls, refusing a symbolic link
- * at its last component; -1 otherwise. */
-int tk__cache_open_dir(const char *path)
-{
-    return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/* Unlinks path through its parent folder opened without following a link,
- * so that a shard folder swapped for a link makes this fail, not reach
- * outside the cache. */
-int tk__cache_unlink(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        return unlink(path);
-    char dir[PATH_MAX];
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof(dir)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(dir, path, n);
-    dir[n] = 0;
-    int dfd = tk__cache_open_dir(n ? dir : "/");
-    if (dfd < 0)
-        return -1;
-    int r = unlinkat(dfd, slash + 1, 0);
-    int saved = errno;
-    close(dfd);
-    errno = saved;
-    return r;
-}
-
-/* Opens the folder name/below[0]/.../below[n-1] under dfd, one component
- * at a time with O_NOFOLLOW: a link met on the way is never entered. */
-static int open_below(int dfd, const char *name, char *const *below, size_t n)
-{
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    for (size_t i = 0; fd >= 0 && i < n; i++) {
-        int next = openat(fd, below[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int saved = errno;
-        close(fd);
-        fd = next;
-        errno = saved;
-    }
-    return fd;
-}
-
-/* Deepest folder remove_at empties: far beyond what PATH_MAX lets a path
- * name, so only a tree built with *at() calls can be deeper. */
-#define REMOVE_MAX_DEPTH 4096
-
-/* Removes name under dfd and, for a folder, everything in it at any depth,
- * never following a link. The folder being emptied is reached again from
- * dfd through the list of names below it rather than through one open
- * descriptor per level, so a deep tree costs no more than two descriptors. */
-static int remove_at(int dfd, const char *name)
-{
-    if (unlinkat(dfd, name, 0) == 0)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -1;
-    char **below = NULL; /* the path from name down to the folder being emptied */
-    size_t depth = 0, cap = 0;
-    int rc = -1, saved = 0;
-    for (;;) {
-        int fd = open_below(dfd, name, below, depth);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-            saved = errno;
-            if (fd >= 0)
-                close(fd);
-            break;
-        }
-        char *sub = NULL;
-        int failed = 0;
-        struct dirent *e;
-        while (!sub && !failed && (e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            if (unlinkat(dirfd(d), e->d_name, 0) == 0)
-                continue;
-            if ((errno == EISDIR || errno == EPERM) &&
-                unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0)
-                continue;
-            if (errno == ENOTEMPTY || errno == EEXIST) {
-                if (!(sub = strdup(e->d_name)))
-                    errno = ENOMEM;
-            }
-            if (!sub) {
-                failed = 1;
-                saved = errno;
-            }
-        }
-        closedir(d);
-        if (failed)
-            break;
-        if (sub) { /* a folder with something in it: empty it first */
-            if (depth == REMOVE_MAX_DEPTH) {
-                free(sub);
-                saved = ENAMETOOLONG;
-                break;
-            }
-            if (depth == cap) {
-                size_t ncap = cap ? 2 * cap : 16;
-                char **nb = realloc(below, ncap * sizeof *below);
-                if (!nb) {
-                    free(sub);
-                    saved = ENOMEM;
-                    break;
-                }
-                below = nb;
-                cap = ncap;
-            }
-            below[depth++] = sub;
-            continue;
-        }
-        /* This folder is empty now: remove it from its parent. */
-        if (depth == 0) {
-            rc = unlinkat(dfd, name, AT_REMOVEDIR);
-            saved = errno;
-            break;
-        }
-        int parent = open_below(dfd, name, below, depth - 1);
-        int r = parent >= 0 ? unlinkat(parent, below[depth - 1], AT_REMOVEDIR) : -1;
-        saved = errno;
-        if (parent >= 0)
-            close(parent);
-        if (r != 0)
-            break;
-        free(below[--depth]);
-    }
-    for (size_t i = 0; i < depth; i++)
-        free(below[i]);
-    free(below);
-    errno = saved;
-    return rc;
-}
-
-int tk__cache_remove_any(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash || !slash[1]) {
-        errno = EINVAL;
-        return -1;
-    }
-    char dir[PATH_MAX];
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof(dir)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(dir, path, n);
-    dir[n] = 0;
-    int dfd = tk__cache_open_dir(n ? dir : "/");
-    if (dfd < 0)
-        return -1;
-    int r = remove_at(dfd, slash + 1);
-    int saved = errno;
-    close(dfd);
-    errno = saved;
-    return r;
-}
-
 /* ------------------------------------------------------------------- open */
 
 static int env_true(const char *name)
@@ -362,7 +171,7 @@ static tk_status open_user_tier(tk_cache *cache)
         return set_problem(cache, "cache folder %s refused: a symbolic link owned by another user",
                            cache->root);
     const char *why = NULL;
-    if (stat(cache->root, &st) == 0 && (why = unsafe_dir(&st, 0)) != NULL)
+    if (stat(cache->root, &st) == 0 && (why = tk__cache_stat_unsafe(&st, 0)) != NULL)
         return set_problem(cache, "cache folder %s refused: %s", cache->root, why);
     if (create && mkdir_p(cache->fmt_dir) != 0 && errno != EACCES && errno != EROFS &&
         errno != EPERM && errno != ENOENT)
@@ -375,7 +184,7 @@ static tk_status open_user_tier(tk_cache *cache)
         }
         return set_problem(cache, "cannot use cache folder %s: %s", cache->root, strerror(errno));
     }
-    why = unsafe_dir(&st, 0);
+    why = tk__cache_stat_unsafe(&st, 0);
     if (why)
         return set_problem(cache, "cache folder %s refused: %s", cache->root, why);
     if (stat(cache->fmt_dir, &st) != 0) {
@@ -447,7 +256,8 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
             if (lstat(root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() &&
                 st.st_uid != 0)
                 why = "a symbolic link owned by another user";
-            else if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
+            else if (stat(root, &st) == 0 && !(why = tk__cache_stat_unsafe(&st, 1)) &&
+                     lstat(fmt, &st) == 0)
                 why = tk__cache_dir_unsafe(fmt, 1);
             if (why && !cache->disabled)
                 tk__cache_warn_once(cache, TK__WARN_SETUP,
@@ -772,7 +582,7 @@ tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock
     struct stat dst;
     if (dfd < 0)
         return TK_OK; /* no lock: at worst two processes compile the same key */
-    if (fstat(dfd, &dst) != 0 || unsafe_dir(&dst, 0)) {
+    if (fstat(dfd, &dst) != 0 || tk__cache_stat_unsafe(&dst, 0)) {
         close(dfd);
         return TK_OK;
     }
@@ -831,23 +641,6 @@ void tk__cache_unlock(tk__cache_lock *lock)
 
 /* ------------------------------------------------------------------ store */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void sleep_ms(unsigned ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -900,11 +693,11 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
     if (cache->test_write_delay_ms) {
         /* Test hook: a visible half-written temporary file for kill tests. */
         size_t half = len / 2;
-        bad = write_all(fd, bytes, half) != 0;
+        bad = tk__cache_write_all(fd, bytes, half) != 0;
         sleep_ms(cache->test_write_delay_ms);
-        bad = bad || write_all(fd, bytes + half, len - half) != 0;
+        bad = bad || tk__cache_write_all(fd, bytes + half, len - half) != 0;
     } else {
-        bad = write_all(fd, bytes, len) != 0;
+        bad = tk__cache_write_all(fd, bytes, len) != 0;
     }
     int saved = errno;
     if (close(fd) != 0 && !bad) {
@@ -969,7 +762,7 @@ static void store_source(tk_cache *cache, const tk__key_blob *b)
     size_t zn = ZSTD_compress(z, bound, b->data, b->len, 9);
     int fd = ZSTD_isError(zn) ? -1 : mkostemp(tmp, O_CLOEXEC);
     if (fd >= 0) {
-        int bad = write_all(fd, z, zn) != 0;
+        int bad = tk__cache_write_all(fd, z, zn) != 0;
         bad = close(fd) != 0 || bad;
         if (bad || rename(tmp, path) != 0)
             tk__cache_unlink(tmp);

@@ -205,11 +205,15 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
  * (tk__cache_publish), then keeps the size limit as tk__cache_put does. */
 tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t *bytes, size_t len);
 
-/* Hostile-file-system guards (cache.c). tk__cache_dir_unsafe: NULL when path
+/* Hostile-file-system guards (fs.c). tk__cache_stat_unsafe: NULL when a
+ * stat result is a folder owned by us (or root when allow_root_owner) and
+ * writable by nobody else, else why not. tk__cache_dir_unsafe: NULL when path
  * is a real folder (not a link) owned by us (or root when allow_root_owner)
  * and writable by nobody else, else why not. tk__cache_open_dir: a folder fd
  * for *at() calls, -1 for a link. tk__cache_unlink: unlink through the parent
  * folder opened without following a link. */
+struct stat;
+const char *tk__cache_stat_unsafe(const struct stat *st, int allow_root_owner);
 const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
@@ -217,6 +221,8 @@ int tk__cache_unlink(const char *path);
  * FIFO, or a folder with what it holds (at any depth). For a
  * folder or special file found where an entry belongs. 0 on success. */
 int tk__cache_remove_any(const char *path);
+/* Writes all n bytes to fd (retrying short writes); 0, or -1 with errno. */
+int tk__cache_write_all(int fd, const void *data, size_t n);
 
 /* Persistent statistics (stats.c): the sum of the stats file's records;
  * *since: when they were last zeroed (0: never). */

@@ -769,8 +769,8 @@ typedef struct bundle {
 /* Called for each record that holds an entry passing tk__entry_parse with
  * its fingerprint checked (bytes: the whole entry file, v its view). A
  * status other than TK_OK ends the walk with it. */
-typedef tk_status (*bundle_entry_fn)(void *ctx, const char *where, const uint8_t *bytes,
-                                     size_t len, const tk__entry_view *v);
+typedef tk_status (*bundle_entry_fn)(void *ctx, const char *where, const uint8_t *bytes, size_t len,
+                                     const tk__entry_view *v);
 
 static int read_at(int fd, void *p, size_t n, uint64_t off)
 {
@@ -1083,8 +1083,8 @@ static int push_file(void *p, const char *path, enum file_kind kind, const char 
     return w->status != TK_OK;
 }
 
-tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle_path,
-                                      tk_cache_bad_fn bad, void *user, tk_cache_push_counts *out)
+tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle_path, tk_cache_bad_fn bad,
+                                      void *user, tk_cache_push_counts *out)
 {
     if (!cache || (out && tk__out_bad(out)))
         return TK_INVALID_ARGUMENT;

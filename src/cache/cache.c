@@ -14,8 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <zstd.h>
-
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
 
@@ -736,40 +734,6 @@ fail_io:
     return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: %s", path, strerror(errno));
 }
 
-/* Keeps a hashed key value (a kernel's source) once per content, so that
- * the source of any entry can be shown. Best effort: an entry never depends
- * on it, and a file already there is not rewritten (its name is its hash). */
-static void store_source(tk_cache *cache, const tk__key_blob *b)
-{
-    char hex[33], dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
-    tk__fp_hex(b->hi, b->lo, hex);
-    snprintf(dir, sizeof(dir), "%s/" TK__SRC_DIR, cache->fmt_dir);
-    int n = snprintf(path, sizeof(path), "%s/%s.zst", dir, hex);
-    int m = snprintf(tmp, sizeof(tmp), "%s/" TK__TEMP_PREFIX "%s.XXXXXX", dir, hex);
-    if (n < 0 || (size_t)n >= sizeof(path) || m < 0 || (size_t)m >= sizeof(tmp))
-        return;
-    struct stat st;
-    if (lstat(path, &st) == 0)
-        return;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return;
-    if (tk__cache_dir_unsafe(dir, 0))
-        return;
-    size_t bound = ZSTD_compressBound(b->len);
-    uint8_t *z = malloc(bound);
-    if (!z)
-        return;
-    size_t zn = ZSTD_compress(z, bound, b->data, b->len, 9);
-    int fd = ZSTD_isError(zn) ? -1 : mkostemp(tmp, O_CLOEXEC);
-    if (fd >= 0) {
-        int bad = tk__cache_write_all(fd, z, zn) != 0;
-        bad = close(fd) != 0 || bad;
-        if (bad || rename(tmp, path) != 0)
-            tk__cache_unlink(tmp);
-    }
-    free(z);
-}
-
 tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_meta *meta,
                         const void *payload, size_t payload_size)
 {
@@ -788,9 +752,11 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
     st = tk__cache_store_bytes(cache, key->hex, buf, len);
     tk__cache_remote_publish(cache, key, buf, len); /* a local compile, for the fleet */
     free(buf);
+    /* After the entry: a sweep that misses the entry then sees the source
+     * kept or refreshed just now (source.c). */
     if (st == TK_OK)
         for (size_t i = 0; i < key->n_blobs; i++)
-            store_source(cache, &key->blobs[i]);
+            tk__source_keep(cache, &key->blobs[i]);
     return st;
 }
 
@@ -996,15 +962,26 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
         goto done;
     if (n_removed)
         prune_locks(cache->fmt_dir, all_temps, now); /* tools only, not after each store */
+    /* Kept sources count toward the limit; the entries go first (a source
+     * is shared by many), then the sources none of the rest names. */
+    total += tk__source_bytes(cache);
     if (n > 1)
         qsort(v, n, sizeof(*v), victim_cmp);
+    uint64_t evicted = 0;
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)
             continue;
         if (tk__cache_unlink(v[i].path) == 0 || errno == ENOENT) {
             total -= v[i].size;
-            removed++;
+            evicted++;
         }
+    }
+    removed += evicted;
+    if (evicted || n_removed) {
+        uint64_t swept = 0, freed = 0;
+        tk__source_sweep(cache, &swept, &freed);
+        total -= freed < total ? freed : total;
+        removed += swept;
     }
     pthread_mutex_lock(&cache->mu);
     cache->size_known = 1;

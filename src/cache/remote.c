@@ -1334,7 +1334,7 @@ typedef struct walk_ctx {
 } walk_ctx;
 
 static void info_of(const tk__entry_view *v, const char *hex, const char *name, size_t value_len,
-                    char *strings, tk_cache_entry_info *info)
+                    char *strings, tk_cache_entry_info *info, char hash[33])
 {
     const char *ptrs[TK__ENTRY_N_STRINGS];
     char *p = strings;
@@ -1359,6 +1359,11 @@ static void info_of(const tk__entry_view *v, const char *hex, const char *name, 
     info->created = v->created;
     info->last_used = 0;
     info->resources = v->resources;
+    tk__key_field f;
+    if (tk__key_find(v->key, v->key_size, TK__KEY_SOURCE_TAG, &f) && f.hashed) {
+        tk__fp_hex(f.hi, f.lo, hash);
+        info->source_hash = hash;
+    }
 }
 
 /* Reads one value in full and checks it as a lookup would (the key material
@@ -1409,7 +1414,8 @@ static int walk_one(void *p, const char *name, const char *hex)
             stop = 1;
         } else {
             tk_cache_entry_info info;
-            info_of(&v, hex, name, rep->len, strings, &info);
+            char hash[33];
+            info_of(&v, hex, name, rep->len, strings, &info, hash);
             stop = w->visit(w->user, &info);
             free(strings);
         }

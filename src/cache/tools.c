@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
@@ -99,7 +100,12 @@ static tk_status user_tier_check(tk_cache *cache)
 
 /* ---------------------------------------------------------- header reads */
 
-/* Reads header + metadata of one entry; *buf is malloc'd on success. */
+/* Key material larger than this is not read by a listing (the engine's
+ * keys are a few hundred bytes); such an entry shows no source hash. */
+#define LIST_MAX_KEY (1u << 20)
+
+/* Reads header, metadata and (unless oversized) key material of one entry:
+ * v->key points into *buf (malloc'd on success), or is NULL. */
 static tk_status read_head(const char *path, int user_tier, struct stat *st, tk__entry_view *v,
                            uint8_t **buf, const char **why)
 {
@@ -128,15 +134,17 @@ static tk_status read_head(const char *path, int user_tier, struct stat *st, tk_
         goto done;
     s = TK_OUT_OF_MEMORY;
     size_t n = TK__ENTRY_HEADER_SIZE + (size_t)v->meta_size;
-    b = malloc(n);
+    size_t key = v->key_size <= LIST_MAX_KEY ? v->key_size : 0;
+    b = malloc(n + key);
     if (!b)
         goto done;
     s = TK_CORRUPT;
-    if (pread(fd, b, n, 0) != (ssize_t)n) {
+    if (pread(fd, b, n + key, 0) != (ssize_t)(n + key)) {
         *why = "truncated metadata";
         goto done;
     }
     s = tk__entry_parse_meta(b, v, why);
+    v->key = key || !v->key_size ? b + n : NULL;
 done:
     close(fd);
     if (s == TK_OK)
@@ -164,10 +172,23 @@ static char *view_strings(const tk__entry_view *v, const char *ptrs[TK__ENTRY_N_
     return s;
 }
 
-/* The public view of one entry; every pointer borrowed from the caller's. */
+/* The hex of the kernel's source when the key material names it by its
+ * hash (a source kept under src/); NULL when it sits in the key itself or
+ * there is none. */
+static const char *source_hash_of(const tk__entry_view *v, char hex[33])
+{
+    tk__key_field f;
+    if (!v->key || !tk__key_find(v->key, v->key_size, TK__KEY_SOURCE_TAG, &f) || !f.hashed)
+        return NULL;
+    tk__fp_hex(f.hi, f.lo, hex);
+    return hex;
+}
+
+/* The public view of one entry; every pointer borrowed from the caller's
+ * (hash: 33 bytes for the source hash). */
 static void fill_info(tk_cache_entry_info *info, const char *hex, const char *path,
                       const char *const s[TK__ENTRY_N_STRINGS], const tk__entry_view *v,
-                      const struct stat *st, int read_only_tier)
+                      const struct stat *st, int read_only_tier, char hash[33])
 {
     memset(info, 0, sizeof(*info));
     info->struct_size = sizeof(*info);
@@ -185,6 +206,7 @@ static void fill_info(tk_cache_entry_info *info, const char *hex, const char *pa
     info->last_used = (int64_t)st->st_mtim.tv_sec;
     info->resources = v->resources;
     info->read_only_tier = read_only_tier;
+    info->source_hash = source_hash_of(v, hash);
 }
 
 /* ------------------------------------------------------------------- list */
@@ -214,7 +236,8 @@ static int list_one(void *p, const char *path, enum file_kind kind, const char *
     char *strings = strcmp(fp, hex) == 0 ? view_strings(&v, s) : NULL;
     if (strings) {
         tk_cache_entry_info info;
-        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier);
+        char hash[33];
+        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier, hash);
         stop = c->visit(c->user, &info);
     } else if (strcmp(fp, hex) == 0) {
         c->status = TK_OUT_OF_MEMORY;
@@ -306,6 +329,8 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
         tk__cache_stats_read(cache, v, &since);
     else
         memset(v, 0, sizeof v);
+    if (cache->root_state == TK__ROOT_OK)
+        c.s.source_bytes = tk__source_bytes(cache);
     c.s.hits = v[TK__PSTAT_HITS];
     c.s.misses = v[TK__PSTAT_MISSES];
     c.s.compiles = v[TK__PSTAT_COMPILES];
@@ -315,6 +340,116 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
     c.s.stats_since = since;
     tk__out_copy(out, &c.s, sizeof c.s);
     return TK_OK;
+}
+
+/* ---------------------------------------------------------------- sources */
+
+typedef struct find_ctx {
+    const char *prefix;
+    size_t prefix_len;
+    int read_only_tier;
+    char hex[33];
+    char path[PATH_MAX];
+    int tier;         /* read_only_tier of the first match */
+    uint64_t matches; /* distinct keys */
+} find_ctx;
+
+/* The entries whose key starts with the prefix: the first is kept (the
+ * user tier comes first), other keys are counted. */
+static int find_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    find_ctx *c = p;
+    if (kind != FILE_ENTRY || strncmp(hex, c->prefix, c->prefix_len) != 0)
+        return 0;
+    if (c->matches && strcmp(hex, c->hex) == 0)
+        return 0; /* the same key in a lower tier */
+    if (!c->matches++) {
+        memcpy(c->hex, hex, 33);
+        snprintf(c->path, sizeof c->path, "%s", path);
+        c->tier = c->read_only_tier;
+    }
+    return 0;
+}
+
+tk_status tk_cache_entry_source(tk_cache *cache, const char *key, tk_cache_source_fn fn, void *user)
+{
+    if (!cache || !key || !fn)
+        return TK_INVALID_ARGUMENT;
+    char prefix[33];
+    size_t n = strlen(key);
+    if (n == 0 || n > 32 || strspn(key, "0123456789abcdefABCDEF") != n)
+        return tk__cache_fail(cache, TK_INVALID_ARGUMENT,
+                              "'%.64s' is not a key: 1 to 32 hex digits (tokitai-jit --list)", key);
+    for (size_t i = 0; i <= n; i++)
+        prefix[i] = (char)tolower((unsigned char)key[i]);
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    find_ctx c;
+    memset(&c, 0, sizeof c);
+    c.prefix = prefix;
+    c.prefix_len = n;
+    st = walk_all(cache, find_one, &c, &c.read_only_tier);
+    if (st != TK_OK)
+        return st;
+    if (c.matches == 0)
+        return tk__cache_fail(cache, TK_NOT_FOUND, "no entry with key %s in %s", prefix,
+                              cache->root);
+    if (c.matches > 1)
+        return tk__cache_fail(cache, TK_INVALID_ARGUMENT,
+                              "key %s names %llu entries: give more of its digits", prefix,
+                              (unsigned long long)c.matches);
+    struct stat fst;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why = NULL;
+    st = read_head(c.path, !c.tier, &fst, &v, &buf, &why);
+    if (st != TK_OK)
+        return tk__cache_fail(cache, st == TK_OUT_OF_MEMORY ? st : TK_CORRUPT, "%s: %s", c.path,
+                              why ? why : "unreadable");
+    const char *strs[TK__ENTRY_N_STRINGS];
+    char *strings = view_strings(&v, strs);
+    char *text = NULL;
+    size_t text_len = 0;
+    if (!strings) {
+        st = TK_OUT_OF_MEMORY;
+        goto done;
+    }
+    tk_cache_entry_info info;
+    char hash[33];
+    fill_info(&info, c.hex, c.path, strs, &v, &fst, c.tier, hash);
+    tk__key_field f;
+    if (!v.key || !tk__key_find(v.key, v.key_size, TK__KEY_SOURCE_TAG, &f)) {
+        fn(user, &info, NULL, 0);
+        st = tk__cache_fail(cache, TK_NOT_FOUND, "entry %s has no kernel source in its key", c.hex);
+        goto done;
+    }
+    if (!f.hashed) {
+        /* Short enough to sit in the key itself. */
+        if (!(text = malloc((size_t)f.len + 1))) {
+            st = TK_OUT_OF_MEMORY;
+            goto done;
+        }
+        memcpy(text, f.value, (size_t)f.len);
+        text[f.len] = 0;
+        text_len = (size_t)f.len;
+    } else if ((st = tk__source_read(cache, f.hi, f.lo, NULL, NULL, &text, &text_len, &why)) !=
+               TK_OK) {
+        fn(user, &info, NULL, 0);
+        if (st != TK_OUT_OF_MEMORY)
+            st = tk__cache_fail(cache, TK_NOT_FOUND,
+                                "the source of %s (%s) is not kept in this cache (%s): it is "
+                                "kept when the kernel is compiled or imported here",
+                                c.hex, hash, why);
+        goto done;
+    }
+    fn(user, &info, text, text_len);
+    st = TK_OK;
+done:
+    free(text);
+    free(strings);
+    free(buf);
+    return st;
 }
 
 /* ----------------------------------------------------------------- verify */
@@ -609,11 +744,84 @@ typedef struct export_ctx {
     void *user;
     int read_only_tier;
     FILE *f;
-    uint64_t count;
+    uint64_t count;   /* entries written */
+    uint64_t records; /* entries and sources written */
     char (*seen)[33]; /* keys written, so a lower tier's copy is not added twice */
     size_t n_seen, cap_seen;
+    uint64_t (*sources)[2]; /* hashed values the written entries name */
+    size_t n_sources, cap_sources;
     tk_status status;
 } export_ctx;
+
+static int names_add(export_ctx *c, const tk__entry_view *v)
+{
+    size_t pos = 0;
+    tk__key_field f;
+    while (tk__key_next(v->key, v->key_size, &pos, &f) == 1) {
+        if (!f.hashed)
+            continue;
+        if (c->n_sources == c->cap_sources) {
+            size_t ncap = c->cap_sources ? c->cap_sources * 2 : 16;
+            void *ns = realloc(c->sources, ncap * sizeof(*c->sources));
+            if (!ns)
+                return -1;
+            c->sources = ns;
+            c->cap_sources = ncap;
+        }
+        c->sources[c->n_sources][0] = f.hi;
+        c->sources[c->n_sources][1] = f.lo;
+        c->n_sources++;
+    }
+    return 0;
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* The kept sources the written entries name, one record each (a source
+ * not kept here, or one that does not check, is left out: the entries
+ * work without it). */
+static tk_status export_sources(export_ctx *c)
+{
+    if (c->n_sources > 1)
+        qsort(c->sources, c->n_sources, sizeof(*c->sources), pair_cmp);
+    for (size_t i = 0; i < c->n_sources; i++) {
+        if (i > 0 && pair_cmp(c->sources[i], c->sources[i - 1]) == 0)
+            continue;
+        uint64_t hi = c->sources[i][0], lo = c->sources[i][1];
+        uint8_t *frame = NULL;
+        size_t flen = 0, tlen = 0;
+        char *text = NULL;
+        const char *why;
+        tk_status st = tk__source_read(c->cache, hi, lo, &frame, &flen, &text, &tlen, &why);
+        if (st == TK_OUT_OF_MEMORY)
+            return st;
+        free(text);
+        if (st != TK_OK)
+            continue;
+        uint8_t rec[8 + TK__SOURCE_RECORD_HEADER];
+        memset(rec, 0, sizeof rec);
+        put_le(rec, TK__SOURCE_RECORD_HEADER + (uint64_t)flen, 8);
+        memcpy(rec + 8, TK__SOURCE_MAGIC, 8);
+        put_le(rec + 16, TK__CACHE_FORMAT, 4);
+        put_le(rec + 20, TK__SOURCE_RECORD_HEADER, 4);
+        put_le(rec + 24, tlen, 8);
+        put_le(rec + 32, hi, 8);
+        put_le(rec + 40, lo, 8);
+        int bad = write_all(c->f, rec, sizeof rec) != 0 || write_all(c->f, frame, flen) != 0;
+        free(frame);
+        if (bad)
+            return tk__cache_fail(c->cache, TK_IO_ERROR, "cannot write the bundle: %s",
+                                  strerror(errno));
+        c->records++;
+    }
+    return TK_OK;
+}
 
 static int select_one(export_ctx *c, const char *path, const char *hex)
 {
@@ -630,7 +838,8 @@ static int select_one(export_ctx *c, const char *path, const char *hex)
     int take = 0;
     if (strings) {
         tk_cache_entry_info info;
-        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier);
+        char hash[33];
+        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier, hash);
         take = c->select(c->user, &info) != 0;
     } else {
         c->status = TK_OUT_OF_MEMORY;
@@ -665,7 +874,12 @@ static int export_one(void *p, const char *path, enum file_kind kind, const char
         free(bytes);
         return 1;
     }
+    int named = names_add(c, &v);
     free(bytes);
+    if (named != 0) {
+        c->status = TK_OUT_OF_MEMORY;
+        return 1;
+    }
     if (c->n_seen == c->cap_seen) {
         size_t ncap = c->cap_seen ? c->cap_seen * 2 : 64;
         void *ns = realloc(c->seen, ncap * sizeof(*c->seen));
@@ -678,6 +892,7 @@ static int export_one(void *p, const char *path, enum file_kind kind, const char
     }
     memcpy(c->seen[c->n_seen++], hex, 33);
     c->count++;
+    c->records++;
     return 0;
 }
 
@@ -720,11 +935,13 @@ tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn 
     st = walk_all(cache, export_one, &c, &c.read_only_tier);
     if (st == TK_OK)
         st = c.status;
+    if (st == TK_OK)
+        st = export_sources(&c);
     if (st != TK_OK)
         goto fail;
     /* The count goes in last: a bundle cut short says more than it holds
      * and is caught on import. */
-    put_le(head + 16, c.count, 8);
+    put_le(head + 16, c.records, 8);
     st = TK_IO_ERROR;
     if (fseek(c.f, 16, SEEK_SET) != 0 || write_all(c.f, head + 16, 8) != 0)
         goto fail_write;
@@ -735,6 +952,7 @@ tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn 
     if (rename(tmp, path) != 0)
         goto fail_write;
     free(c.seen);
+    free(c.sources);
     if (n_exported)
         *n_exported = c.count;
     return TK_OK;
@@ -745,13 +963,14 @@ fail:
         fclose(c.f);
     unlink(tmp);
     free(c.seen);
+    free(c.sources);
     return st;
 }
 
 /* ---------------------------------------------------- reading a bundle */
 
-/* Every record is at least this long: an entry's header (a record shorter
- * than that has no framing left to trust). */
+/* Every record is at least this long: an entry's header, or a kept
+ * source's (a record shorter than that has no framing left to trust). */
 #define MIN_RECORD TK__ENTRY_HEADER_SIZE
 
 /* A record over this size must be backed by data the file really holds:
@@ -771,6 +990,10 @@ typedef struct bundle {
  * status other than TK_OK ends the walk with it. */
 typedef tk_status (*bundle_entry_fn)(void *ctx, const char *where, const uint8_t *bytes, size_t len,
                                      const tk__entry_view *v);
+/* Called for each record holding a kept source that passes
+ * tk__source_check (frame: its zstd frame, len bytes). */
+typedef tk_status (*bundle_source_fn)(void *ctx, const char *where, uint64_t hi, uint64_t lo,
+                                      const uint8_t *frame, size_t len);
 
 static int read_at(int fd, void *p, size_t n, uint64_t off)
 {
@@ -835,6 +1058,55 @@ static void bundle_close(bundle *b)
     b->fd = -1;
 }
 
+/* One record holding a kept source (header in head, len bytes at offset
+ * at): checked like an entry's (sizes before any allocation, the sparse
+ * file rule), then decoded and checked against its fingerprint; a good one
+ * goes to fn. *why set for a rejected record; a status other than TK_OK
+ * ends the walk. */
+static tk_status source_record(tk_cache *cache, bundle *b, const char *where,
+                               const uint8_t head[TK__SOURCE_RECORD_HEADER], uint64_t at,
+                               uint64_t len, bundle_source_fn fn, void *ctx, uint8_t **buf,
+                               const char **why)
+{
+    (void)cache;
+    uint64_t raw = get_le(head + 16, 8), hi = get_le(head + 24, 8), lo = get_le(head + 32, 8);
+    uint64_t flen = len - TK__SOURCE_RECORD_HEADER;
+    if (get_le(head + 8, 4) != TK__CACHE_FORMAT) {
+        *why = "wrong format version";
+    } else if (get_le(head + 12, 4) != TK__SOURCE_RECORD_HEADER) {
+        *why = "bad header size";
+    } else if (raw > TK__SOURCE_MAX) {
+        *why = "source larger than the largest kept (64 MiB)";
+    } else if (flen == 0 || flen > ZSTD_compressBound((size_t)raw)) {
+        *why = "bad source sizes";
+    } else if (flen > SPARSE_CHECK_FROM && flen > b->stored) {
+        *why = "record larger than the data the file holds (sparse file)";
+    }
+    if (*why)
+        return TK_OK;
+    free(*buf);
+    *buf = malloc((size_t)flen);
+    if (!*buf)
+        return TK_OUT_OF_MEMORY;
+    if (read_at(b->fd, *buf, (size_t)flen, at + TK__SOURCE_RECORD_HEADER) != 0) {
+        *why = "bundle truncated";
+        return TK_OK;
+    }
+    char *text = NULL;
+    size_t text_len = 0;
+    tk_status st = tk__source_check(*buf, (size_t)flen, hi, lo, &text, &text_len, why);
+    free(text);
+    if (st == TK_OUT_OF_MEMORY)
+        return st;
+    if (st != TK_OK)
+        return TK_OK;
+    if (text_len != raw) {
+        *why = "source length differs from the record's";
+        return TK_OK;
+    }
+    return fn(ctx, where, hi, lo, *buf, (size_t)flen);
+}
+
 /* Walks the records of an open bundle: each record's entry header is
  * checked against the record's length before the record is read into
  * memory, a record the file cannot really hold (a sparse file) or larger
@@ -843,8 +1115,9 @@ static void bundle_close(bundle *b)
  * through bad ("<path>#<index>") and counted in *rejected; bytes after the
  * declared records are reported (through bad, with the bundle's path)
  * without being an error. */
-static tk_status bundle_walk(tk_cache *cache, bundle *b, bundle_entry_fn fn, void *ctx,
-                             tk_cache_bad_fn bad, void *user, uint64_t *rejected)
+static tk_status bundle_walk(tk_cache *cache, bundle *b, bundle_entry_fn fn,
+                             bundle_source_fn source_fn, void *ctx, tk_cache_bad_fn bad, void *user,
+                             uint64_t *rejected)
 {
     const char *path = b->path;
     uint64_t count = b->count, off = TK__BUNDLE_HEADER_SIZE;
@@ -893,6 +1166,12 @@ static tk_status bundle_walk(tk_cache *cache, bundle *b, bundle_entry_fn fn, voi
         const char *why = NULL;
         if (read_at(b->fd, ehead, sizeof ehead, at) != 0) {
             why = "bundle truncated";
+        } else if (memcmp(ehead, TK__SOURCE_MAGIC, 8) == 0) {
+            if (!source_fn)
+                continue; /* a reader that wants entries only */
+            st = source_record(cache, b, where, ehead, at, len, source_fn, ctx, &bytes, &why);
+            if (st != TK_OK)
+                goto done;
         } else if (tk__entry_parse_header(ehead, len, &v, &why) != TK_OK) {
             /* why set: the header does not fit the record */
         } else if (len > TK__ENTRY_MAX_FILE) {
@@ -906,6 +1185,8 @@ static tk_status bundle_walk(tk_cache *cache, bundle *b, bundle_entry_fn fn, voi
                 bad(user, where, why);
             continue;
         }
+        if (memcmp(ehead, TK__SOURCE_MAGIC, 8) == 0)
+            continue; /* handed over by source_record */
         free(bytes);
         bytes = malloc((size_t)len);
         if (!bytes) {
@@ -978,6 +1259,17 @@ static tk_status import_entry(void *p, const char *where, const uint8_t *bytes, 
     return st;
 }
 
+/* A kept source travels with the entries that name it; keeping it is best
+ * effort, as after a compile (the entries work without it). */
+static tk_status import_source(void *p, const char *where, uint64_t hi, uint64_t lo,
+                               const uint8_t *frame, size_t len)
+{
+    import_ctx *c = p;
+    (void)where;
+    tk__source_keep_frame(c->cache, hi, lo, frame, len);
+    return TK_OK;
+}
+
 tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
                           uint64_t *n_imported, uint64_t *n_rejected)
 {
@@ -993,7 +1285,7 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
         st = tk__cache_fail(cache, TK_IO_ERROR, "the cache under %s is not writable", cache->root);
         goto done;
     }
-    st = bundle_walk(cache, &b, import_entry, &c, bad, user, &rejected);
+    st = bundle_walk(cache, &b, import_entry, import_source, &c, bad, user, &rejected);
     if (st != TK_OK)
         goto done;
     /* One eviction pass for the whole bundle. */
@@ -1102,7 +1394,7 @@ tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle_path, 
         st = bundle_open(cache, bundle_path, &b);
         if (st != TK_OK)
             return st;
-        st = bundle_walk(cache, &b, push_entry, &c, bad, user, &c.n.rejected);
+        st = bundle_walk(cache, &b, push_entry, NULL, &c, bad, user, &c.n.rejected);
         bundle_close(&b);
     } else {
         st = user_tier_check(cache);

@@ -36,7 +36,8 @@ typedef enum tk__cli_command {
     TK__CMD_PUSH,
     TK__CMD_TUNE,
     TK__CMD_ZERO_STATS,  /* -z, --zero-stats */
-    TK__CMD_SET_MAX_SIZE /* -M SIZE alone: the cache's own limit */
+    TK__CMD_SET_MAX_SIZE, /* -M SIZE alone: the cache's own limit */
+    TK__CMD_SOURCE        /* --source KEY */
 } tk__cli_command;
 
 /* Everything the command line said; strings borrowed from argv. */
@@ -138,6 +139,7 @@ int tk__cmd_export(const tk__cli_opts *opts);
 int tk__cmd_import(const tk__cli_opts *opts);
 int tk__cmd_zero_stats(const tk__cli_opts *opts);
 int tk__cmd_set_max_size(const tk__cli_opts *opts);
+int tk__cmd_source(const tk__cli_opts *opts);
 int tk__cmd_info(const tk__cli_opts *opts);
 int tk__cmd_run(const tk__cli_opts *opts);
 int tk__cmd_precompile(const tk__cli_opts *opts);

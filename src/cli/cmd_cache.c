@@ -507,23 +507,29 @@ int tk__cmd_stats(const tk__cli_opts *opts)
         printf(", \"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %llu, \"temp_files\": %llu, "
                "\"bad_files\": %llu, \"hits\": %llu, \"misses\": %llu, \"compiles\": %llu, "
                "\"compile_seconds\": %.3f, \"fallback_calls\": %llu, \"errors\": %llu, "
-               "\"stats_since\": ",
+               "\"source_bytes\": %llu, \"stats_since\": ",
                (unsigned long long)s.entries, (unsigned long long)s.bytes,
                (unsigned long long)s.max_bytes, (unsigned long long)s.temp_files,
                (unsigned long long)s.bad_files, (unsigned long long)s.hits,
                (unsigned long long)s.misses, (unsigned long long)s.compiles, s.compile_seconds,
-               (unsigned long long)s.fallback_calls, (unsigned long long)s.errors);
+               (unsigned long long)s.fallback_calls, (unsigned long long)s.errors,
+               (unsigned long long)s.source_bytes);
         if (s.stats_since)
             printf("\"%s\"}\n", tk__fmt_time_iso(s.stats_since, since, sizeof since));
         else
             fputs("null}\n", stdout);
     } else {
         char b[32], m[32], t[32];
-        double pct = s.max_bytes ? 100.0 * (double)s.bytes / (double)s.max_bytes : 0.0;
+        /* Kept sources count toward the limit with the entries. */
+        double pct =
+            s.max_bytes ? 100.0 * (double)(s.bytes + s.source_bytes) / (double)s.max_bytes : 0.0;
         printf("cache:          %s\n", tk_cache_root(cache));
         printf("entries:        %llu\n", (unsigned long long)s.entries);
         printf("size:           %s (%llu bytes)\n", tk__fmt_size(s.bytes, b, sizeof b),
                (unsigned long long)s.bytes);
+        if (s.source_bytes)
+            printf("sources:        %s kept (shown by --source KEY)\n",
+                   tk__fmt_size(s.source_bytes, t, sizeof t));
         printf("limit:          %s (%.1f%% used)\n", tk__fmt_size(s.max_bytes, m, sizeof m), pct);
         printf("temp files:     %llu\n", (unsigned long long)s.temp_files);
         printf("bad files:      %llu%s\n", (unsigned long long)s.bad_files,

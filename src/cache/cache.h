@@ -6,18 +6,21 @@
  *
  * Inside the layer, calls run one way (the headers are shared by all):
  *
- *   tools.c    list, stats, verify, prune, clear, bundles, push
+ *   tools.c    list, stats, verify, prune, clear, bundles, push, sources
  *     -> cache.c   the handle: open, lookup, locks, store, eviction
  *          -> remote.c  the remote tier, through its hooks (remote.h)
  *          -> stats.c   persistent statistics, the config file, sizes
+ *          -> source.c  kept sources: keep, read, count, sweep
  *     -> entry.c, key.c   entry files and keys
+ *     -> fs.c            folder checks and removal that never follow a link
  *     -> diag.c          the handle's warnings and last error, used by all
  *
  * No circle remains. The remote tier hands what it fetched back to the
  * handle, which stores it; a push is a walk of tools.c calling remote.c
- * for each entry; the statistics and the size parser need nothing of the
- * handle but its fields. Keep it so: a part that needs the handle's store
- * or walk gets its result passed down, rather than calling back up.
+ * for each entry; the statistics, the size parser and the kept sources
+ * need nothing of the handle but its fields. Keep it so: a part that needs
+ * the handle's store or walk gets its result passed down, rather than
+ * calling back up.
  */
 #ifndef TK_CACHE_CACHE_H
 #define TK_CACHE_CACHE_H

@@ -360,22 +360,24 @@ typedef void (*tk_cache_bad_fn)(void *user, const char *path, const char *why);
  * number of bad entries to *n_bad. Removes nothing. */
 TK_API tk_status tk_cache_verify(tk_cache *cache, tk_cache_bad_fn bad, void *user, uint64_t *n_bad);
 /* Removes least-recently-used entries until the cache holds at most max_bytes
- * (0: the configured limit), plus leftovers of interrupted writes. */
+ * (0: the configured limit; kept sources count toward it), plus leftovers
+ * of interrupted writes and the kept sources no entry names any more. */
 TK_API tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n_removed);
 /* Removes every entry of the user cache (lower tiers are never touched). */
 TK_API tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed);
 
 /* Bundles, to ship a warm cache: tk_cache_export packs the entries that
- * select accepts (NULL: all) into one file at path (written atomically);
+ * select accepts (NULL: all), and the kept sources they name, into one file
+ * at path (written atomically; *n_exported counts the entries);
  * tk_cache_import verifies every entry of a bundle (structure, key,
- * checksum) and adds the good ones to the user cache; each bad one is
- * reported through bad and counted in *n_rejected. A bundle that is not a
- * bundle at all is TK_CORRUPT, and so is one whose records cannot all be
- * found (cut short, or a record shorter than an entry header: the entries
- * before it stay imported). A path that is not a regular file (a FIFO, a
- * device) is TK_IO_ERROR, without waiting on it. Bytes after the declared
- * records are reported through bad with the bundle's own path, not counted.
- * Counts may be NULL. */
+ * checksum) and every source (against its fingerprint) and adds the good
+ * ones to the user cache; each bad one is reported through bad and counted
+ * in *n_rejected. A bundle that is not a bundle at all is TK_CORRUPT, and
+ * so is one whose records cannot all be found (cut short, or a record
+ * shorter than an entry header: the entries before it stay imported). A
+ * path that is not a regular file (a FIFO, a device) is TK_IO_ERROR,
+ * without waiting on it. Bytes after the declared records are reported
+ * through bad with the bundle's own path, not counted. Counts may be NULL. */
 typedef int (*tk_cache_select_fn)(void *user, const tk_cache_entry_info *info);
 TK_API tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn select,
                                  void *user, uint64_t *n_exported);

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -454,6 +456,89 @@ START_TEST(bundle_record_without_entry_magic_is_skipped_unread)
 }
 END_TEST
 
+/* The library's own import refuses what is not a regular file, opened
+ * without blocking: a FIFO with no writer must not hang a program that
+ * calls tk_cache_import, nor /dev/zero feed it forever. */
+START_TEST(bundle_import_refuses_special_files)
+{
+    char *root = tk_test_tmpdir("bdl-fifo");
+    char fifo[PATH_MAX], croot[PATH_MAX];
+    snprintf(fifo, sizeof fifo, "%s/fifo", root);
+    snprintf(croot, sizeof croot, "%s/c", root);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *const paths[] = {fifo, "/dev/zero"};
+    for (size_t i = 0; i < 2; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            alarm(10); /* a hang ends the child with SIGALRM */
+            tk_cache *cache = open_cache(croot, NULL);
+            uint64_t ok = 9, rej = 9;
+            tk_status st = tk_cache_import(cache, paths[i], NULL, NULL, &ok, &rej);
+            int good = st == TK_IO_ERROR && strstr(tk_cache_last_error(cache), "not a regular file");
+            if (!good)
+                printf("  %s: %s: %s\n", paths[i], tk_status_str(st), tk_cache_last_error(cache));
+            tk_cache_close(cache);
+            _exit(good ? 0 : 1);
+        }
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child %s %d", paths[i],
+                      WIFEXITED(status) ? "exit" : "signal",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+    tk_test_rmtree(root);
+    free(root);
+}
+END_TEST
+
+static double now_s_test(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A record shorter than any record can be (a length of zero, read from a
+ * hole of a sparse file) ends the walk as corrupt: the rest of the file has
+ * no framing to trust, and walking a million empty records of an 8 GiB
+ * file that holds 4 KiB took 21 s. */
+START_TEST(bundle_short_record_ends_the_walk)
+{
+    char *root = tk_test_tmpdir("bdl-short");
+    char bpath[PATH_MAX], croot[PATH_MAX];
+    snprintf(bpath, sizeof bpath, "%s/sparse.tkb", root);
+    snprintf(croot, sizeof croot, "%s/c", root);
+    uint8_t buf[4096];
+    memset(buf, 0, sizeof buf);
+    const uint64_t count = 1000000;
+    bundle_head(buf, count);
+    int fd = open(bpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, buf, sizeof buf), (ssize_t)sizeof buf);
+    ck_assert_int_eq(ftruncate(fd, (off_t)8 << 30), 0);
+    close(fd);
+    tk_cache *cache = open_cache(croot, NULL);
+    bad_log bl = {0};
+    uint64_t ok = 9, rej = 9;
+    double t0 = now_s_test();
+    tk_assert_status(tk_cache_import(cache, bpath, bad_cb, &bl, &ok, &rej), TK_CORRUPT);
+    double took = now_s_test() - t0;
+    ck_assert_int_eq(bl.n, 1);
+    ck_assert_msg(strstr(bl.last, "#0: ") && strstr(bl.last, "shorter than"), "%s", bl.last);
+    ck_assert_msg(strstr(tk_cache_last_error(cache), "shorter than"), "%s",
+                  tk_cache_last_error(cache));
+    printf("FIGURE bundle-short-record: 8 GiB sparse bundle of %llu empty records: refused at its "
+           "first record in %.3f s\n",
+           (unsigned long long)count, took);
+    ck_assert_msg(took < 2.0, "took %.1f s", took);
+    tk_cache_close(cache);
+    tk_test_rmtree(root);
+    free(root);
+}
+END_TEST
+
 START_TEST(cli_caps_repeated_rejections)
 {
     /* 50 records that are no entries, then stray bytes: 20 lines, one
@@ -504,6 +589,8 @@ int main(void)
     tcase_add_test(tc, bundle_trailing_bytes_are_reported);
     tcase_add_test(tc, bundle_record_without_entry_magic_is_skipped_unread);
     tcase_add_test(tc, cli_caps_repeated_rejections);
+    tcase_add_test(tc, bundle_import_refuses_special_files);
+    tcase_add_test(tc, bundle_short_record_ends_the_walk);
     suite_add_tcase(s, tc);
     return tk_test_main(s);
 }

@@ -658,8 +658,17 @@ START_TEST(test_special_files_refused)
     rc = cli_bounded(&err, "--import", "/dev/zero", "--cache-dir", g_root, NULL);
     ck_assert_msg(rc == CLI_FAIL && strstr(err, "not a regular file"), "exit %d: %s", rc, err);
     free(err);
-    printf("special files (FIFO and /dev/zero as --manifest, --import, a kernel file): refused "
-           "in %.2f s in all\n",
+    /* --push --bundle (no server needed: the bundle is refused first). */
+    const char *const bundles[] = {fifo, "/dev/zero"};
+    for (int i = 0; i < 2; i++) {
+        rc = cli_bounded(&err, "--push", "--bundle", bundles[i], "--remote",
+                         "redis://127.0.0.1:1");
+        ck_assert_msg(rc == CLI_FAIL && strstr(err, "not a regular file"), "--push --bundle %s: "
+                      "exit %d: %s", bundles[i], rc, err);
+        free(err);
+    }
+    printf("special files (FIFO and /dev/zero as --manifest, --import, --push --bundle, a FIFO as "
+           "a kernel file): 7 cases refused in %.2f s in all\n",
            tk__now_test() - t0);
     ck_assert_int_eq(n_entries(g_root), 0);
 }

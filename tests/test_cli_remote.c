@@ -1,7 +1,11 @@
 /* tokitai-jit with a remote cache (a real redis-server): --precompile
  * publishes, --list / --stats --remote show the server, --push uploads a
  * cache or a bundle; usage and unreachable-server errors. Stub backend. */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "test_cli_common.h"
 #include "test_remote_common.h"
@@ -127,7 +131,7 @@ START_TEST(precompile_publishes_list_stats_push)
     size_t size = 0;
     char *bytes = tk_test_read_file(bundle, &size);
     ck_assert_ptr_nonnull(bytes);
-    bytes[size - 20] ^= 0x5a; /* inside the last entry */
+    bytes[24 + 8 + 70] ^= 0x5a; /* inside the first entry (the kept sources come last) */
     ck_assert_int_eq(tk_test_write_file(bundle, bytes, size), 0);
     free(bytes);
     flushall();
@@ -368,6 +372,159 @@ START_TEST(precompile_with_a_stalled_server)
 }
 END_TEST
 
+/* ------------------------------------------ hostile bundles for --push */
+
+/* Runs tokitai-jit with args (NULL-terminated) writing stdout and stderr to
+ * files; its exit code, peak memory (ru_maxrss, KiB) and wall time. */
+static int cli_measured(char **out, char **err, long *maxrss_kb, double *secs, ...)
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *)tk_test_cli();
+    va_list ap;
+    va_start(ap, secs);
+    for (const char *a = va_arg(ap, const char *); a && n < 31; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    char opath[1100], epath[1100];
+    snprintf(opath, sizeof opath, "%s/measured.out", g_dir);
+    snprintf(epath, sizeof epath, "%s/measured.err", g_dir);
+    double t0 = now_ms();
+    fflush(stdout);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(opath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(120);
+        alarm(60);
+        execv(argv[0], argv);
+        _exit(121);
+    }
+    int status = 0;
+    struct rusage ru;
+    ck_assert_int_eq(wait4(pid, &status, 0, &ru), pid);
+    *secs = (now_ms() - t0) / 1e3;
+    *maxrss_kb = ru.ru_maxrss;
+    *out = tk_test_read_file(opath, NULL);
+    *err = tk_test_read_file(epath, NULL);
+    ck_assert_msg(WIFEXITED(status), "killed by signal %d", WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
+static void le_put(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A bundle file of apparent size `size` holding only head (its first
+ * bytes); the rest is a hole. */
+static void sparse_bundle(const char *path, const uint8_t *head, size_t n, off_t size)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, head, n), (ssize_t)n);
+    ck_assert_int_eq(ftruncate(fd, size), 0);
+    close(fd);
+}
+
+static void bundle_header(uint8_t *b, uint64_t count)
+{
+    memset(b, 0, 24);
+    memcpy(b, "TKJITBDL", 8);
+    le_put(b + 8, TK__CACHE_FORMAT, 4);
+    le_put(b + 16, count, 8);
+}
+
+/* --push --bundle reads a bundle with exactly the checks of --import: the
+ * record headers before any allocation, a record shorter than any record
+ * ends the walk, rejections capped at 20 lines, bytes after the declared
+ * records reported. Before, it read the whole file into memory (a 4 KiB
+ * sparse bundle of 2 GiB: 2.1 GB peak) and printed every rejection. */
+START_TEST(push_reads_hostile_bundles_like_import)
+{
+    char bundle[1024];
+    char *out, *err;
+    long rss;
+    double secs;
+    uint8_t head[4096];
+
+    /* 1. One record declaring 2 GiB, in a 2 GiB file holding 4 KiB. */
+    snprintf(bundle, sizeof bundle, "%s/sparse.tkb", g_dir);
+    memset(head, 0, sizeof head);
+    bundle_header(head, 1);
+    le_put(head + 24, ((uint64_t)1 << 31) - 32, 8); /* fills the file */
+    sparse_bundle(bundle, head, sizeof head, (off_t)1 << 31);
+    int rc = cli_measured(&out, &err, &rss, &secs, "--push", "--bundle", bundle, "--remote",
+                          g_srv.url, NULL);
+    printf("FIGURE push-sparse-bundle: 4 KiB sparse bundle of 2 GiB: exit %d, peak %.1f MiB, "
+           "%.2f s\n",
+           rc, rss / 1024.0, secs);
+    fflush(stdout);
+    ck_assert_msg(rc == CLI_FAIL, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_msg(strstr(out, "rejected 1"), "%s", out);
+    ck_assert_int_eq(count_substr(err, "rejected"), 1);
+    ck_assert_msg(rss < 256 * 1024, "peak %ld KiB", rss);
+    free(out), free(err);
+
+    /* 2. A million declared records, all empty (a 100 MiB hole): the walk
+     * ends at the first, one line. */
+    snprintf(bundle, sizeof bundle, "%s/zeros.tkb", g_dir);
+    bundle_header(head, 1000000);
+    sparse_bundle(bundle, head, 24, (off_t)100 << 20);
+    rc = cli_measured(&out, &err, &rss, &secs, "--push", "--bundle", bundle, "--remote", g_srv.url,
+                      NULL);
+    printf("FIGURE push-empty-records: 100 MiB bundle of 1,000,000 empty records: exit %d, %d "
+           "lines on stderr, %.2f s\n",
+           rc, count_lines(err), secs);
+    fflush(stdout);
+    ck_assert_msg(rc == CLI_FAIL, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_msg(count_lines(err) <= 3, "%s", err);
+    ck_assert_msg(strstr(err, "shorter than"), "%s", err);
+    free(out), free(err);
+
+    /* 3. Thirty records that are no entries: 20 lines and the rest counted. */
+    snprintf(bundle, sizeof bundle, "%s/junk.tkb", g_dir);
+    size_t n = 30, rec = 8 + 100, len = 24 + n * rec;
+    uint8_t *b = calloc(1, len);
+    bundle_header(b, n);
+    for (size_t i = 0; i < n; i++) {
+        le_put(b + 24 + i * rec, 100, 8);
+        memset(b + 24 + i * rec + 8, 'J', 100);
+    }
+    ck_assert_int_eq(tk_test_write_file(bundle, b, len), 0);
+    free(b);
+    rc = cli_run(&out, &err, "--push", "--bundle", bundle, "--remote", g_srv.url, NULL);
+    ck_assert_msg(rc == CLI_FAIL, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_msg(strstr(out, "rejected 30"), "%s", out);
+    ck_assert_msg(count_lines(err) == 21 && strstr(err, "... and 10 more"), "%s", err);
+    free(out), free(err);
+
+    /* 4. A good bundle with bytes after its declared records: pushed, and
+     * the bytes reported. */
+    char mpath[1024];
+    long compiled = precompile_into(g_a, mpath, sizeof mpath);
+    flushall();
+    snprintf(bundle, sizeof bundle, "%s/trail.tkb", g_dir);
+    ck_assert_int_eq(cli_run(NULL, NULL, "--export", bundle, "--cache-dir", g_a, NULL), CLI_OK);
+    size_t size = 0;
+    char *bytes = tk_test_read_file(bundle, &size);
+    char *more = malloc(size + 7);
+    memcpy(more, bytes, size);
+    memcpy(more + size, "garbage", 7);
+    ck_assert_int_eq(tk_test_write_file(bundle, more, size + 7), 0);
+    free(bytes), free(more);
+    rc = cli_run(&out, &err, "--push", "--bundle", bundle, "--remote", g_srv.url, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d\n%s\n%s", rc, out, err);
+    ck_assert_int_eq(count_before(out, ", already on the remote"), compiled);
+    ck_assert_msg(strstr(err, "warning: ") && strstr(err, "7 bytes after the"), "%s", err);
+    free(out), free(err);
+}
+END_TEST
+
 static Suite *cli_remote_suite(void)
 {
     Suite *s = suite_create("cli_remote");
@@ -380,6 +537,7 @@ static Suite *cli_remote_suite(void)
     tcase_add_test(tc, authentication_failures_say_why);
     tcase_add_test(tc, precompile_to_a_full_server_fails);
     tcase_add_test(tc, precompile_with_a_stalled_server);
+    tcase_add_test(tc, push_reads_hostile_bundles_like_import);
     suite_add_tcase(s, tc);
     return s;
 }

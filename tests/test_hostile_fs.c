@@ -840,8 +840,38 @@ START_TEST(test_folder_at_entry_path)
     ck_assert_int_eq(tk_test_write_file(inner, "x", 1), 0);
     tool(root, "--clear", NULL, CLI_OK);
     ck_assert_msg(lstat(path, &st) != 0, "--clear left the folder at %s", path);
-    printf("FIGURE hostile-folder-entry: a folder at an entry's path: replaced by the store, "
-           "removed by --prune and --clear\n");
+
+    /* 4. Folders nested deeper than any fixed bound (a file at the bottom of
+     * each level): the store, --prune and --clear remove them too. */
+    const int depth = 40;
+    for (int round = 0; round < 3; round++) {
+        char deep[PATH_MAX];
+        int n = snprintf(deep, sizeof deep, "%s", path);
+        *strrchr(deep, '/') = 0; /* the shard folder, which --clear removed */
+        ck_assert(mkdir(deep, 0700) == 0 || errno == EEXIST);
+        n = snprintf(deep, sizeof deep, "%s", path);
+        for (int d = 0; d < depth; d++) {
+            ck_assert_int_eq(mkdir(deep, 0700), 0);
+            snprintf(inner, sizeof inner, "%s/f", deep);
+            ck_assert_int_eq(tk_test_write_file(inner, "x", 1), 0);
+            n += snprintf(deep + n, sizeof deep - (size_t)n, "/d");
+        }
+        if (round == 0) {
+            cache = open_cache(root, &log);
+            put_named(cache, "victim", 300);
+            tk_cache_close(cache);
+            ck_assert_int_eq(lstat(path, &st), 0);
+            ck_assert_msg(S_ISREG(st.st_mode), "a store left the %d-level folder", depth);
+            ck_assert_int_eq(unlink(path), 0);
+        } else {
+            tool(root, round == 1 ? "--prune" : "--clear", NULL, CLI_OK);
+            ck_assert_msg(lstat(path, &st) != 0, "%s left the %d-level folder",
+                          round == 1 ? "--prune" : "--clear", depth);
+        }
+    }
+    printf("FIGURE hostile-folder-entry: a folder at an entry's path (one level, and %d levels "
+           "deep): replaced by the store, removed by --prune and --clear\n",
+           depth);
     tk_test_rmtree(root);
     free(root);
 }
@@ -864,56 +894,116 @@ static int count_entries_under(const char *root)
 }
 
 /* The cache root a symbolic link: the link and its target get the rules of
- * a real folder (owned by the user; the target not writable by others). */
+ * a real folder (owned by the user; the target not writable by others),
+ * however the root is spelt ("RL", "RL/", "RL//", "RL/."), and nothing is
+ * created inside a refused target. The cases with a second owner need root;
+ * the others run for everyone. */
 START_TEST(test_linked_root)
 {
-    if (!is_root())
-        return;
     char *dir = tk_test_tmpdir("hostile-rootlink");
-    char tgt[PATH_MAX], link[PATH_MAX];
+    char tgt[PATH_MAX], link[PATH_MAX], fmt[PATH_MAX + 16];
     snprintf(tgt, sizeof tgt, "%s/tgt", dir);
     snprintf(link, sizeof link, "%s/RL", dir);
+    snprintf(fmt, sizeof fmt, "%s/%d", tgt, TK__CACHE_FORMAT);
+    const char *const spellings[] = {"", "/", "//", "/."};
+    char spelt[PATH_MAX + 8];
     ck_assert_int_eq(mkdir(tgt, 0700), 0);
+    ck_assert_int_eq(symlink(tgt, link), 0);
     test_log log = {0};
+    int cases = 0;
+
+    /* Our own link to a group-writable target with no cache in it yet: refused
+     * in every spelling, and the format folder is not created inside. */
+    ck_assert_int_eq(chmod(tgt, 0770), 0);
+    for (size_t i = 0; i < sizeof spellings / sizeof *spellings; i++) {
+        snprintf(spelt, sizeof spelt, "%s%s", link, spellings[i]);
+        tool(spelt, "--clear", NULL, CLI_FAIL);
+        log.warnings = 0;
+        tk_cache *cache = open_cache(spelt, &log);
+        ck_assert(!get_named(cache, "a", 300));
+        ck_assert_int_eq(log.warnings, 1);
+        ck_assert_msg(strstr(log.last, "group- or world-writable"), "%s: %s", spelt, log.last);
+        tk_cache_close(cache);
+        ck_assert_msg(!path_exists(fmt), "opening %s created %s", spelt, fmt);
+        cases++;
+    }
+    /* The environment's spelling too. */
+    setenv("TOKITAI_JIT_CACHE_DIR", spelt, 1);
+    run_result r;
+    cli_limit(LIMIT_S, &r, "--clear", NULL);
+    unsetenv("TOKITAI_JIT_CACHE_DIR");
+    ck_assert_msg(r.code == CLI_FAIL, "TOKITAI_JIT_CACHE_DIR=%s --clear: exit %d\n%s", spelt,
+                  r.code, r.err);
+    run_result_free(&r);
+    ck_assert_msg(!path_exists(fmt), "created %s", fmt);
+    cases++;
+
+    /* Our link to our own folder: used like the folder, in every spelling. */
+    ck_assert_int_eq(chmod(tgt, 0700), 0);
     tk_cache *cache = open_cache(tgt, &log);
     put_named(cache, "a", 300);
     put_named(cache, "b", 300);
     tk_cache_close(cache);
     ck_assert_int_eq(count_entries_under(tgt), 2);
+    for (size_t i = 0; i < sizeof spellings / sizeof *spellings; i++) {
+        snprintf(spelt, sizeof spelt, "%s%s", link, spellings[i]);
+        cache = open_cache(spelt, &log);
+        ck_assert_msg(get_named(cache, "a", 300), "%s", spelt);
+        tk_cache_close(cache);
+        cases++;
+    }
 
-    /* A link owned by another user: refused; --clear leaves the target. */
-    ck_assert_int_eq(symlink(tgt, link), 0);
-    ck_assert_int_eq(lchown(link, NOBODY, NOBODY), 0);
-    tool(link, "--clear", NULL, CLI_FAIL);
-    tool(link, "--prune", NULL, CLI_FAIL);
-    ck_assert_int_eq(count_entries_under(tgt), 2);
-    log.warnings = 0;
-    cache = open_cache(link, &log);
-    ck_assert(!get_named(cache, "a", 300));
-    ck_assert_int_eq(log.warnings, 1);
-    ck_assert_msg(strstr(log.last, "symbolic link owned by another user"), "%s", log.last);
-    tk_cache_close(cache);
+    if (geteuid() != 0) {
+        printf("skipped: test_linked_root's cases of a link or target owned by another user "
+               "need root\n");
+    } else {
+        /* A link owned by another user: refused in every spelling; --clear
+         * and --prune leave the target. */
+        ck_assert_int_eq(lchown(link, NOBODY, NOBODY), 0);
+        for (size_t i = 0; i < sizeof spellings / sizeof *spellings; i++) {
+            snprintf(spelt, sizeof spelt, "%s%s", link, spellings[i]);
+            tool(spelt, "--clear", NULL, CLI_FAIL);
+            tool(spelt, "--prune", NULL, CLI_FAIL);
+            ck_assert_int_eq(count_entries_under(tgt), 2);
+            log.warnings = 0;
+            cache = open_cache(spelt, &log);
+            ck_assert(!get_named(cache, "a", 300));
+            ck_assert_int_eq(log.warnings, 1);
+            ck_assert_msg(strstr(log.last, "symbolic link owned by another user"), "%s: %s",
+                          spelt, log.last);
+            tk_cache_close(cache);
+            cases++;
+        }
+        setenv("TOKITAI_JIT_CACHE_DIR", spelt, 1);
+        cli_limit(LIMIT_S, &r, "--clear", NULL);
+        unsetenv("TOKITAI_JIT_CACHE_DIR");
+        ck_assert_msg(r.code == CLI_FAIL, "TOKITAI_JIT_CACHE_DIR=%s --clear: exit %d", spelt,
+                      r.code);
+        run_result_free(&r);
+        ck_assert_int_eq(count_entries_under(tgt), 2);
+        cases++;
 
-    /* Our own link to a target another user owns: refused. */
-    ck_assert_int_eq(lchown(link, 0, 0), 0);
-    ck_assert_int_eq(chown(tgt, NOBODY, NOBODY), 0);
-    tool(link, "--clear", NULL, CLI_FAIL);
-    ck_assert_int_eq(count_entries_under(tgt), 2);
-    /* ...or a group-writable one. */
-    ck_assert_int_eq(chown(tgt, 0, 0), 0);
-    ck_assert_int_eq(chmod(tgt, 0770), 0);
-    tool(link, "--clear", NULL, CLI_FAIL);
-    ck_assert_int_eq(count_entries_under(tgt), 2);
+        /* Our own link to a target another user owns: refused. */
+        ck_assert_int_eq(lchown(link, 0, 0), 0);
+        ck_assert_int_eq(chown(tgt, NOBODY, NOBODY), 0);
+        for (size_t i = 0; i < sizeof spellings / sizeof *spellings; i++) {
+            snprintf(spelt, sizeof spelt, "%s%s", link, spellings[i]);
+            tool(spelt, "--clear", NULL, CLI_FAIL);
+            cases++;
+        }
+        ck_assert_int_eq(count_entries_under(tgt), 2);
+        ck_assert_int_eq(chown(tgt, 0, 0), 0);
+    }
 
-    /* Our link to our own folder: used like the folder. */
-    ck_assert_int_eq(chmod(tgt, 0700), 0);
-    cache = open_cache(link, &log);
-    ck_assert(get_named(cache, "a", 300));
-    tk_cache_close(cache);
-    tool(link, "--clear", NULL, CLI_OK);
+    /* Through our own link, --clear acts on our own folder. */
+    snprintf(spelt, sizeof spelt, "%s/", link);
+    tool(spelt, "--clear", NULL, CLI_OK);
     ck_assert_int_eq(count_entries_under(tgt), 0);
-    printf("FIGURE hostile-root-link: a linked cache root owned by another user, or to a folder "
-           "another user owns or others may write: refused, target untouched; our own: used\n");
+    printf("FIGURE hostile-root-link: %d cases of a linked cache root spelt RL, RL/, RL//, RL/. "
+           "(and through TOKITAI_JIT_CACHE_DIR): a link another user owns, or to a folder another "
+           "user owns or others may write, refused, target untouched, nothing created in it; our "
+           "own: used\n",
+           cases);
     tk_test_rmtree(dir);
     free(dir);
 }

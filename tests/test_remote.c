@@ -172,6 +172,28 @@ START_TEST(miss_then_hit_from_an_empty_local_cache)
     uint8_t *v = server_value(hex, &len);
     ck_assert_ptr_nonnull(v);
     ck_assert_mem_eq(v, TK__REMOTE_MAGIC, 8);
+    /* The value is the envelope (no signature without a key) around the
+     * very entry file machine A keeps on disk: format 3, the code object in
+     * its stored (compressed when that saves anything) form, the key
+     * material with long values as their hashes. */
+    ck_assert_uint_eq(v[12] | v[13] | v[14] | v[15], 0);
+    const uint8_t *e = v + TK__REMOTE_HEADER_SIZE;
+    size_t elen = len - TK__REMOTE_HEADER_SIZE;
+    tk__entry_view ev;
+    const char *why = NULL;
+    tk_assert_status(tk__entry_parse(e, elen, 1, &ev, &why), TK_OK);
+    ck_assert_uint_eq(ev.version, TK__CACHE_FORMAT);
+    ck_assert(ev.codec == TK__CODEC_ZSTD || ev.stored_size == ev.payload_size);
+    char fp[33], disk[1200];
+    tk__fp_hex(ev.fp_hi, ev.fp_lo, fp);
+    ck_assert_str_eq(fp, hex);
+    snprintf(disk, sizeof disk, "%s/%d/%.2s/%s.tkc", a, TK__CACHE_FORMAT, hex, hex + 2);
+    size_t dlen = 0;
+    char *dbytes = tk_test_read_file(disk, &dlen);
+    ck_assert_ptr_nonnull(dbytes);
+    ck_assert_uint_eq(dlen, elen);
+    ck_assert_mem_eq(dbytes, e, elen);
+    free(dbytes);
     free(v);
 
     /* Another machine: an empty local cache, the same kernel. */
@@ -859,12 +881,18 @@ START_TEST(planted_leases_do_not_stall)
     char forged[128];
     snprintf(forged, sizeof forged, "host:1:0000000000000000.%064d", 0);
     double t5 = lookup_with_planted_lease(15, "fleet secret", "SET", forged, "PX", "30000");
+    /* ...and an unsigned one of any length (a long value is compared by
+     * its hash, not copied). */
+    char long_lease[1200];
+    memset(long_lease, 'a', sizeof long_lease - 1);
+    long_lease[sizeof long_lease - 1] = 0;
+    double t6 = lookup_with_planted_lease(16, "fleet secret", "SET", long_lease, "PX", "30000");
     printf("planted leases: no expiry %.1f ms, a list %.1f ms, 1 h expiry %.1f ms, unsigned %.1f "
-           "ms, forged %.1f ms (wait bound 3000 ms)\n",
-           t1, t2, t3, t4, t5);
-    ck_assert_msg(t1 < 1000 && t2 < 1000 && t3 < 1000 && t4 < 1000 && t5 < 1000,
-                  "a planted lease stalled a lookup: %.0f %.0f %.0f %.0f %.0f ms", t1, t2, t3, t4,
-                  t5);
+           "ms, forged %.1f ms, unsigned of %zu bytes %.1f ms (wait bound 3000 ms)\n",
+           t1, t2, t3, t4, t5, strlen(long_lease), t6);
+    ck_assert_msg(t1 < 1000 && t2 < 1000 && t3 < 1000 && t4 < 1000 && t5 < 1000 && t6 < 1000,
+                  "a planted lease stalled a lookup: %.0f %.0f %.0f %.0f %.0f %.0f ms", t1, t2, t3,
+                  t4, t5, t6);
 }
 END_TEST
 

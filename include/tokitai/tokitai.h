@@ -311,6 +311,11 @@ typedef struct tk_cache_entry_info {
     int64_t last_used;     /* seconds since the epoch */
     tk_resource_usage resources;
     int read_only_tier;    /* 1 when the entry sits in a lower (read-only) tier */
+    /* 32 hex digits of the XXH3-128 of the kernel's whole source (prelude
+     * included), the name of its kept copy <root>/<format>/src/<hex>.zst;
+     * NULL when the source is short enough to sit in the key itself, or the
+     * entry has none. tk_cache_entry_source shows the source either way. */
+    const char *source_hash;
 } tk_cache_entry_info;
 
 /* Return non-zero to stop the walk early. */
@@ -337,6 +342,9 @@ typedef struct tk_cache_stats {
     uint64_t fallback_calls;  /* operator calls served by a generic kernel meanwhile */
     uint64_t errors;          /* failed compiles, refused loads, cache trouble */
     int64_t stats_since;      /* last tk_cache_zero_stats, seconds since the epoch; 0: never */
+    /* Kept sources (tk_cache_entry_source): they count toward max_bytes
+     * with the entries' bytes, and go when no entry names them any more. */
+    uint64_t source_bytes;
 } tk_cache_stats;
 
 TK_API tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out);
@@ -356,22 +364,47 @@ typedef void (*tk_cache_bad_fn)(void *user, const char *path, const char *why);
  * number of bad entries to *n_bad. Removes nothing. */
 TK_API tk_status tk_cache_verify(tk_cache *cache, tk_cache_bad_fn bad, void *user, uint64_t *n_bad);
 /* Removes least-recently-used entries until the cache holds at most max_bytes
- * (0: the configured limit), plus leftovers of interrupted writes. */
+ * (0: the configured limit; kept sources count toward it), plus leftovers
+ * of interrupted writes and the kept sources no entry names any more. */
 TK_API tk_status tk_cache_prune(tk_cache *cache, uint64_t max_bytes, uint64_t *n_removed);
 /* Removes every entry of the user cache (lower tiers are never touched). */
 TK_API tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed);
 
 /* Bundles, to ship a warm cache: tk_cache_export packs the entries that
- * select accepts (NULL: all) into one file at path (written atomically);
+ * select accepts (NULL: all), and the kept sources they name, into one file
+ * at path (written atomically; *n_exported counts the entries);
  * tk_cache_import verifies every entry of a bundle (structure, key,
- * checksum) and adds the good ones to the user cache; each bad one is
- * reported through bad and counted in *n_rejected. A bundle that is not a
- * bundle at all is TK_CORRUPT. Counts may be NULL. */
+ * checksum) and every source (against its fingerprint) and adds the good
+ * ones to the user cache; each bad one is reported through bad and counted
+ * in *n_rejected. A bundle that is not a bundle at all is TK_CORRUPT, and
+ * so is one whose records cannot all be found (cut short, or a record
+ * shorter than an entry header: the entries before it stay imported). A
+ * path that is not a regular file (a FIFO, a device) is TK_IO_ERROR,
+ * without waiting on it. Bytes after the declared records are reported
+ * through bad with the bundle's own path, not counted. Counts may be NULL. */
 typedef int (*tk_cache_select_fn)(void *user, const tk_cache_entry_info *info);
 TK_API tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn select,
                                  void *user, uint64_t *n_exported);
 TK_API tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
                                  uint64_t *n_imported, uint64_t *n_rejected);
+
+/* The source of one entry as the compiler saw it (prelude included) and
+ * its metadata (options and defines in info->options). key is the entry's
+ * 32 hex digits, or a prefix of them that names one entry (as --list
+ * shows it); the user cache is searched, then the read-only tiers. fn is
+ * called once, with every pointer borrowed for the call: source is
+ * NUL-terminated, len bytes long, or NULL when the entry is found but its
+ * source is not kept. The source of an entry is kept (compressed, once
+ * per content) when the entry is compiled into this cache or imported
+ * from a bundle; a hit from the remote tier does not bring it.
+ * TK_OK: fn saw the source. TK_NOT_FOUND: no such entry, or (after fn saw
+ * source NULL) its source is not kept. TK_INVALID_ARGUMENT: key is not 1-32
+ * hex digits, or a prefix that names several entries. Messages in
+ * tk_cache_last_error. */
+typedef void (*tk_cache_source_fn)(void *user, const tk_cache_entry_info *info,
+                                   const char *source, size_t len);
+TK_API tk_status tk_cache_entry_source(tk_cache *cache, const char *key, tk_cache_source_fn fn,
+                                       void *user);
 
 /* Parses "123", "500K", "500M", "2G", "1T" (powers of 1024). */
 TK_API tk_status tk_parse_size(const char *text, uint64_t *out);

@@ -145,6 +145,7 @@ class tk_cache_entry_info(ctypes.Structure):
         ("last_used", c_int64),
         ("resources", tk_resource_usage),
         ("read_only_tier", c_int),
+        ("source_hash", c_char_p),
     ]
 
 
@@ -163,6 +164,7 @@ class tk_cache_stats(ctypes.Structure):
         ("fallback_calls", c_uint64),
         ("errors", c_uint64),
         ("stats_since", c_int64),
+        ("source_bytes", c_uint64),
     ]
 
 

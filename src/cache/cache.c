@@ -14,8 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <zstd.h>
-
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
 #include "common/env.h"
@@ -28,37 +26,6 @@ struct tk__cache_lock {
     char name[64]; /* <hex>.lock */
     void *lease;   /* the remote tier's fleet-wide lease, or NULL */
 };
-
-/* ------------------------------------------------------------ diagnostics */
-
-void tk__cache_warn_once(tk_cache *cache, enum tk__warn which, const char *fmt, ...)
-{
-    pthread_mutex_lock(&cache->mu);
-    int first = !cache->warned[which];
-    cache->warned[which] = 1;
-    pthread_mutex_unlock(&cache->mu);
-    if (!first || !cache->log)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    cache->log(cache->log_user, TK_LOG_WARN, msg);
-}
-
-tk_status tk__cache_fail(tk_cache *cache, tk_status status, const char *fmt, ...)
-{
-    char msg[sizeof(cache->last_error)];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&cache->mu);
-    memcpy(cache->last_error, msg, sizeof(msg));
-    pthread_mutex_unlock(&cache->mu);
-    return status;
-}
 
 /* ------------------------------------------------------------------ paths */
 
@@ -140,127 +107,6 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
-/* Folders holding entries must be ours (or root's, for shipped lower tiers)
- * and writable by nobody else: another user could plant code otherwise. */
-static const char *unsafe_dir(const struct stat *st, int allow_root_owner)
-{
-    if (!S_ISDIR(st->st_mode))
-        return "not a folder";
-    if (st->st_uid != geteuid() && !(allow_root_owner && st->st_uid == 0))
-        return "owned by another user";
-    if (st->st_mode & (S_IWGRP | S_IWOTH))
-        return "group- or world-writable";
-    return NULL;
-}
-
-/* A folder inside the cache (format or shard folder) is used only when it is
- * a real folder, not a symbolic link, and passes unsafe_dir: a link planted
- * there must never make a store, a prune or a clear reach outside. NULL when
- * safe, else why not (ENOENT is "missing"). */
-const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? "missing" : "cannot be read";
-    if (S_ISLNK(st.st_mode))
-        return "a symbolic link";
-    return unsafe_dir(&st, allow_root_owner);
-}
-
-/* Opens a folder inside the cache for *at() calls, refusing a symbolic link
- * at its last component; -1 otherwise. */
-int tk__cache_open_dir(const char *path)
-{
-    return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/* Unlinks path through its parent folder opened without following a link,
- * so that a shard folder swapped for a link makes this fail, not reach
- * outside the cache. */
-int tk__cache_unlink(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        return unlink(path);
-    char dir[PATH_MAX];
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof(dir)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(dir, path, n);
-    dir[n] = 0;
-    int dfd = tk__cache_open_dir(n ? dir : "/");
-    if (dfd < 0)
-        return -1;
-    int r = unlinkat(dfd, slash + 1, 0);
-    int saved = errno;
-    close(dfd);
-    errno = saved;
-    return r;
-}
-
-static int remove_at(int dfd, const char *name, int depth)
-{
-    if (unlinkat(dfd, name, 0) == 0)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -1;
-    if (depth >= 8) {
-        errno = ENOTEMPTY;
-        return -1;
-    }
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    int failed = 0, saved = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if (remove_at(dirfd(d), e->d_name, depth + 1) != 0 && !failed) {
-            failed = 1;
-            saved = errno;
-        }
-    }
-    closedir(d);
-    if (failed) {
-        errno = saved;
-        return -1;
-    }
-    return unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
-int tk__cache_remove_any(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash || !slash[1]) {
-        errno = EINVAL;
-        return -1;
-    }
-    char dir[PATH_MAX];
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof(dir)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(dir, path, n);
-    dir[n] = 0;
-    int dfd = tk__cache_open_dir(n ? dir : "/");
-    if (dfd < 0)
-        return -1;
-    int r = remove_at(dfd, slash + 1, 0);
-    int saved = errno;
-    close(dfd);
-    errno = saved;
-    return r;
-}
-
 /* ------------------------------------------------------------------- open */
 
 static tk_status set_problem(tk_cache *cache, const char *fmt, ...)
@@ -286,6 +132,23 @@ static tk_status set_problem(tk_cache *cache, const char *fmt, ...)
     return TK_OK;
 }
 
+/* Drops trailing "/" and "/." from a root, so that its last component is
+ * the name itself: lstat("RL/") and lstat("RL/.") follow a link RL, which
+ * would hide it from the link checks of open_user_tier. "/" stays "/". */
+static void trim_root(char *root)
+{
+    size_t n = strlen(root);
+    for (;;) {
+        if (n > 1 && root[n - 1] == '/')
+            n--;
+        else if (n > 2 && root[n - 1] == '.' && root[n - 2] == '/')
+            n -= 2;
+        else
+            break;
+    }
+    root[n] = 0;
+}
+
 static tk_status open_user_tier(tk_cache *cache)
 {
     struct stat st;
@@ -294,11 +157,14 @@ static tk_status open_user_tier(tk_cache *cache)
     int create = !cache->disabled && !cache->read_only;
     /* A root that is a symbolic link: the link must be the user's (its
      * target then gets a real folder's checks below), else whoever owns it
-     * chooses where stores, --prune and --clear act. Checked before
-     * anything is created through it. */
+     * chooses where stores, --prune and --clear act. The link and an
+     * existing target are checked before anything is created through them. */
     if (lstat(cache->root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid())
         return set_problem(cache, "cache folder %s refused: a symbolic link owned by another user",
                            cache->root);
+    const char *why = NULL;
+    if (stat(cache->root, &st) == 0 && (why = tk__cache_stat_unsafe(&st, 0)) != NULL)
+        return set_problem(cache, "cache folder %s refused: %s", cache->root, why);
     if (create && mkdir_p(cache->fmt_dir) != 0 && errno != EACCES && errno != EROFS &&
         errno != EPERM && errno != ENOENT)
         return set_problem(cache, "cannot create cache folder %s: %s", cache->fmt_dir,
@@ -310,7 +176,7 @@ static tk_status open_user_tier(tk_cache *cache)
         }
         return set_problem(cache, "cannot use cache folder %s: %s", cache->root, strerror(errno));
     }
-    const char *why = unsafe_dir(&st, 0);
+    why = tk__cache_stat_unsafe(&st, 0);
     if (why)
         return set_problem(cache, "cache folder %s refused: %s", cache->root, why);
     if (stat(cache->fmt_dir, &st) != 0) {
@@ -369,6 +235,7 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
             char *root = strndup(p, len);
             if (!root)
                 return TK_OUT_OF_MEMORY;
+            trim_root(root); /* "tier/" must not hide a link from the check below */
             char *fmt = fmt_dir_of(root);
             struct stat st;
             const char *why = NULL;
@@ -381,7 +248,8 @@ static tk_status open_lower_tiers(tk_cache *cache, const char *list)
             if (lstat(root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() &&
                 st.st_uid != 0)
                 why = "a symbolic link owned by another user";
-            else if (stat(root, &st) == 0 && !(why = unsafe_dir(&st, 1)) && lstat(fmt, &st) == 0)
+            else if (stat(root, &st) == 0 && !(why = tk__cache_stat_unsafe(&st, 1)) &&
+                     lstat(fmt, &st) == 0)
                 why = tk__cache_dir_unsafe(fmt, 1);
             if (why && !cache->disabled)
                 tk__cache_warn_once(cache, TK__WARN_SETUP,
@@ -433,6 +301,7 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
     }
     if (!cache->root)
         goto fail;
+    trim_root(cache->root);
     if (cache->root[0] && !(cache->fmt_dir = fmt_dir_of(cache->root)))
         goto fail;
 
@@ -517,54 +386,6 @@ int tk__cache_writable(const tk_cache *cache)
 
 enum { LOAD_HIT, LOAD_MISS, LOAD_BAD };
 
-static tk_status fill_entry(const tk__entry_view *v, int64_t mtime, tk__entry *out)
-{
-    size_t total = 0;
-    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++)
-        total += (size_t)v->strings[i].len + 1;
-    char *strings = malloc(total);
-    void *payload = malloc(v->payload_size ? (size_t)v->payload_size : 1);
-    if (!strings || !payload) {
-        free(strings);
-        free(payload);
-        return TK_OUT_OF_MEMORY;
-    }
-    const char *ptrs[TK__ENTRY_N_STRINGS];
-    char *p = strings;
-    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++) {
-        memcpy(p, v->strings[i].ptr ? v->strings[i].ptr : "", v->strings[i].len);
-        p[v->strings[i].len] = 0;
-        ptrs[i] = v->strings[i].ptr ? p : NULL;
-        p += v->strings[i].len + 1;
-    }
-    if (tk__entry_payload(v, payload) != TK_OK) {
-        free(strings);
-        free(payload);
-        return TK_CORRUPT;
-    }
-    memset(out, 0, sizeof(*out));
-    out->meta.kernel = ptrs[0];
-    out->meta.source = ptrs[1];
-    out->meta.backend = ptrs[2];
-    out->meta.arch = ptrs[3];
-    out->meta.compiler = ptrs[4];
-    out->meta.options = ptrs[5];
-    out->meta.lowered = ptrs[6];
-    out->meta.deps = ptrs[7];
-    out->meta.created = v->created;
-    out->meta.last_used = mtime;
-    out->meta.resources = v->resources;
-    out->payload = payload;
-    out->payload_size = (size_t)v->payload_size;
-    out->strings = strings;
-    return TK_OK;
-}
-
-tk_status tk__cache_fill_entry(const tk__entry_view *v, int64_t last_used, tk__entry *out)
-{
-    return fill_entry(v, last_used, out);
-}
-
 /* Removes a bad user-tier entry, but only the very file that was read: a
  * good entry renamed over it in the meantime stays. */
 static void remove_if_same(const char *path, const struct stat *read_st)
@@ -647,7 +468,7 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
         why = "key material differs (fingerprint collision)";
         goto bad;
     }
-    tk_status fs = fill_entry(&v, (int64_t)st.st_mtim.tv_sec, out);
+    tk_status fs = tk__entry_fill(&v, (int64_t)st.st_mtim.tv_sec, out);
     if (fs == TK_CORRUPT) {
         why = "compressed code object does not decode";
         goto bad;
@@ -699,7 +520,16 @@ tk_status tk__cache_get(tk_cache *cache, const tk__key *key, tk__entry *out)
         if (err == TK_OUT_OF_MEMORY)
             return err;
     }
-    return tk__cache_remote_get(cache, key, out); /* TK_NOT_FOUND without a remote */
+    /* The remote tier checks and decodes a value as a lookup here would; the
+     * entry file it took is kept in the user tier, so the next process hits
+     * on disk. */
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    tk_status st = tk__cache_remote_get(cache, key, out, &bytes, &len);
+    if (st == TK_OK && bytes && tk__cache_writable(cache))
+        tk__cache_store_bytes(cache, key->hex, bytes, len); /* trouble is logged there */
+    free(bytes);
+    return st; /* TK_NOT_FOUND without a remote */
 }
 
 tk_status tk__cache_remove(tk_cache *cache, const tk__key *key)
@@ -742,7 +572,7 @@ tk_status tk__cache_lock_key(tk_cache *cache, const tk__key *key, tk__cache_lock
     struct stat dst;
     if (dfd < 0)
         return TK_OK; /* no lock: at worst two processes compile the same key */
-    if (fstat(dfd, &dst) != 0 || unsafe_dir(&dst, 0)) {
+    if (fstat(dfd, &dst) != 0 || tk__cache_stat_unsafe(&dst, 0)) {
         close(dfd);
         return TK_OK;
     }
@@ -801,23 +631,6 @@ void tk__cache_unlock(tk__cache_lock *lock)
 
 /* ------------------------------------------------------------------ store */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void sleep_ms(unsigned ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -870,11 +683,11 @@ tk_status tk__cache_publish(tk_cache *cache, const char *hex, const uint8_t *byt
     if (cache->test_write_delay_ms) {
         /* Test hook: a visible half-written temporary file for kill tests. */
         size_t half = len / 2;
-        bad = write_all(fd, bytes, half) != 0;
+        bad = tk__cache_write_all(fd, bytes, half) != 0;
         sleep_ms(cache->test_write_delay_ms);
-        bad = bad || write_all(fd, bytes + half, len - half) != 0;
+        bad = bad || tk__cache_write_all(fd, bytes + half, len - half) != 0;
     } else {
-        bad = write_all(fd, bytes, len) != 0;
+        bad = tk__cache_write_all(fd, bytes, len) != 0;
     }
     int saved = errno;
     if (close(fd) != 0 && !bad) {
@@ -913,40 +726,6 @@ fail_io:
     return tk__cache_fail(cache, TK_IO_ERROR, "cannot store %s: %s", path, strerror(errno));
 }
 
-/* Keeps a hashed key value (a kernel's source) once per content, so that
- * the source of any entry can be shown. Best effort: an entry never depends
- * on it, and a file already there is not rewritten (its name is its hash). */
-static void store_source(tk_cache *cache, const tk__key_blob *b)
-{
-    char hex[33], dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
-    tk__fp_hex(b->hi, b->lo, hex);
-    snprintf(dir, sizeof(dir), "%s/" TK__SRC_DIR, cache->fmt_dir);
-    int n = snprintf(path, sizeof(path), "%s/%s.zst", dir, hex);
-    int m = snprintf(tmp, sizeof(tmp), "%s/" TK__TEMP_PREFIX "%s.XXXXXX", dir, hex);
-    if (n < 0 || (size_t)n >= sizeof(path) || m < 0 || (size_t)m >= sizeof(tmp))
-        return;
-    struct stat st;
-    if (lstat(path, &st) == 0)
-        return;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return;
-    if (tk__cache_dir_unsafe(dir, 0))
-        return;
-    size_t bound = ZSTD_compressBound(b->len);
-    uint8_t *z = malloc(bound);
-    if (!z)
-        return;
-    size_t zn = ZSTD_compress(z, bound, b->data, b->len, 9);
-    int fd = ZSTD_isError(zn) ? -1 : mkostemp(tmp, O_CLOEXEC);
-    if (fd >= 0) {
-        int bad = write_all(fd, z, zn) != 0;
-        bad = close(fd) != 0 || bad;
-        if (bad || rename(tmp, path) != 0)
-            tk__cache_unlink(tmp);
-    }
-    free(z);
-}
-
 tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_meta *meta,
                         const void *payload, size_t payload_size)
 {
@@ -965,9 +744,11 @@ tk_status tk__cache_put(tk_cache *cache, const tk__key *key, const tk__entry_met
     st = tk__cache_store_bytes(cache, key->hex, buf, len);
     tk__cache_remote_publish(cache, key, buf, len); /* a local compile, for the fleet */
     free(buf);
+    /* After the entry: a sweep that misses the entry then sees the source
+     * kept or refreshed just now (source.c). */
     if (st == TK_OK)
         for (size_t i = 0; i < key->n_blobs; i++)
-            store_source(cache, &key->blobs[i]);
+            tk__source_keep(cache, &key->blobs[i]);
     return st;
 }
 
@@ -1173,15 +954,26 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
         goto done;
     if (n_removed)
         prune_locks(cache->fmt_dir, all_temps, now); /* tools only, not after each store */
+    /* Kept sources count toward the limit; the entries go first (a source
+     * is shared by many), then the sources none of the rest names. */
+    total += tk__source_bytes(cache);
     if (n > 1)
         qsort(v, n, sizeof(*v), victim_cmp);
+    uint64_t evicted = 0;
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)
             continue;
         if (tk__cache_unlink(v[i].path) == 0 || errno == ENOENT) {
             total -= v[i].size;
-            removed++;
+            evicted++;
         }
+    }
+    removed += evicted;
+    if (evicted || n_removed) {
+        uint64_t swept = 0, freed = 0;
+        tk__source_sweep(cache, &swept, &freed);
+        total -= freed < total ? freed : total;
+        removed += swept;
     }
     pthread_mutex_lock(&cache->mu);
     cache->size_known = 1;

@@ -3,6 +3,24 @@
  * Depends on nothing above it (only the public status codes and xxHash).
  * Internal: names are tk__; the public tk_cache_* calls for tools are
  * implemented here too.
+ *
+ * Inside the layer, calls run one way (the headers are shared by all):
+ *
+ *   tools.c    list, stats, verify, prune, clear, bundles, push, sources
+ *     -> cache.c   the handle: open, lookup, locks, store, eviction
+ *          -> remote.c  the remote tier, through its hooks (remote.h)
+ *          -> stats.c   persistent statistics, the config file, sizes
+ *          -> source.c  kept sources: keep, read, count, sweep
+ *     -> entry.c, key.c   entry files and keys
+ *     -> fs.c            folder checks and removal that never follow a link
+ *     -> diag.c          the handle's warnings and last error, used by all
+ *
+ * No circle remains. The remote tier hands what it fetched back to the
+ * handle, which stores it; a push is a walk of tools.c calling remote.c
+ * for each entry; the statistics, the size parser and the kept sources
+ * need nothing of the handle but its fields. Keep it so: a part that needs
+ * the handle's store or walk gets its result passed down, rather than
+ * calling back up.
  */
 #ifndef TK_CACHE_CACHE_H
 #define TK_CACHE_CACHE_H
@@ -25,6 +43,9 @@
  * kept in the key (blobs) for tk__cache_put to store once per content. */
 #define TK__KEY_INLINE_MAX 256
 #define TK__KEY_MAX_BLOBS 4
+/* The tag of the kernel's whole source (prelude included) in the key: the
+ * value tk_cache_entry_source shows. */
+#define TK__KEY_SOURCE_TAG "source"
 
 typedef struct tk__key_blob {
     uint64_t hi, lo; /* XXH3-128 of data */
@@ -51,6 +72,23 @@ void tk__key_add_bytes(tk__key *key, const char *tag, const void *data, size_t l
 void tk__key_add_u64(tk__key *key, const char *tag, uint64_t value);
 /* Computes the fingerprint; TK_OUT_OF_MEMORY if any add failed. */
 tk_status tk__key_finish(tk__key *key);
+
+/* One field of key material, as tk__key_next reads it back. A value kept
+ * as its hash (hashed) has no bytes here: hi/lo and len name it. */
+typedef struct tk__key_field {
+    const char *tag; /* not NUL-terminated */
+    size_t tag_len;
+    int hashed;
+    const uint8_t *value; /* the value itself (not hashed) */
+    uint64_t len;         /* the value's length (hashed: the original's) */
+    uint64_t hi, lo;      /* XXH3-128 of the value (hashed only) */
+} tk__key_field;
+
+/* Reads the field at *pos of material (len bytes) and moves *pos past it:
+ * 1, or 0 at the end, -1 for material that does not parse. */
+int tk__key_next(const uint8_t *material, size_t len, size_t *pos, tk__key_field *f);
+/* The field tagged tag: 1 and *f, or 0 when absent or unparsable. */
+int tk__key_find(const uint8_t *material, size_t len, const char *tag, tk__key_field *f);
 
 /* ---------------------------------------------------------------- entries */
 

@@ -33,14 +33,25 @@
  * <root>/2 and is never read: the folder name and the version field both
  * differ. The tools report and remove it (tk_cache_prune, tk_cache_clear).
  *
- * Sources: a hashed key value (a kernel's whole source) is kept once under
- * <root>/<format>/src/<32 hex of its XXH3-128>.zst, one zstd frame, so the
- * source and options of any key can be shown (tk_cache_entry_source).
+ * Sources (source.c): a hashed key value (a kernel's whole source, up to
+ * TK__SOURCE_MAX bytes) is kept once under
+ * <root>/<format>/src/<32 hex of its XXH3-128>.zst, one zstd frame declaring
+ * its size, so the source of any key can be shown (tk_cache_entry_source).
+ * Kept sources count toward the size limit; one that no user-tier entry
+ * names any more is removed by the eviction that follows a removal and by
+ * every prune (not one used within TK__SOURCE_GRACE_SECONDS).
  *
  * Path: <root>/<TK__CACHE_FORMAT>/<2 hex>/<30 hex>.tkc.
  *
  * Bundle file: magic "TKJITBDL", u32 format version, u32 zero, u64 count,
- * then count x (u64 length + one whole entry file).
+ * then count records, each a u64 length and that many bytes:
+ *   - an entry: one whole entry file (it starts with "TKJITENT");
+ *   - a kept source: a 64-byte header, magic "TKJITSRC", u32 format
+ *     version, u32 header size (64), u64 source length, u64 XXH3-128 high
+ *     half, u64 low half, 24 zero bytes; then the kept file's zstd frame.
+ * A record shorter than 64 bytes ends a reader's walk. tk_cache_export
+ * writes the entries, then the kept sources they name; an importer checks
+ * each source against its fingerprint before keeping it.
  */
 #ifndef TK_CACHE_CACHE_INTERNAL_H
 #define TK_CACHE_CACHE_INTERNAL_H
@@ -53,6 +64,7 @@
 
 #define TK__ENTRY_MAGIC "TKJITENT"
 #define TK__BUNDLE_MAGIC "TKJITBDL"
+#define TK__SOURCE_MAGIC "TKJITSRC"
 #define TK__ENTRY_EXT ".tkc"
 #define TK__TEMP_PREFIX ".tmp."
 #define TK__LOCK_DIR "locks"
@@ -66,8 +78,15 @@ enum {
     TK__ENTRY_N_STRINGS = 8,
     TK__ENTRY_RESOURCE_FIELDS = 9,
     TK__ENTRY_MAX_META = 1u << 20,
-    TK__BUNDLE_HEADER_SIZE = 24
+    TK__BUNDLE_HEADER_SIZE = 24,
+    TK__SOURCE_RECORD_HEADER = 64
 };
+
+/* Largest source kept (a kernel source is at most a few hundred KiB). */
+#define TK__SOURCE_MAX ((uint64_t)64 << 20)
+/* A kept source used (written, or named again by a store) this recently is
+ * never swept: a store running meanwhile may just have named it. */
+#define TK__SOURCE_GRACE_SECONDS 60
 
 /* Largest entry file read into memory: keeps a hostile file from asking for
  * an absurd allocation. */
@@ -126,6 +145,10 @@ tk_status tk__entry_parse(const uint8_t *buf, size_t len, int check_fp, tk__entr
 /* Writes the decoded payload (v->payload_size bytes) to dst; TK_CORRUPT
  * when a compressed payload does not decode to exactly that size. */
 tk_status tk__entry_payload(const tk__entry_view *v, void *dst);
+
+/* Fills *out (owned copies, the payload decoded) from a checked view;
+ * last_used as given. TK_CORRUPT when the payload does not decode. */
+tk_status tk__entry_fill(const tk__entry_view *v, int64_t last_used, tk__entry *out);
 
 /* 32 lowercase hex digits of a fingerprint + NUL. */
 void tk__fp_hex(uint64_t hi, uint64_t lo, char hex[33]);
@@ -197,25 +220,50 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
  * store write half its file, sleep that long, then write the rest, so a test
  * can kill a writer mid-store. Unset, it costs nothing. */
 
-/* Fills *out (owned copies) from a checked view; last_used as given. */
-tk_status tk__cache_fill_entry(const tk__entry_view *v, int64_t last_used, tk__entry *out);
-
 /* Publishes a whole, already checked entry file for hex in the user tier
  * (tk__cache_publish), then keeps the size limit as tk__cache_put does. */
 tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t *bytes, size_t len);
 
-/* Hostile-file-system guards (cache.c). tk__cache_dir_unsafe: NULL when path
+/* Hostile-file-system guards (fs.c). tk__cache_stat_unsafe: NULL when a
+ * stat result is a folder owned by us (or root when allow_root_owner) and
+ * writable by nobody else, else why not. tk__cache_dir_unsafe: NULL when path
  * is a real folder (not a link) owned by us (or root when allow_root_owner)
  * and writable by nobody else, else why not. tk__cache_open_dir: a folder fd
  * for *at() calls, -1 for a link. tk__cache_unlink: unlink through the parent
  * folder opened without following a link. */
+struct stat;
+const char *tk__cache_stat_unsafe(const struct stat *st, int allow_root_owner);
 const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
 /* Removes whatever is at path, never following a link: a file, a link, a
- * FIFO, or a folder with what it holds (at most 8 levels deep). For a
+ * FIFO, or a folder with what it holds (at any depth). For a
  * folder or special file found where an entry belongs. 0 on success. */
 int tk__cache_remove_any(const char *path);
+/* Writes all n bytes to fd (retrying short writes); 0, or -1 with errno. */
+int tk__cache_write_all(int fd, const void *data, size_t n);
+
+/* Kept sources (source.c). tk__source_keep: compresses and keeps a hashed
+ * key value in the user tier, or refreshes the time of the file already
+ * there; best effort. tk__source_keep_frame: keeps a frame already checked
+ * (tk__source_check), or with frame NULL only refreshes an existing file's
+ * time (TK_NOT_FOUND when there is none). tk__source_check: frame is one
+ * zstd frame declaring a size of at most TK__SOURCE_MAX that decodes to a
+ * value whose XXH3-128 is hi/lo; *text (malloc'd, NUL-terminated) when text
+ * is not NULL, else *why. tk__source_read: the kept source hi/lo of the user
+ * tier, else of a lower tier, checked: its frame and/or text (each may be
+ * NULL), TK_NOT_FOUND with *why when none checks. tk__source_bytes: what the
+ * user tier's kept sources take. tk__source_sweep: removes the user tier's
+ * kept sources no entry of it names (see above). */
+void tk__source_keep(tk_cache *cache, const tk__key_blob *blob);
+tk_status tk__source_keep_frame(tk_cache *cache, uint64_t hi, uint64_t lo, const uint8_t *frame,
+                                size_t len);
+tk_status tk__source_check(const uint8_t *frame, size_t len, uint64_t hi, uint64_t lo, char **text,
+                           size_t *text_len, const char **why);
+tk_status tk__source_read(tk_cache *cache, uint64_t hi, uint64_t lo, uint8_t **frame,
+                          size_t *frame_len, char **text, size_t *text_len, const char **why);
+uint64_t tk__source_bytes(const tk_cache *cache);
+void tk__source_sweep(tk_cache *cache, uint64_t *n_removed, uint64_t *freed);
 
 /* Persistent statistics (stats.c): the sum of the stats file's records;
  * *since: when they were last zeroed (0: never). */

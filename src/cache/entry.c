@@ -323,6 +323,49 @@ tk_status tk__entry_payload(const tk__entry_view *v, void *dst)
     return TK_OK;
 }
 
+tk_status tk__entry_fill(const tk__entry_view *v, int64_t last_used, tk__entry *out)
+{
+    size_t total = 0;
+    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++)
+        total += (size_t)v->strings[i].len + 1;
+    char *strings = malloc(total);
+    void *payload = malloc(v->payload_size ? (size_t)v->payload_size : 1);
+    if (!strings || !payload) {
+        free(strings);
+        free(payload);
+        return TK_OUT_OF_MEMORY;
+    }
+    const char *ptrs[TK__ENTRY_N_STRINGS];
+    char *p = strings;
+    for (int i = 0; i < TK__ENTRY_N_STRINGS; i++) {
+        memcpy(p, v->strings[i].ptr ? v->strings[i].ptr : "", v->strings[i].len);
+        p[v->strings[i].len] = 0;
+        ptrs[i] = v->strings[i].ptr ? p : NULL;
+        p += v->strings[i].len + 1;
+    }
+    if (tk__entry_payload(v, payload) != TK_OK) {
+        free(strings);
+        free(payload);
+        return TK_CORRUPT;
+    }
+    memset(out, 0, sizeof(*out));
+    out->meta.kernel = ptrs[0];
+    out->meta.source = ptrs[1];
+    out->meta.backend = ptrs[2];
+    out->meta.arch = ptrs[3];
+    out->meta.compiler = ptrs[4];
+    out->meta.options = ptrs[5];
+    out->meta.lowered = ptrs[6];
+    out->meta.deps = ptrs[7];
+    out->meta.created = v->created;
+    out->meta.last_used = last_used;
+    out->meta.resources = v->resources;
+    out->payload = payload;
+    out->payload_size = (size_t)v->payload_size;
+    out->strings = strings;
+    return TK_OK;
+}
+
 void tk__entry_free(tk__entry *entry)
 {
     if (!entry)

@@ -16,6 +16,14 @@ static void put_le(uint8_t *p, uint64_t v, int n)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
 static int reserve(tk__key *key, size_t extra)
 {
     if (key->failed)
@@ -163,4 +171,48 @@ tk_status tk__key_finish(tk__key *key)
     key->fp_lo = h.low64;
     tk__fp_hex(key->fp_hi, key->fp_lo, key->hex);
     return TK_OK;
+}
+
+int tk__key_next(const uint8_t *material, size_t len, size_t *pos, tk__key_field *f)
+{
+    size_t p = *pos;
+    if (p >= len)
+        return 0;
+    /* kind u8, tag length u32, tag, value length u64, value (add_raw) */
+    if (len - p < 5)
+        return -1;
+    int kind = material[p];
+    uint64_t tag_len = get_le(material + p + 1, 4);
+    if (tag_len > len - p - 5 || len - p - 5 - tag_len < 8)
+        return -1;
+    const uint8_t *tag = material + p + 5;
+    uint64_t vlen = get_le(tag + tag_len, 8);
+    const uint8_t *value = tag + tag_len + 8;
+    if (vlen > len - p - 13 - tag_len)
+        return -1;
+    memset(f, 0, sizeof *f);
+    f->tag = (const char *)tag;
+    f->tag_len = (size_t)tag_len;
+    if (kind == KIND_HASHED) {
+        if (vlen != 25)
+            return -1;
+        f->hashed = 1;
+        f->len = get_le(value + 1, 8);
+        f->hi = get_le(value + 9, 8);
+        f->lo = get_le(value + 17, 8);
+    } else {
+        f->value = value;
+        f->len = vlen;
+    }
+    *pos = p + 13 + (size_t)tag_len + (size_t)vlen;
+    return 1;
+}
+
+int tk__key_find(const uint8_t *material, size_t len, const char *tag, tk__key_field *f)
+{
+    size_t pos = 0, n = strlen(tag);
+    while (tk__key_next(material, len, &pos, f) == 1)
+        if (f->tag_len == n && memcmp(f->tag, tag, n) == 0)
+            return 1;
+    return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * The remote tier on Redis (see remote.h for the server layout and the value
  * format): connection with timeouts, circuit breaker, fleet-wide compile
- * lease, HMAC-SHA256 signing, and the tools' list / stats / push.
+ * lease, HMAC-SHA256 signing, and the tools' list / stats and the sending
+ * of one entry for a push (tools.c walks the cache or the bundle).
  *
  * Never worse than no remote: every failure is a miss, counted and logged,
  * never a status the engine returns. A transport failure (refused, timed out,
@@ -204,7 +205,8 @@ void tk__cache_remote_close(tk_cache *cache)
 {
 }
 
-tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out)
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out,
+                               uint8_t **entry, size_t *len)
 {
     return TK_NOT_FOUND;
 }
@@ -260,19 +262,15 @@ tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
     return unavailable(cache);
 }
 
-tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
-                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+tk_status tk__cache_remote_tool_begin(tk_cache *cache)
 {
-    if (!cache)
-        return TK_INVALID_ARGUMENT;
     return unavailable(cache);
 }
 
-tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
-                                      void *user, tk_cache_push_counts *out)
+tk_status tk__cache_remote_push_entry(tk_cache *cache, const uint8_t *entry, size_t len,
+                                      const struct tk__entry_view *v, tk_cache_push_counts *n,
+                                      const char **why)
 {
-    if (!cache || (out && tk__out_bad(out)))
-        return TK_INVALID_ARGUMENT;
     return unavailable(cache);
 }
 
@@ -294,6 +292,7 @@ tk_status tk_cache_remote_list_counted(tk_cache *cache, tk_cache_visit_fn visit,
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <openssl/sha.h>
 
 int tk__remote_built(void)
 {
@@ -870,9 +869,12 @@ static void refused(remote *r, const char *name, const char *why)
     rlog(r, once(&r->warned_bad), "remote cache %s: value %s refused: %s", r->url.shown, name, why);
 }
 
-tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out)
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out,
+                               uint8_t **entry_out, size_t *len_out)
 {
     remote *r = cache->remote;
+    *entry_out = NULL;
+    *len_out = 0;
     if (!r)
         return TK_NOT_FOUND;
     char name[128];
@@ -904,11 +906,15 @@ tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *o
         refused(r, name, why);
         goto done;
     }
-    st = tk__cache_fill_entry(&v, (int64_t)time(NULL), out);
+    st = tk__entry_fill(&v, (int64_t)time(NULL), out);
     if (st != TK_OK)
         goto done; /* out of memory: the engine compiles instead */
-    if (tk__cache_writable(cache))
-        tk__cache_store_bytes(cache, key->hex, entry, elen); /* trouble is logged there */
+    /* The entry file for the handle to keep (a failed copy only costs the
+     * next process a remote lookup). */
+    if ((*entry_out = malloc(elen ? elen : 1)) != NULL) {
+        memcpy(*entry_out, entry, elen);
+        *len_out = elen;
+    }
     bump(&r->hits);
 done:
     freeReplyObject(rep);
@@ -936,6 +942,17 @@ static void hex_of(const uint8_t *p, size_t n, char *out)
         out[2 * i + 1] = digits[p[i] & 15];
     }
     out[2 * n] = 0;
+}
+
+/* SHA-1 of data in hex, as Redis's redis.sha1hex computes it. */
+static int sha1_hex(const char *data, size_t len, char out[2 * SHA_DIGEST_LENGTH + 1])
+{
+    uint8_t md[SHA_DIGEST_LENGTH];
+    unsigned n = 0;
+    if (EVP_Digest(data, len, md, &n, EVP_sha1(), NULL) != 1 || n != SHA_DIGEST_LENGTH)
+        return 0;
+    hex_of(md, sizeof md, out);
+    return 1;
 }
 
 /* With a secret, a lease is "<token>.<HMAC of the token, 64 hex>": one
@@ -973,7 +990,8 @@ static int lease_genuine(const remote *r, const char *hex, const char *value, si
  * value published?}). A lease no process of the fleet would have written is
  * replaced: another type, no expiry or one beyond the lease time (planted
  * to stall the fleet), or the value the caller found unsigned or forged
- * (ARGV[3]; compared here, so a genuine lease taken meanwhile stays). */
+ * (ARGV[3], its SHA-1 in hex: compared here, so a genuine lease taken
+ * meanwhile stays; a hash, so a planted value of any length is caught). */
 static const char k_lease_script[] =
     "local t = redis.call('TYPE', KEYS[1])['ok'] "
     "if t ~= 'none' then "
@@ -982,7 +1000,8 @@ static const char k_lease_script[] =
     "  if not bad then "
     "    v = redis.call('GET', KEYS[1]) "
     "    local ttl = redis.call('PTTL', KEYS[1]) "
-    "    bad = ttl < 0 or ttl > tonumber(ARGV[2]) or (ARGV[3] ~= '' and v == ARGV[3]) "
+    "    bad = ttl < 0 or ttl > tonumber(ARGV[2]) or "
+    "          (ARGV[3] ~= '' and redis.sha1hex(v) == ARGV[3]) "
     "  end "
     "  if not bad then return {0, v, redis.call('EXISTS', KEYS[2])} end "
     "  redis.call('DEL', KEYS[1]) "
@@ -1020,7 +1039,7 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
     snprintf(px, sizeof(px), "%u", r->lease_ms);
     int64_t deadline = now_ns() + (int64_t)r->wait_ms * 1000000LL;
     unsigned pause = 2;
-    char forged[256] = "";
+    char forged[2 * SHA_DIGEST_LENGTH + 1] = ""; /* SHA-1 of a lease found not genuine */
     int warned_forged = 0;
     for (;;) {
         const char *argv[8] = {"EVAL",     k_lease_script, "2", l->name,
@@ -1052,11 +1071,7 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
         const redisReply *holder = rep->element[1];
         int published = rep->element[2]->integer > 0;
         int genuine = lease_genuine(r, key->hex, holder->str, holder->len);
-        int replaceable = !genuine && holder->len < sizeof(forged);
-        if (replaceable) {
-            memcpy(forged, holder->str, holder->len);
-            forged[holder->len] = 0;
-        }
+        int replaceable = !genuine && sha1_hex(holder->str, holder->len, forged);
         if (!genuine && !warned_forged) {
             warned_forged = 1;
             bump(&r->rejected);
@@ -1316,7 +1331,7 @@ typedef struct walk_ctx {
 } walk_ctx;
 
 static void info_of(const tk__entry_view *v, const char *hex, const char *name, size_t value_len,
-                    char *strings, tk_cache_entry_info *info)
+                    char *strings, tk_cache_entry_info *info, char hash[33])
 {
     const char *ptrs[TK__ENTRY_N_STRINGS];
     char *p = strings;
@@ -1341,6 +1356,11 @@ static void info_of(const tk__entry_view *v, const char *hex, const char *name, 
     info->created = v->created;
     info->last_used = 0;
     info->resources = v->resources;
+    tk__key_field f;
+    if (tk__key_find(v->key, v->key_size, TK__KEY_SOURCE_TAG, &f) && f.hashed) {
+        tk__fp_hex(f.hi, f.lo, hash);
+        info->source_hash = hash;
+    }
 }
 
 /* Reads one value in full and checks it as a lookup would (the key material
@@ -1391,7 +1411,8 @@ static int walk_one(void *p, const char *name, const char *hex)
             stop = 1;
         } else {
             tk_cache_entry_info info;
-            info_of(&v, hex, name, rep->len, strings, &info);
+            char hash[33];
+            info_of(&v, hex, name, rep->len, strings, &info, hash);
             stop = w->visit(w->user, &info);
             free(strings);
         }
@@ -1462,14 +1483,6 @@ tk_status tk_cache_remote_get_stats(tk_cache *cache, tk_cache_stats *out)
     return TK_OK;
 }
 
-typedef struct push_ctx {
-    tk_cache *cache;
-    tk_cache_bad_fn bad;
-    void *user;
-    uint64_t pushed, present, replaced, rejected;
-    tk_status st;
-} push_ctx;
-
 /* 1 when the server's value at name is one a lookup of the entry's key
  * would take: envelope (and signature under this handle's secret),
  * structure, checksum and the same key material. */
@@ -1486,157 +1499,50 @@ static int remote_verifies(remote *r, const char *hex, const redisReply *rep,
            memcmp(v.key, mine->key, mine->key_size) == 0;
 }
 
-/* Verifies one entry file and sends it unless the server holds a value
- * that verifies: one that does not (garbage, another type, another key's
- * entry, a signature under another secret) is overwritten and counted. */
-static int push_bytes(push_ctx *c, const char *where, const uint8_t *bytes, size_t len)
+tk_status tk__cache_remote_tool_begin(tk_cache *cache)
 {
-    remote *r = c->cache->remote;
-    tk__entry_view v;
-    const char *why = NULL;
-    if ((uint64_t)len > r->max_value) {
-        why = "larger than the remote size limit";
-    } else if (tk__entry_parse(bytes, len, 1, &v, &why) == TK_OK) {
-        char hex[33], name[128];
-        tk__fp_hex(v.fp_hi, v.fp_lo, hex);
-        name_of(r, "e", hex, name, sizeof(name));
-        redisReply *rep = NULL;
-        uint64_t size = 0;
-        enum fetched got = fetch(r, name, &rep, &size);
-        if (got == GOT_FAIL) {
-            c->st = unreachable(c->cache);
-            return 1;
-        }
-        int good = got == GOT_VALUE && remote_verifies(r, hex, rep, &v);
-        if (rep)
-            freeReplyObject(rep);
-        if (good) {
-            c->present++;
-            return 0;
-        }
-        int present = 0;
-        if (!publish_value(r, hex, bytes, len, got == GOT_NONE, &present)) {
-            c->st = unreachable(c->cache);
-            return 1;
-        }
-        if (present)
-            c->present++; /* another process published it meanwhile */
-        else if (got == GOT_NONE)
-            c->pushed++;
-        else
-            c->replaced++;
-        return 0;
-    }
-    c->rejected++;
-    if (c->bad)
-        c->bad(c->user, where, why);
-    return 0;
-}
-
-static int push_file(void *p, const tk_cache_entry_info *info)
-{
-    push_ctx *c = p;
-    int fd = open(info->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    uint8_t *bytes = NULL;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        tk__read_fd(fd, (uint64_t)st.st_size, &bytes) != TK_OK) {
-        if (fd >= 0)
-            close(fd);
-        c->rejected++;
-        if (c->bad)
-            c->bad(c->user, info->path, "unreadable");
-        return 0;
-    }
-    close(fd);
-    int stop = push_bytes(c, info->path, bytes, (size_t)st.st_size);
-    free(bytes);
-    return stop;
-}
-
-static tk_status push_bundle(push_ctx *c, const char *path)
-{
-    tk_cache *cache = c->cache;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
-    if (fd < 0)
-        return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
-                              "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    uint8_t *all = NULL;
-    tk_status s = TK_IO_ERROR;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > ((uint64_t)1 << 40) ||
-        (s = tk__read_fd(fd, (uint64_t)st.st_size, &all)) != TK_OK) {
-        close(fd);
-        return tk__cache_fail(cache, s == TK_OUT_OF_MEMORY ? s : TK_IO_ERROR, "cannot read %s",
-                              path);
-    }
-    close(fd);
-    uint64_t size = (uint64_t)st.st_size;
-    s = TK_OK;
-    if (size < TK__BUNDLE_HEADER_SIZE || memcmp(all, TK__BUNDLE_MAGIC, 8) != 0 ||
-        get_le(all + 8, 4) != TK__CACHE_FORMAT) {
-        s = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle of format %d",
-                           path, TK__CACHE_FORMAT);
-        goto done;
-    }
-    uint64_t count = get_le(all + 16, 8), off = TK__BUNDLE_HEADER_SIZE;
-    for (uint64_t i = 0; i < count; i++) {
-        char where[PATH_MAX + 32];
-        snprintf(where, sizeof(where), "%s#%llu", path, (unsigned long long)i);
-        uint64_t len;
-        if (size - off < 8 || (len = get_le(all + off, 8)) > size - off - 8) {
-            c->rejected += count - i;
-            if (c->bad)
-                c->bad(c->user, where, "bundle truncated");
-            s = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu entries", path,
-                               (unsigned long long)i);
-            goto done;
-        }
-        off += 8;
-        if (push_bytes(c, where, all + off, (size_t)len))
-            break;
-        off += len;
-    }
-done:
-    free(all);
-    return s;
-}
-
-tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad,
-                                      void *user, tk_cache_push_counts *out)
-{
-    if (!cache || (out && tk__out_bad(out)))
-        return TK_INVALID_ARGUMENT;
     tk_status st = need_remote(cache);
-    if (st != TK_OK)
-        return st;
-    breaker_reset(cache->remote);
-    push_ctx c = {cache, bad, user, 0, 0, 0, 0, TK_OK};
-    st = bundle ? push_bundle(&c, bundle) : tk_cache_list(cache, push_file, &c);
     if (st == TK_OK)
-        st = c.st;
-    if (st != TK_OK)
-        return st;
-    if (out) {
-        tk_cache_push_counts n = {sizeof n, c.pushed, c.present, c.replaced, c.rejected};
-        tk__out_copy(out, &n, sizeof n);
-    }
-    return TK_OK;
+        breaker_reset(cache->remote);
+    return st;
 }
 
-tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle, tk_cache_bad_fn bad, void *user,
-                               uint64_t *n_pushed, uint64_t *n_present, uint64_t *n_rejected)
+/* Sends the entry unless the server holds a value that verifies: one that
+ * does not (garbage, another type, another key's entry, a signature under
+ * another secret) is overwritten and counted apart. */
+tk_status tk__cache_remote_push_entry(tk_cache *cache, const uint8_t *entry, size_t len,
+                                      const tk__entry_view *v, tk_cache_push_counts *n,
+                                      const char **why)
 {
-    tk_cache_push_counts n = TK_STRUCT_INIT(tk_cache_push_counts);
-    tk_status st = tk_cache_remote_push_report(cache, bundle, bad, user, &n);
-    if (st != TK_OK)
-        return st;
-    if (n_pushed)
-        *n_pushed = n.pushed + n.replaced;
-    if (n_present)
-        *n_present = n.present;
-    if (n_rejected)
-        *n_rejected = n.rejected;
+    remote *r = cache->remote;
+    if ((uint64_t)len > r->max_value) {
+        *why = "larger than the remote size limit";
+        return TK_OVERFLOW;
+    }
+    char hex[33], name[128];
+    tk__fp_hex(v->fp_hi, v->fp_lo, hex);
+    name_of(r, "e", hex, name, sizeof(name));
+    redisReply *rep = NULL;
+    uint64_t size = 0;
+    enum fetched got = fetch(r, name, &rep, &size);
+    if (got == GOT_FAIL)
+        return unreachable(cache);
+    int good = got == GOT_VALUE && remote_verifies(r, hex, rep, v);
+    if (rep)
+        freeReplyObject(rep);
+    if (good) {
+        n->present++;
+        return TK_OK;
+    }
+    int present = 0;
+    if (!publish_value(r, hex, entry, len, got == GOT_NONE, &present))
+        return unreachable(cache);
+    if (present)
+        n->present++; /* another process published it meanwhile */
+    else if (got == GOT_NONE)
+        n->pushed++;
+    else
+        n->replaced++;
     return TK_OK;
 }
 

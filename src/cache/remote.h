@@ -77,9 +77,13 @@ tk_status tk__remote_url_check(const char *url, char *why, size_t size);
 tk_status tk__cache_remote_open(tk_cache *cache, const tk__remote_opts *opts);
 void tk__cache_remote_close(tk_cache *cache);
 
-/* After every local tier missed: fetch, verify, store in the user tier,
- * fill *out. TK_NOT_FOUND on a miss, a refused value or any server trouble. */
-tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out);
+/* After every local tier missed: fetch, verify (as a disk entry, and the
+ * signature), fill *out. On TK_OK *entry is a malloc'd copy of the entry
+ * file (*len bytes; NULL when the copy failed) for the handle to keep in
+ * the user tier. TK_NOT_FOUND on a miss, a refused value or any server
+ * trouble. */
+tk_status tk__cache_remote_get(tk_cache *cache, const tk__key *key, tk__entry *out,
+                               uint8_t **entry, size_t *len);
 
 /* Under the local key lock, after the second local look missed: takes the
  * fleet-wide lease on key, or waits (bounded) until its holder publishes the
@@ -91,6 +95,24 @@ void tk__cache_remote_release(void *lease);
 /* Publishes a local compile (entry file bytes). Best effort. */
 void tk__cache_remote_publish(tk_cache *cache, const tk__key *key, const uint8_t *entry,
                               size_t len);
+
+/* ------------------------------------------------------ for the tools */
+
+/* Before a tool's calls: TK_NOT_FOUND without a remote, TK_UNSUPPORTED in
+ * a build without one (the message in tk_cache_last_error); else resets
+ * the circuit breaker, since a tool wants an answer now. */
+tk_status tk__cache_remote_tool_begin(tk_cache *cache);
+
+/* One entry of a push: entry (len bytes) is a whole entry file and v its
+ * view, checked with its fingerprint (tk__entry_parse). Sent unless the
+ * server's value at its key verifies as a lookup would check it; counted
+ * in n->pushed, present or replaced. TK_OVERFLOW with *why for an entry
+ * over the remote size limit (not sent); any other failure is the
+ * server's (the message in tk_cache_last_error) and ends the push. */
+struct tk__entry_view;
+tk_status tk__cache_remote_push_entry(tk_cache *cache, const uint8_t *entry, size_t len,
+                                      const struct tk__entry_view *v, tk_cache_push_counts *n,
+                                      const char **why);
 
 /* Counters of the handle's remote tier (zeros without one). */
 void tk__cache_remote_counters(const tk_cache *cache, tk__remote_counters *out);

@@ -17,6 +17,7 @@
  * errors), u64 XXH3-64 of the 56 bytes before it. A torn or damaged record
  * is skipped.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -300,5 +301,59 @@ tk_status tk_cache_set_max_size(tk_cache *cache, uint64_t max_bytes)
         return tk__cache_fail(cache, TK_IO_ERROR, "cannot write %s: %s", path, strerror(saved));
     }
     cache->max_size = max_bytes ? max_bytes : TK__CACHE_DEFAULT_MAX_SIZE;
+    return TK_OK;
+}
+
+/* ------------------------------------------------------------------ sizes */
+
+/* The sizes of the config file, of TOKITAI_JIT_CACHE_MAX_SIZE and of -M. */
+tk_status tk_parse_size(const char *text, uint64_t *out)
+{
+    if (!text || !out)
+        return TK_INVALID_ARGUMENT;
+    const char *p = text;
+    if (!isdigit((unsigned char)*p))
+        return TK_INVALID_ARGUMENT; /* empty, sign, space or junk */
+    uint64_t v = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return TK_INVALID_ARGUMENT;
+        v = v * 10 + d;
+    }
+    int shift = 0;
+    switch (toupper((unsigned char)*p)) {
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    case 'P':
+        shift = 50;
+        break;
+    default:
+        break;
+    }
+    if (shift) {
+        p++;
+        if (toupper((unsigned char)*p) == 'I' && toupper((unsigned char)p[1]) == 'B')
+            p += 2;
+        else if (toupper((unsigned char)*p) == 'B')
+            p++;
+    } else if (toupper((unsigned char)*p) == 'B') {
+        p++;
+    }
+    if (*p)
+        return TK_INVALID_ARGUMENT;
+    if (shift && v > (UINT64_MAX >> shift))
+        return TK_INVALID_ARGUMENT;
+    *out = v << shift;
     return TK_OK;
 }

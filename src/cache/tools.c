@@ -1,4 +1,5 @@
-/* The public cache tools: list, stats, verify, prune, clear, bundles, sizes. */
+/* The public cache tools: list, stats, verify, prune, clear, bundles (export,
+ * import, and the push of a cache or a bundle to the remote tier). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -12,8 +13,10 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "cache/cache_internal.h"
+#include "cache/remote.h"
 #include "common/out_struct.h"
 
 /* ------------------------------------------------------------------ walk */
@@ -97,7 +100,12 @@ static tk_status user_tier_check(tk_cache *cache)
 
 /* ---------------------------------------------------------- header reads */
 
-/* Reads header + metadata of one entry; *buf is malloc'd on success. */
+/* Key material larger than this is not read by a listing (the engine's
+ * keys are a few hundred bytes); such an entry shows no source hash. */
+#define LIST_MAX_KEY (1u << 20)
+
+/* Reads header, metadata and (unless oversized) key material of one entry:
+ * v->key points into *buf (malloc'd on success), or is NULL. */
 static tk_status read_head(const char *path, int user_tier, struct stat *st, tk__entry_view *v,
                            uint8_t **buf, const char **why)
 {
@@ -126,15 +134,17 @@ static tk_status read_head(const char *path, int user_tier, struct stat *st, tk_
         goto done;
     s = TK_OUT_OF_MEMORY;
     size_t n = TK__ENTRY_HEADER_SIZE + (size_t)v->meta_size;
-    b = malloc(n);
+    size_t key = v->key_size <= LIST_MAX_KEY ? v->key_size : 0;
+    b = malloc(n + key);
     if (!b)
         goto done;
     s = TK_CORRUPT;
-    if (pread(fd, b, n, 0) != (ssize_t)n) {
+    if (pread(fd, b, n + key, 0) != (ssize_t)(n + key)) {
         *why = "truncated metadata";
         goto done;
     }
     s = tk__entry_parse_meta(b, v, why);
+    v->key = key || !v->key_size ? b + n : NULL;
 done:
     close(fd);
     if (s == TK_OK)
@@ -162,10 +172,23 @@ static char *view_strings(const tk__entry_view *v, const char *ptrs[TK__ENTRY_N_
     return s;
 }
 
-/* The public view of one entry; every pointer borrowed from the caller's. */
+/* The hex of the kernel's source when the key material names it by its
+ * hash (a source kept under src/); NULL when it sits in the key itself or
+ * there is none. */
+static const char *source_hash_of(const tk__entry_view *v, char hex[33])
+{
+    tk__key_field f;
+    if (!v->key || !tk__key_find(v->key, v->key_size, TK__KEY_SOURCE_TAG, &f) || !f.hashed)
+        return NULL;
+    tk__fp_hex(f.hi, f.lo, hex);
+    return hex;
+}
+
+/* The public view of one entry; every pointer borrowed from the caller's
+ * (hash: 33 bytes for the source hash). */
 static void fill_info(tk_cache_entry_info *info, const char *hex, const char *path,
                       const char *const s[TK__ENTRY_N_STRINGS], const tk__entry_view *v,
-                      const struct stat *st, int read_only_tier)
+                      const struct stat *st, int read_only_tier, char hash[33])
 {
     memset(info, 0, sizeof(*info));
     info->struct_size = sizeof(*info);
@@ -183,6 +206,7 @@ static void fill_info(tk_cache_entry_info *info, const char *hex, const char *pa
     info->last_used = (int64_t)st->st_mtim.tv_sec;
     info->resources = v->resources;
     info->read_only_tier = read_only_tier;
+    info->source_hash = source_hash_of(v, hash);
 }
 
 /* ------------------------------------------------------------------- list */
@@ -212,7 +236,8 @@ static int list_one(void *p, const char *path, enum file_kind kind, const char *
     char *strings = strcmp(fp, hex) == 0 ? view_strings(&v, s) : NULL;
     if (strings) {
         tk_cache_entry_info info;
-        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier);
+        char hash[33];
+        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier, hash);
         stop = c->visit(c->user, &info);
     } else if (strcmp(fp, hex) == 0) {
         c->status = TK_OUT_OF_MEMORY;
@@ -304,6 +329,8 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
         tk__cache_stats_read(cache, v, &since);
     else
         memset(v, 0, sizeof v);
+    if (cache->root_state == TK__ROOT_OK)
+        c.s.source_bytes = tk__source_bytes(cache);
     c.s.hits = v[TK__PSTAT_HITS];
     c.s.misses = v[TK__PSTAT_MISSES];
     c.s.compiles = v[TK__PSTAT_COMPILES];
@@ -313,6 +340,116 @@ tk_status tk_cache_get_stats(tk_cache *cache, tk_cache_stats *out)
     c.s.stats_since = since;
     tk__out_copy(out, &c.s, sizeof c.s);
     return TK_OK;
+}
+
+/* ---------------------------------------------------------------- sources */
+
+typedef struct find_ctx {
+    const char *prefix;
+    size_t prefix_len;
+    int read_only_tier;
+    char hex[33];
+    char path[PATH_MAX];
+    int tier;         /* read_only_tier of the first match */
+    uint64_t matches; /* distinct keys */
+} find_ctx;
+
+/* The entries whose key starts with the prefix: the first is kept (the
+ * user tier comes first), other keys are counted. */
+static int find_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    find_ctx *c = p;
+    if (kind != FILE_ENTRY || strncmp(hex, c->prefix, c->prefix_len) != 0)
+        return 0;
+    if (c->matches && strcmp(hex, c->hex) == 0)
+        return 0; /* the same key in a lower tier */
+    if (!c->matches++) {
+        memcpy(c->hex, hex, 33);
+        snprintf(c->path, sizeof c->path, "%s", path);
+        c->tier = c->read_only_tier;
+    }
+    return 0;
+}
+
+tk_status tk_cache_entry_source(tk_cache *cache, const char *key, tk_cache_source_fn fn, void *user)
+{
+    if (!cache || !key || !fn)
+        return TK_INVALID_ARGUMENT;
+    char prefix[33];
+    size_t n = strlen(key);
+    if (n == 0 || n > 32 || strspn(key, "0123456789abcdefABCDEF") != n)
+        return tk__cache_fail(cache, TK_INVALID_ARGUMENT,
+                              "'%.64s' is not a key: 1 to 32 hex digits (tokitai-jit --list)", key);
+    for (size_t i = 0; i <= n; i++)
+        prefix[i] = (char)tolower((unsigned char)key[i]);
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    find_ctx c;
+    memset(&c, 0, sizeof c);
+    c.prefix = prefix;
+    c.prefix_len = n;
+    st = walk_all(cache, find_one, &c, &c.read_only_tier);
+    if (st != TK_OK)
+        return st;
+    if (c.matches == 0)
+        return tk__cache_fail(cache, TK_NOT_FOUND, "no entry with key %s in %s", prefix,
+                              cache->root);
+    if (c.matches > 1)
+        return tk__cache_fail(cache, TK_INVALID_ARGUMENT,
+                              "key %s names %llu entries: give more of its digits", prefix,
+                              (unsigned long long)c.matches);
+    struct stat fst;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why = NULL;
+    st = read_head(c.path, !c.tier, &fst, &v, &buf, &why);
+    if (st != TK_OK)
+        return tk__cache_fail(cache, st == TK_OUT_OF_MEMORY ? st : TK_CORRUPT, "%s: %s", c.path,
+                              why ? why : "unreadable");
+    const char *strs[TK__ENTRY_N_STRINGS];
+    char *strings = view_strings(&v, strs);
+    char *text = NULL;
+    size_t text_len = 0;
+    if (!strings) {
+        st = TK_OUT_OF_MEMORY;
+        goto done;
+    }
+    tk_cache_entry_info info;
+    char hash[33];
+    fill_info(&info, c.hex, c.path, strs, &v, &fst, c.tier, hash);
+    tk__key_field f;
+    if (!v.key || !tk__key_find(v.key, v.key_size, TK__KEY_SOURCE_TAG, &f)) {
+        fn(user, &info, NULL, 0);
+        st = tk__cache_fail(cache, TK_NOT_FOUND, "entry %s has no kernel source in its key", c.hex);
+        goto done;
+    }
+    if (!f.hashed) {
+        /* Short enough to sit in the key itself. */
+        if (!(text = malloc((size_t)f.len + 1))) {
+            st = TK_OUT_OF_MEMORY;
+            goto done;
+        }
+        memcpy(text, f.value, (size_t)f.len);
+        text[f.len] = 0;
+        text_len = (size_t)f.len;
+    } else if ((st = tk__source_read(cache, f.hi, f.lo, NULL, NULL, &text, &text_len, &why)) !=
+               TK_OK) {
+        fn(user, &info, NULL, 0);
+        if (st != TK_OUT_OF_MEMORY)
+            st = tk__cache_fail(cache, TK_NOT_FOUND,
+                                "the source of %s (%s) is not kept in this cache (%s): it is "
+                                "kept when the kernel is compiled or imported here",
+                                c.hex, hash, why);
+        goto done;
+    }
+    fn(user, &info, text, text_len);
+    st = TK_OK;
+done:
+    free(text);
+    free(strings);
+    free(buf);
+    return st;
 }
 
 /* ----------------------------------------------------------------- verify */
@@ -607,11 +744,84 @@ typedef struct export_ctx {
     void *user;
     int read_only_tier;
     FILE *f;
-    uint64_t count;
+    uint64_t count;   /* entries written */
+    uint64_t records; /* entries and sources written */
     char (*seen)[33]; /* keys written, so a lower tier's copy is not added twice */
     size_t n_seen, cap_seen;
+    uint64_t (*sources)[2]; /* hashed values the written entries name */
+    size_t n_sources, cap_sources;
     tk_status status;
 } export_ctx;
+
+static int names_add(export_ctx *c, const tk__entry_view *v)
+{
+    size_t pos = 0;
+    tk__key_field f;
+    while (tk__key_next(v->key, v->key_size, &pos, &f) == 1) {
+        if (!f.hashed)
+            continue;
+        if (c->n_sources == c->cap_sources) {
+            size_t ncap = c->cap_sources ? c->cap_sources * 2 : 16;
+            void *ns = realloc(c->sources, ncap * sizeof(*c->sources));
+            if (!ns)
+                return -1;
+            c->sources = ns;
+            c->cap_sources = ncap;
+        }
+        c->sources[c->n_sources][0] = f.hi;
+        c->sources[c->n_sources][1] = f.lo;
+        c->n_sources++;
+    }
+    return 0;
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* The kept sources the written entries name, one record each (a source
+ * not kept here, or one that does not check, is left out: the entries
+ * work without it). */
+static tk_status export_sources(export_ctx *c)
+{
+    if (c->n_sources > 1)
+        qsort(c->sources, c->n_sources, sizeof(*c->sources), pair_cmp);
+    for (size_t i = 0; i < c->n_sources; i++) {
+        if (i > 0 && pair_cmp(c->sources[i], c->sources[i - 1]) == 0)
+            continue;
+        uint64_t hi = c->sources[i][0], lo = c->sources[i][1];
+        uint8_t *frame = NULL;
+        size_t flen = 0, tlen = 0;
+        char *text = NULL;
+        const char *why;
+        tk_status st = tk__source_read(c->cache, hi, lo, &frame, &flen, &text, &tlen, &why);
+        if (st == TK_OUT_OF_MEMORY)
+            return st;
+        free(text);
+        if (st != TK_OK)
+            continue;
+        uint8_t rec[8 + TK__SOURCE_RECORD_HEADER];
+        memset(rec, 0, sizeof rec);
+        put_le(rec, TK__SOURCE_RECORD_HEADER + (uint64_t)flen, 8);
+        memcpy(rec + 8, TK__SOURCE_MAGIC, 8);
+        put_le(rec + 16, TK__CACHE_FORMAT, 4);
+        put_le(rec + 20, TK__SOURCE_RECORD_HEADER, 4);
+        put_le(rec + 24, tlen, 8);
+        put_le(rec + 32, hi, 8);
+        put_le(rec + 40, lo, 8);
+        int bad = write_all(c->f, rec, sizeof rec) != 0 || write_all(c->f, frame, flen) != 0;
+        free(frame);
+        if (bad)
+            return tk__cache_fail(c->cache, TK_IO_ERROR, "cannot write the bundle: %s",
+                                  strerror(errno));
+        c->records++;
+    }
+    return TK_OK;
+}
 
 static int select_one(export_ctx *c, const char *path, const char *hex)
 {
@@ -628,7 +838,8 @@ static int select_one(export_ctx *c, const char *path, const char *hex)
     int take = 0;
     if (strings) {
         tk_cache_entry_info info;
-        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier);
+        char hash[33];
+        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier, hash);
         take = c->select(c->user, &info) != 0;
     } else {
         c->status = TK_OUT_OF_MEMORY;
@@ -663,7 +874,12 @@ static int export_one(void *p, const char *path, enum file_kind kind, const char
         free(bytes);
         return 1;
     }
+    int named = names_add(c, &v);
     free(bytes);
+    if (named != 0) {
+        c->status = TK_OUT_OF_MEMORY;
+        return 1;
+    }
     if (c->n_seen == c->cap_seen) {
         size_t ncap = c->cap_seen ? c->cap_seen * 2 : 64;
         void *ns = realloc(c->seen, ncap * sizeof(*c->seen));
@@ -676,6 +892,7 @@ static int export_one(void *p, const char *path, enum file_kind kind, const char
     }
     memcpy(c->seen[c->n_seen++], hex, 33);
     c->count++;
+    c->records++;
     return 0;
 }
 
@@ -718,11 +935,13 @@ tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn 
     st = walk_all(cache, export_one, &c, &c.read_only_tier);
     if (st == TK_OK)
         st = c.status;
+    if (st == TK_OK)
+        st = export_sources(&c);
     if (st != TK_OK)
         goto fail;
     /* The count goes in last: a bundle cut short says more than it holds
      * and is caught on import. */
-    put_le(head + 16, c.count, 8);
+    put_le(head + 16, c.records, 8);
     st = TK_IO_ERROR;
     if (fseek(c.f, 16, SEEK_SET) != 0 || write_all(c.f, head + 16, 8) != 0)
         goto fail_write;
@@ -733,6 +952,7 @@ tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_select_fn 
     if (rename(tmp, path) != 0)
         goto fail_write;
     free(c.seen);
+    free(c.sources);
     if (n_exported)
         *n_exported = c.count;
     return TK_OK;
@@ -743,17 +963,311 @@ fail:
         fclose(c.f);
     unlink(tmp);
     free(c.seen);
+    free(c.sources);
     return st;
 }
+
+/* ---------------------------------------------------- reading a bundle */
+
+/* Every record is at least this long: an entry's header, or a kept
+ * source's (a record shorter than that has no framing left to trust). */
+#define MIN_RECORD TK__ENTRY_HEADER_SIZE
+
+/* A record over this size must be backed by data the file really holds:
+ * a sparse file must not make the reader allocate gigabytes of holes. */
+#define SPARSE_CHECK_FROM ((uint64_t)64 << 20)
+
+typedef struct bundle {
+    const char *path;
+    int fd;
+    uint64_t size;   /* apparent size */
+    uint64_t stored; /* bytes the file system holds for it */
+    uint64_t count;  /* records declared */
+} bundle;
+
+/* Called for each record that holds an entry passing tk__entry_parse with
+ * its fingerprint checked (bytes: the whole entry file, v its view). A
+ * status other than TK_OK ends the walk with it. */
+typedef tk_status (*bundle_entry_fn)(void *ctx, const char *where, const uint8_t *bytes, size_t len,
+                                     const tk__entry_view *v);
+/* Called for each record holding a kept source that passes
+ * tk__source_check (frame: its zstd frame, len bytes). */
+typedef tk_status (*bundle_source_fn)(void *ctx, const char *where, uint64_t hi, uint64_t lo,
+                                      const uint8_t *frame, size_t len);
+
+static int read_at(int fd, void *p, size_t n, uint64_t off)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (uint8_t *)p + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* Opens a bundle for reading: a regular file (opened without blocking, so
+ * a FIFO or a device is refused, never waited on), its magic and format
+ * checked. */
+static tk_status bundle_open(tk_cache *cache, const char *path, bundle *b)
+{
+    memset(b, 0, sizeof *b);
+    b->path = path;
+    b->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (b->fd < 0)
+        return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
+                              "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    uint8_t head[TK__BUNDLE_HEADER_SIZE];
+    tk_status s = TK_IO_ERROR;
+    if (fstat(b->fd, &st) != 0) {
+        s = tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        s = tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s: not a regular file", path);
+        goto fail;
+    }
+    b->size = (uint64_t)st.st_size;
+    b->stored = (uint64_t)st.st_blocks * 512;
+    if (b->size < sizeof head || read_at(b->fd, head, sizeof head, 0) != 0 ||
+        memcmp(head, TK__BUNDLE_MAGIC, 8) != 0) {
+        s = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle", path);
+        goto fail;
+    }
+    if (get_le(head + 8, 4) != TK__CACHE_FORMAT) {
+        s = tk__cache_fail(cache, TK_CORRUPT, "%s: bundle of cache format %u, expected %d", path,
+                           (unsigned)get_le(head + 8, 4), TK__CACHE_FORMAT);
+        goto fail;
+    }
+    b->count = get_le(head + 16, 8);
+    return TK_OK;
+fail:
+    close(b->fd);
+    b->fd = -1;
+    return s;
+}
+
+static void bundle_close(bundle *b)
+{
+    if (b->fd >= 0)
+        close(b->fd);
+    b->fd = -1;
+}
+
+/* One record holding a kept source (header in head, len bytes at offset
+ * at): checked like an entry's (sizes before any allocation, the sparse
+ * file rule), then decoded and checked against its fingerprint; a good one
+ * goes to fn. *why set for a rejected record; a status other than TK_OK
+ * ends the walk. */
+static tk_status source_record(tk_cache *cache, bundle *b, const char *where,
+                               const uint8_t head[TK__SOURCE_RECORD_HEADER], uint64_t at,
+                               uint64_t len, bundle_source_fn fn, void *ctx, uint8_t **buf,
+                               const char **why)
+{
+    (void)cache;
+    uint64_t raw = get_le(head + 16, 8), hi = get_le(head + 24, 8), lo = get_le(head + 32, 8);
+    uint64_t flen = len - TK__SOURCE_RECORD_HEADER;
+    if (get_le(head + 8, 4) != TK__CACHE_FORMAT) {
+        *why = "wrong format version";
+    } else if (get_le(head + 12, 4) != TK__SOURCE_RECORD_HEADER) {
+        *why = "bad header size";
+    } else if (raw > TK__SOURCE_MAX) {
+        *why = "source larger than the largest kept (64 MiB)";
+    } else if (flen == 0 || flen > ZSTD_compressBound((size_t)raw)) {
+        *why = "bad source sizes";
+    } else if (flen > SPARSE_CHECK_FROM && flen > b->stored) {
+        *why = "record larger than the data the file holds (sparse file)";
+    }
+    if (*why)
+        return TK_OK;
+    free(*buf);
+    *buf = malloc((size_t)flen);
+    if (!*buf)
+        return TK_OUT_OF_MEMORY;
+    if (read_at(b->fd, *buf, (size_t)flen, at + TK__SOURCE_RECORD_HEADER) != 0) {
+        *why = "bundle truncated";
+        return TK_OK;
+    }
+    char *text = NULL;
+    size_t text_len = 0;
+    tk_status st = tk__source_check(*buf, (size_t)flen, hi, lo, &text, &text_len, why);
+    free(text);
+    if (st == TK_OUT_OF_MEMORY)
+        return st;
+    if (st != TK_OK)
+        return TK_OK;
+    if (text_len != raw) {
+        *why = "source length differs from the record's";
+        return TK_OK;
+    }
+    return fn(ctx, where, hi, lo, *buf, (size_t)flen);
+}
+
+/* Walks the records of an open bundle: each record's entry header is
+ * checked against the record's length before the record is read into
+ * memory, a record the file cannot really hold (a sparse file) or larger
+ * than any entry is skipped unread, and a record shorter than an entry
+ * header ends the walk as corrupt. Every rejected record is reported
+ * through bad ("<path>#<index>") and counted in *rejected; bytes after the
+ * declared records are reported (through bad, with the bundle's path)
+ * without being an error. */
+static tk_status bundle_walk(tk_cache *cache, bundle *b, bundle_entry_fn fn,
+                             bundle_source_fn source_fn, void *ctx, tk_cache_bad_fn bad, void *user,
+                             uint64_t *rejected)
+{
+    const char *path = b->path;
+    uint64_t count = b->count, off = TK__BUNDLE_HEADER_SIZE;
+    /* A count the file cannot hold is refused before any loop. */
+    uint64_t most = (b->size - off) / (8 + MIN_RECORD);
+    if (count > most) {
+        *rejected += count;
+        if (bad)
+            bad(user, path, "bundle declares more records than its size can hold");
+        return tk__cache_fail(cache, TK_CORRUPT,
+                              "%s: declares %llu records, but %llu bytes hold at most %llu", path,
+                              (unsigned long long)count, (unsigned long long)b->size,
+                              (unsigned long long)most);
+    }
+    uint8_t *bytes = NULL;
+    tk_status st = TK_OK;
+    for (uint64_t i = 0; i < count; i++) {
+        char where[PATH_MAX + 32];
+        snprintf(where, sizeof where, "%s#%llu", path, (unsigned long long)i);
+        uint8_t lenbuf[8];
+        uint64_t len;
+        if (b->size - off < 8 || read_at(b->fd, lenbuf, 8, off) != 0 ||
+            (len = get_le(lenbuf, 8)) > b->size - off - 8) {
+            *rejected += count - i;
+            if (bad)
+                bad(user, where, "bundle truncated");
+            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu records", path,
+                                (unsigned long long)i);
+            goto done;
+        }
+        off += 8;
+        if (len < MIN_RECORD) {
+            *rejected += count - i;
+            if (bad)
+                bad(user, where, "record shorter than an entry header");
+            st = tk__cache_fail(cache, TK_CORRUPT,
+                                "%s: record %llu is %llu bytes, shorter than an entry header; "
+                                "the records after it cannot be found",
+                                path, (unsigned long long)i, (unsigned long long)len);
+            goto done;
+        }
+        uint64_t at = off;
+        off += len;
+        uint8_t ehead[TK__ENTRY_HEADER_SIZE];
+        tk__entry_view v;
+        const char *why = NULL;
+        if (read_at(b->fd, ehead, sizeof ehead, at) != 0) {
+            why = "bundle truncated";
+        } else if (memcmp(ehead, TK__SOURCE_MAGIC, 8) == 0) {
+            if (!source_fn)
+                continue; /* a reader that wants entries only */
+            st = source_record(cache, b, where, ehead, at, len, source_fn, ctx, &bytes, &why);
+            if (st != TK_OK)
+                goto done;
+        } else if (tk__entry_parse_header(ehead, len, &v, &why) != TK_OK) {
+            /* why set: the header does not fit the record */
+        } else if (len > TK__ENTRY_MAX_FILE) {
+            why = "entry too large";
+        } else if (len > SPARSE_CHECK_FROM && len > b->stored) {
+            why = "record larger than the data the file holds (sparse file)";
+        }
+        if (why) {
+            ++*rejected;
+            if (bad)
+                bad(user, where, why);
+            continue;
+        }
+        if (memcmp(ehead, TK__SOURCE_MAGIC, 8) == 0)
+            continue; /* handed over by source_record */
+        free(bytes);
+        bytes = malloc((size_t)len);
+        if (!bytes) {
+            st = TK_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (read_at(b->fd, bytes, (size_t)len, at) != 0) {
+            /* Shrunk while being read. */
+            *rejected += count - i;
+            if (bad)
+                bad(user, where, "bundle truncated");
+            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated", path);
+            goto done;
+        }
+        if (tk__entry_parse(bytes, (size_t)len, 1, &v, &why) != TK_OK) {
+            ++*rejected;
+            if (bad)
+                bad(user, where, why);
+            continue;
+        }
+        st = fn(ctx, where, bytes, (size_t)len, &v);
+        if (st != TK_OK)
+            goto done;
+    }
+    if (off < b->size && bad) {
+        /* Not an error (what was declared is read), but not silent. */
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "%llu bytes after the %llu declared records (undeclared records or garbage) "
+                 "ignored",
+                 (unsigned long long)(b->size - off), (unsigned long long)count);
+        bad(user, path, msg);
+    }
+done:
+    free(bytes);
+    return st;
+}
+
+/* ----------------------------------------------------------------- import */
 
 static int key_cmp(const void *a, const void *b)
 {
     return strcmp(a, b);
 }
 
-static int read_exact(FILE *f, void *p, size_t n)
+typedef struct import_ctx {
+    tk_cache *cache;
+    char (*keys)[33]; /* keys published, to count what the eviction left */
+    size_t n_keys, cap_keys;
+} import_ctx;
+
+static tk_status import_entry(void *p, const char *where, const uint8_t *bytes, size_t len,
+                              const tk__entry_view *v)
 {
-    return fread(p, 1, n, f) == n ? 0 : -1;
+    import_ctx *c = p;
+    (void)where;
+    if (c->n_keys == c->cap_keys) {
+        size_t ncap = c->cap_keys ? c->cap_keys * 2 : 64;
+        void *nk = realloc(c->keys, ncap * sizeof(*c->keys));
+        if (!nk)
+            return TK_OUT_OF_MEMORY;
+        c->keys = nk;
+        c->cap_keys = ncap;
+    }
+    char hex[33];
+    tk__fp_hex(v->fp_hi, v->fp_lo, hex);
+    tk_status st = tk__cache_publish(c->cache, hex, bytes, len);
+    if (st == TK_OK)
+        memcpy(c->keys[c->n_keys++], hex, 33);
+    return st;
+}
+
+/* A kept source travels with the entries that name it; keeping it is best
+ * effort, as after a compile (the entries work without it). */
+static tk_status import_source(void *p, const char *where, uint64_t hi, uint64_t lo,
+                               const uint8_t *frame, size_t len)
+{
+    import_ctx *c = p;
+    (void)where;
+    tk__source_keep_frame(c->cache, hi, lo, frame, len);
+    return TK_OK;
 }
 
 tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
@@ -761,136 +1275,19 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
 {
     if (!cache || !path)
         return TK_INVALID_ARGUMENT;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tk__cache_fail(cache, errno == ENOENT ? TK_NOT_FOUND : TK_IO_ERROR,
-                              "cannot open %s: %s", path, strerror(errno));
-    tk_status st = TK_CORRUPT;
-    uint8_t *bytes = NULL;
-    uint64_t imported = 0, rejected = 0;
-    char(*keys)[33] = NULL; /* keys published, to count what the eviction left */
-    size_t cap_keys = 0;
-    struct stat fst;
-    uint8_t head[TK__BUNDLE_HEADER_SIZE];
-    if (fstat(fileno(f), &fst) != 0 || read_exact(f, head, sizeof(head)) != 0 ||
-        memcmp(head, TK__BUNDLE_MAGIC, 8) != 0) {
-        st = tk__cache_fail(cache, TK_CORRUPT, "%s is not a tokitai-jit cache bundle", path);
-        goto done;
-    }
-    if (get_le(head + 8, 4) != TK__CACHE_FORMAT) {
-        st = tk__cache_fail(cache, TK_CORRUPT, "%s: bundle of cache format %u, expected %d", path,
-                            (unsigned)get_le(head + 8, 4), TK__CACHE_FORMAT);
-        goto done;
-    }
+    bundle b;
+    tk_status st = bundle_open(cache, path, &b);
+    if (st != TK_OK)
+        return st;
+    import_ctx c = {cache, NULL, 0, 0};
+    uint64_t rejected = 0;
     if (cache->disabled || !cache->writable) {
         st = tk__cache_fail(cache, TK_IO_ERROR, "the cache under %s is not writable", cache->root);
         goto done;
     }
-    uint64_t count = get_le(head + 16, 8);
-    uint64_t offset = sizeof(head);
-    uint64_t fsize = (uint64_t)fst.st_size;
-    /* Every record takes its length and at least an entry's header and
-     * trailer: a count the file cannot hold is refused before any loop. */
-    const uint64_t min_record = 8 + TK__ENTRY_HEADER_SIZE + TK__ENTRY_TRAILER_SIZE;
-    if (count > (fsize - offset) / min_record) {
-        rejected = count;
-        if (bad)
-            bad(user, path, "bundle declares more records than its size can hold");
-        st = tk__cache_fail(cache, TK_CORRUPT,
-                            "%s: declares %llu records, but %llu bytes hold at most %llu", path,
-                            (unsigned long long)count, (unsigned long long)fsize,
-                            (unsigned long long)((fsize - offset) / min_record));
+    st = bundle_walk(cache, &b, import_entry, import_source, &c, bad, user, &rejected);
+    if (st != TK_OK)
         goto done;
-    }
-    for (uint64_t i = 0; i < count; i++) {
-        uint8_t lenbuf[8];
-        uint8_t ehead[TK__ENTRY_HEADER_SIZE];
-        char where[64];
-        snprintf(where, sizeof(where), "%s#%llu", path, (unsigned long long)i);
-        uint64_t len;
-        if (read_exact(f, lenbuf, 8) != 0 || (len = get_le(lenbuf, 8)) > fsize - offset - 8) {
-            rejected += count - i;
-            if (bad)
-                bad(user, where, "bundle truncated");
-            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated after %llu entries", path,
-                                (unsigned long long)i);
-            goto done;
-        }
-        offset += 8 + len;
-        /* The entry's own header first: its magic and the sizes it declares
-         * must match the record before the record is read into memory, and
-         * a record larger than the data the file really holds (a sparse
-         * file) is not allocated either. */
-        tk__entry_view hv;
-        const char *hwhy = NULL;
-        int head_ok = len >= sizeof(ehead) && read_exact(f, ehead, sizeof(ehead)) == 0;
-        if (head_ok && tk__entry_parse_header(ehead, len, &hv, &hwhy) != TK_OK)
-            head_ok = 0;
-        if (!hwhy && !head_ok)
-            hwhy = len < sizeof(ehead) ? "record shorter than an entry header" : "bundle truncated";
-        if (head_ok && len > ((uint64_t)64 << 20) && len > (uint64_t)fst.st_blocks * 512) {
-            head_ok = 0;
-            hwhy = "record larger than the data the file holds (sparse file)";
-        }
-        if (!head_ok || len > TK__ENTRY_MAX_FILE) {
-            /* Skip it rather than allocate it. */
-            rejected++;
-            if (bad)
-                bad(user, where, head_ok ? "entry too large" : hwhy);
-            if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
-                st = tk__cache_fail(cache, TK_IO_ERROR, "%s: cannot seek", path);
-                goto done;
-            }
-            continue;
-        }
-        free(bytes);
-        bytes = malloc((size_t)len);
-        if (!bytes) {
-            st = TK_OUT_OF_MEMORY;
-            goto done;
-        }
-        memcpy(bytes, ehead, sizeof(ehead));
-        if (read_exact(f, bytes + sizeof(ehead), (size_t)len - sizeof(ehead)) != 0) {
-            rejected += count - i;
-            if (bad)
-                bad(user, where, "bundle truncated");
-            st = tk__cache_fail(cache, TK_CORRUPT, "%s: truncated", path);
-            goto done;
-        }
-        tk__entry_view v;
-        const char *why = NULL;
-        if (tk__entry_parse(bytes, (size_t)len, 1, &v, &why) != TK_OK) {
-            rejected++;
-            if (bad)
-                bad(user, where, why);
-            continue;
-        }
-        char hex[33];
-        tk__fp_hex(v.fp_hi, v.fp_lo, hex);
-        if (imported == cap_keys) {
-            size_t ncap = cap_keys ? cap_keys * 2 : 64;
-            void *nk = realloc(keys, ncap * sizeof(*keys));
-            if (!nk) {
-                st = TK_OUT_OF_MEMORY;
-                goto done;
-            }
-            keys = nk;
-            cap_keys = ncap;
-        }
-        st = tk__cache_publish(cache, hex, bytes, (size_t)len);
-        if (st != TK_OK)
-            goto done;
-        memcpy(keys[imported++], hex, 33);
-    }
-    if (offset < fsize && bad) {
-        /* Not an error (what was declared is imported), but not silent. */
-        char msg[160];
-        snprintf(msg, sizeof(msg),
-                 "%llu bytes after the %llu declared records (undeclared records or garbage) "
-                 "ignored",
-                 (unsigned long long)(fsize - offset), (unsigned long long)count);
-        bad(user, path, msg);
-    }
     /* One eviction pass for the whole bundle. */
     st = tk__cache_evict(cache, cache->max_size, NULL, 0, NULL);
     if (st != TK_OK)
@@ -898,77 +1295,135 @@ tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad
     /* "Imported" means in the cache now: an entry the size limit evicted
      * straight away (or a duplicate of one already counted) is not. */
     uint64_t kept = 0;
-    if (imported > 1)
-        qsort(keys, (size_t)imported, sizeof(*keys), key_cmp);
-    for (uint64_t i = 0; i < imported; i++) {
+    if (c.n_keys > 1)
+        qsort(c.keys, c.n_keys, sizeof(*c.keys), key_cmp);
+    for (size_t i = 0; i < c.n_keys; i++) {
         char epath[PATH_MAX];
         struct stat est;
-        if ((i == 0 || strcmp(keys[i], keys[i - 1]) != 0) &&
-            tk__cache_entry_path(cache->fmt_dir, keys[i], epath, sizeof(epath)) == TK_OK &&
+        if ((i == 0 || strcmp(c.keys[i], c.keys[i - 1]) != 0) &&
+            tk__cache_entry_path(cache->fmt_dir, c.keys[i], epath, sizeof(epath)) == TK_OK &&
             lstat(epath, &est) == 0 && S_ISREG(est.st_mode))
             kept++;
     }
-    imported = kept;
     if (n_imported)
-        *n_imported = imported;
+        *n_imported = kept;
     if (n_rejected)
         *n_rejected = rejected;
 done:
-    free(keys);
-    free(bytes);
-    fclose(f);
+    free(c.keys);
+    bundle_close(&b);
     return st;
 }
 
-/* ------------------------------------------------------------------ sizes */
+/* ------------------------------------------------------------------- push */
 
-tk_status tk_parse_size(const char *text, uint64_t *out)
+typedef struct push_ctx {
+    tk_cache *cache;
+    tk_cache_bad_fn bad;
+    void *user;
+    tk_cache_push_counts n;
+} push_ctx;
+
+static tk_status push_entry(void *p, const char *where, const uint8_t *bytes, size_t len,
+                            const tk__entry_view *v)
 {
-    if (!text || !out)
-        return TK_INVALID_ARGUMENT;
-    const char *p = text;
-    if (!isdigit((unsigned char)*p))
-        return TK_INVALID_ARGUMENT; /* empty, sign, space or junk */
-    uint64_t v = 0;
-    for (; isdigit((unsigned char)*p); p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return TK_INVALID_ARGUMENT;
-        v = v * 10 + d;
+    push_ctx *c = p;
+    const char *why = NULL;
+    tk_status st = tk__cache_remote_push_entry(c->cache, bytes, len, v, &c->n, &why);
+    if (st == TK_OVERFLOW) {
+        c->n.rejected++;
+        if (c->bad)
+            c->bad(c->user, where, why);
+        return TK_OK;
     }
-    int shift = 0;
-    switch (toupper((unsigned char)*p)) {
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 'T':
-        shift = 40;
-        break;
-    case 'P':
-        shift = 50;
-        break;
-    default:
-        break;
+    return st;
+}
+
+typedef struct push_walk_ctx {
+    push_ctx *push;
+    int read_only_tier;
+    tk_status status;
+} push_walk_ctx;
+
+/* Each entry a listing shows, read in full and checked before it is sent. */
+static int push_file(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    push_walk_ctx *w = p;
+    push_ctx *c = w->push;
+    if (kind != FILE_ENTRY)
+        return 0;
+    struct stat st;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why;
+    char fp[33] = "";
+    if (read_head(path, !w->read_only_tier, &st, &v, &buf, &why) == TK_OK)
+        tk__fp_hex(v.fp_hi, v.fp_lo, fp);
+    free(buf);
+    if (strcmp(fp, hex) != 0)
+        return 0; /* not an entry a listing shows */
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    if (read_entry_file(path, !w->read_only_tier, NULL, &bytes, &len, &v, &why) != TK_OK) {
+        c->n.rejected++;
+        if (c->bad)
+            c->bad(c->user, path, why);
+        return 0;
     }
-    if (shift) {
-        p++;
-        if (toupper((unsigned char)*p) == 'I' && toupper((unsigned char)p[1]) == 'B')
-            p += 2;
-        else if (toupper((unsigned char)*p) == 'B')
-            p++;
-    } else if (toupper((unsigned char)*p) == 'B') {
-        p++;
+    w->status = push_entry(c, path, bytes, len, &v);
+    free(bytes);
+    return w->status != TK_OK;
+}
+
+tk_status tk_cache_remote_push_report(tk_cache *cache, const char *bundle_path, tk_cache_bad_fn bad,
+                                      void *user, tk_cache_push_counts *out)
+{
+    if (!cache || (out && tk__out_bad(out)))
+        return TK_INVALID_ARGUMENT;
+    tk_status st = tk__cache_remote_tool_begin(cache);
+    if (st != TK_OK)
+        return st;
+    push_ctx c;
+    memset(&c, 0, sizeof c);
+    c.cache = cache;
+    c.bad = bad;
+    c.user = user;
+    c.n.struct_size = sizeof c.n;
+    if (bundle_path) {
+        bundle b;
+        st = bundle_open(cache, bundle_path, &b);
+        if (st != TK_OK)
+            return st;
+        st = bundle_walk(cache, &b, push_entry, NULL, &c, bad, user, &c.n.rejected);
+        bundle_close(&b);
+    } else {
+        st = user_tier_check(cache);
+        push_walk_ctx w = {&c, 0, TK_OK};
+        if (st == TK_OK)
+            st = walk_all(cache, push_file, &w, &w.read_only_tier);
+        if (st == TK_OK)
+            st = w.status;
     }
-    if (*p)
-        return TK_INVALID_ARGUMENT;
-    if (shift && v > (UINT64_MAX >> shift))
-        return TK_INVALID_ARGUMENT;
-    *out = v << shift;
+    if (st != TK_OK)
+        return st;
+    if (out)
+        tk__out_copy(out, &c.n, sizeof c.n);
+    return TK_OK;
+}
+
+tk_status tk_cache_remote_push(tk_cache *cache, const char *bundle_path, tk_cache_bad_fn bad,
+                               void *user, uint64_t *n_pushed, uint64_t *n_present,
+                               uint64_t *n_rejected)
+{
+    tk_cache_push_counts n = TK_STRUCT_INIT(tk_cache_push_counts);
+    tk_status st = tk_cache_remote_push_report(cache, bundle_path, bad, user, &n);
+    if (st != TK_OK)
+        return st;
+    if (n_pushed)
+        *n_pushed = n.pushed + n.replaced;
+    if (n_present)
+        *n_present = n.present;
+    if (n_rejected)
+        *n_rejected = n.rejected;
     return TK_OK;
 }

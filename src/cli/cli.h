@@ -36,7 +36,8 @@ typedef enum tk__cli_command {
     TK__CMD_PUSH,
     TK__CMD_TUNE,
     TK__CMD_ZERO_STATS,  /* -z, --zero-stats */
-    TK__CMD_SET_MAX_SIZE /* -M SIZE alone: the cache's own limit */
+    TK__CMD_SET_MAX_SIZE, /* -M SIZE alone: the cache's own limit */
+    TK__CMD_SOURCE        /* --source KEY */
 } tk__cli_command;
 
 /* Everything the command line said; strings borrowed from argv. */
@@ -87,6 +88,22 @@ int tk__cli_read_regular(const char *path, uint64_t max, char **out, size_t *len
 /* "tokitai-jit: <message>" on stderr, one line. */
 void tk__cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Rejections of a bundle's records (--import, --push), a tk_cache_bad_fn
+ * whose user is a tk__cli_capped: "<prefix>: <where>: <why>" for the first
+ * TK__CLI_MSG_CAP, then only counted (a hostile bundle can hold millions of
+ * bad records); tk__cli_capped_end prints "<prefix>: ... and N more". A
+ * message about the bundle as a whole (where is the bundle's own path:
+ * bytes after its records, a count it cannot hold) is always shown, as a
+ * warning. */
+#define TK__CLI_MSG_CAP 20
+typedef struct tk__cli_capped {
+    const char *prefix;
+    const char *bundle; /* the bundle's path */
+    uint64_t n;
+} tk__cli_capped;
+void tk__cli_capped_bad(void *user, const char *where, const char *why);
+void tk__cli_capped_end(const tk__cli_capped *c);
+
 /* A config carrying --cache-dir (and nothing else); NULL on allocation failure
  * (message printed). */
 tk_config *tk__cli_config(const tk__cli_opts *opts);
@@ -136,6 +153,7 @@ int tk__cmd_export(const tk__cli_opts *opts);
 int tk__cmd_import(const tk__cli_opts *opts);
 int tk__cmd_zero_stats(const tk__cli_opts *opts);
 int tk__cmd_set_max_size(const tk__cli_opts *opts);
+int tk__cmd_source(const tk__cli_opts *opts);
 int tk__cmd_info(const tk__cli_opts *opts);
 int tk__cmd_run(const tk__cli_opts *opts);
 int tk__cmd_precompile(const tk__cli_opts *opts);

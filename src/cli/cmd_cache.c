@@ -464,23 +464,29 @@ int tk__cmd_stats(const tk__cli_opts *opts)
         printf(", \"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %llu, \"temp_files\": %llu, "
                "\"bad_files\": %llu, \"hits\": %llu, \"misses\": %llu, \"compiles\": %llu, "
                "\"compile_seconds\": %.3f, \"fallback_calls\": %llu, \"errors\": %llu, "
-               "\"stats_since\": ",
+               "\"source_bytes\": %llu, \"stats_since\": ",
                (unsigned long long)s.entries, (unsigned long long)s.bytes,
                (unsigned long long)s.max_bytes, (unsigned long long)s.temp_files,
                (unsigned long long)s.bad_files, (unsigned long long)s.hits,
                (unsigned long long)s.misses, (unsigned long long)s.compiles, s.compile_seconds,
-               (unsigned long long)s.fallback_calls, (unsigned long long)s.errors);
+               (unsigned long long)s.fallback_calls, (unsigned long long)s.errors,
+               (unsigned long long)s.source_bytes);
         if (s.stats_since)
             printf("\"%s\"}\n", tk__fmt_time_iso(s.stats_since, since, sizeof since));
         else
             fputs("null}\n", stdout);
     } else {
         char b[32], m[32], t[32];
-        double pct = s.max_bytes ? 100.0 * (double)s.bytes / (double)s.max_bytes : 0.0;
+        /* Kept sources count toward the limit with the entries. */
+        double pct =
+            s.max_bytes ? 100.0 * (double)(s.bytes + s.source_bytes) / (double)s.max_bytes : 0.0;
         printf("cache:          %s\n", tk_cache_root(cache));
         printf("entries:        %llu\n", (unsigned long long)s.entries);
         printf("size:           %s (%llu bytes)\n", tk__fmt_size(s.bytes, b, sizeof b),
                (unsigned long long)s.bytes);
+        if (s.source_bytes)
+            printf("sources:        %s kept (shown by --source KEY)\n",
+                   tk__fmt_size(s.source_bytes, t, sizeof t));
         printf("limit:          %s (%.1f%% used)\n", tk__fmt_size(s.max_bytes, m, sizeof m), pct);
         printf("temp files:     %llu\n", (unsigned long long)s.temp_files);
         printf("bad files:      %llu%s\n", (unsigned long long)s.bad_files,
@@ -496,32 +502,6 @@ int tk__cmd_stats(const tk__cli_opts *opts)
     }
     tk_cache_close(cache);
     return TK__EXIT_OK;
-}
-
-/* Repeated messages are capped: the first MSG_CAP, then one line with the
- * number left out (a hostile bundle can hold millions of bad records). */
-enum { MSG_CAP = 20 };
-
-typedef struct msg_cap {
-    const char *prefix;
-    uint64_t n;
-} msg_cap;
-
-static void capped_line(msg_cap *c, const char *what, const char *why)
-{
-    if (c->n++ >= MSG_CAP)
-        return;
-    fflush(stdout);
-    fprintf(stderr, "%s: %s: %s\n", c->prefix, what, why);
-}
-
-static void capped_end(const msg_cap *c)
-{
-    if (c->n > MSG_CAP) {
-        fflush(stdout);
-        fprintf(stderr, "%s: ... and %llu more\n", c->prefix,
-                (unsigned long long)(c->n - MSG_CAP));
-    }
 }
 
 /* --verify names every bad file (each is a file the user may want to see):
@@ -725,17 +705,6 @@ done:
     return rc;
 }
 
-static void print_rejected(void *user, const char *what, const char *why)
-{
-    if (what && !strchr(what, '#')) {
-        /* About the bundle as a whole (bytes after its records): always shown. */
-        fflush(stdout);
-        fprintf(stderr, "warning: %s: %s\n", what, why ? why : "");
-        return;
-    }
-    capped_line(user, what ? what : "entry", why ? why : "bad entry");
-}
-
 int tk__cmd_import(const tk__cli_opts *opts)
 {
     char why[1200];
@@ -750,9 +719,9 @@ int tk__cmd_import(const tk__cli_opts *opts)
         return TK__EXIT_FAIL;
     uint64_t n_ok = 0, n_bad = 0;
     int rc = TK__EXIT_OK;
-    msg_cap cap = {"rejected", 0};
-    tk_status st = tk_cache_import(cache, opts->file, print_rejected, &cap, &n_ok, &n_bad);
-    capped_end(&cap);
+    tk__cli_capped cap = {"rejected", opts->file, 0};
+    tk_status st = tk_cache_import(cache, opts->file, tk__cli_capped_bad, &cap, &n_ok, &n_bad);
+    tk__cli_capped_end(&cap);
     if (st != TK_OK) {
         tk__cli_error("cannot import %s: %s: %s", opts->file, tk_status_str(st),
                       tk_cache_last_error(cache));

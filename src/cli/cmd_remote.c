@@ -155,11 +155,6 @@ int tk__cmd_remote_list(const tk__cli_opts *opts)
     return code;
 }
 
-static void print_bad(void *user, const char *where, const char *why)
-{
-    fprintf(stderr, "tokitai-jit: rejected %s: %s\n", where, why);
-}
-
 int tk__cmd_push(const tk__cli_opts *opts)
 {
     if (!opts->remote && !tk__env_get(TK__ENV_REMOTE)) {
@@ -180,7 +175,9 @@ int tk__cmd_push(const tk__cli_opts *opts)
         return TK__EXIT_FAIL;
     tk_cache_push_counts n = TK_STRUCT_INIT(tk_cache_push_counts);
     double t0 = tk__now();
-    tk_status st = tk_cache_remote_push_report(cache, opts->bundle, print_bad, NULL, &n);
+    tk__cli_capped cap = {"tokitai-jit: rejected", opts->bundle, 0};
+    tk_status st = tk_cache_remote_push_report(cache, opts->bundle, tk__cli_capped_bad, &cap, &n);
+    tk__cli_capped_end(&cap);
     uint64_t rejected = n.rejected;
     if (st != TK_OK) {
         int code = report(cache, "push", st);

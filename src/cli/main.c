@@ -38,6 +38,9 @@ static const char usage_text[] =
     "  --export FILE      pack cache entries into one bundle file\n"
     "  --import FILE      verify a bundle's entries and add the good ones to the\n"
     "                     cache\n"
+    "  --source KEY       the kernel source of the entry KEY (its key, or a prefix\n"
+    "                     of it naming one entry) as the compiler saw it, under a\n"
+    "                     header with its kernel, target and options\n"
     "  --tune             on the GPU present, time the candidate configurations of\n"
     "                     every GEMM shape class the manifest reaches and keep the\n"
     "                     fastest of each as a tuning record in the cache\n"
@@ -155,6 +158,7 @@ static const opt_spec specs[] = {
     {"--classes", NULL, 1, TK__CMD_NONE, C(TK__CMD_TUNE)},
     {"--export", NULL, 1, TK__CMD_EXPORT, ALL_COMMANDS},
     {"--import", NULL, 1, TK__CMD_IMPORT, ALL_COMMANDS},
+    {"--source", NULL, 1, TK__CMD_SOURCE, ALL_COMMANDS},
     {"--cache-dir", NULL, 1, TK__CMD_NONE, ALL_COMMANDS},
     {"--json", NULL, 0, TK__CMD_NONE,
      C(TK__CMD_LIST) | C(TK__CMD_STATS) | C(TK__CMD_INFO) | C(TK__CMD_RUN)},
@@ -475,6 +479,8 @@ int main(int argc, char **argv)
         return tk__cmd_zero_stats(&opts);
     case TK__CMD_SET_MAX_SIZE:
         return tk__cmd_set_max_size(&opts);
+    case TK__CMD_SOURCE:
+        return tk__cmd_source(&opts);
     case TK__CMD_NONE:
         break;
     }

@@ -27,6 +27,28 @@ void tk__cli_error(const char *fmt, ...)
     fprintf(stderr, "tokitai-jit: %s\n", msg);
 }
 
+void tk__cli_capped_bad(void *user, const char *where, const char *why)
+{
+    tk__cli_capped *c = user;
+    fflush(stdout);
+    if (where && c->bundle && strcmp(where, c->bundle) == 0) {
+        fprintf(stderr, "warning: %s: %s\n", where, why ? why : "");
+        return;
+    }
+    if (c->n++ >= TK__CLI_MSG_CAP)
+        return;
+    fprintf(stderr, "%s: %s: %s\n", c->prefix, where ? where : "entry", why ? why : "bad entry");
+}
+
+void tk__cli_capped_end(const tk__cli_capped *c)
+{
+    if (c->n > TK__CLI_MSG_CAP) {
+        fflush(stdout);
+        fprintf(stderr, "%s: ... and %llu more\n", c->prefix,
+                (unsigned long long)(c->n - TK__CLI_MSG_CAP));
+    }
+}
+
 tk_config *tk__cli_config(const tk__cli_opts *opts)
 {
     tk_config *cfg = NULL;

@@ -656,7 +656,7 @@ static tk_status prep_build(tk_context *ctx, const tk_kernel_desc *d, prep *p)
     tk__key_add_str(&p->key, "compiler", ctx->compiler);
     tk__key_add_str(&p->key, "target", ctx->target);
     tk__key_add_str(&p->key, "entry", d->entry);
-    tk__key_add_bytes(&p->key, "source", p->full.p, p->full.len);
+    tk__key_add_bytes(&p->key, TK__KEY_SOURCE_TAG, p->full.p, p->full.len);
     for (size_t i = 0; i < n_def + d->n_options; i++) {
         /* A backend's include folders are machine paths; their headers enter
          * the key through the compiler identity (see cuda.c, headers_hash). */

@@ -4,9 +4,9 @@
  * scratch cache). Not part of the default build; with clang:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DTK_STATIC_DEFINE \
- *     -Iinclude -Isrc tests/fuzz/fuzz_cache_entry.c src/cache/{key,entry,cache,tools}.c \
- *     src/jit/status.c \
- *     -lxxhash -lpthread -o fuzz_cache_entry
+ *     -Iinclude -Isrc tests/fuzz/fuzz_cache_entry.c \
+ *     src/cache/{cache,diag,entry,fs,key,remote,source,stats,tools}.c src/jit/status.c \
+ *     -lxxhash -lzstd -lpthread -o fuzz_cache_entry
  *
  * Built with -DTK_FUZZ_STANDALONE (any C compiler) it replays the files named
  * on the command line instead. The Check suite test_cache_key runs a

@@ -93,6 +93,8 @@ pub type tk_log_fn = Option<unsafe extern "C" fn(user: *mut c_void, level: tk_lo
 pub type tk_cache_visit_fn = Option<unsafe extern "C" fn(user: *mut c_void, info: *const tk_cache_entry_info) -> c_int>;
 pub type tk_cache_select_fn = tk_cache_visit_fn;
 pub type tk_cache_bad_fn = Option<unsafe extern "C" fn(user: *mut c_void, path: *const c_char, why: *const c_char)>;
+pub type tk_cache_source_fn = Option<unsafe extern "C" fn(user: *mut c_void, info: *const tk_cache_entry_info,
+                                                         source: *const c_char, len: usize)>;
 pub type tk_timed_fn = Option<unsafe extern "C" fn(user: *mut c_void) -> tk_status>;
 
 #[repr(C)]
@@ -127,6 +129,7 @@ pub struct tk_cache_entry_info {
     pub last_used: i64,
     pub resources: tk_resource_usage,
     pub read_only_tier: c_int,
+    pub source_hash: *const c_char,
 }
 
 #[repr(C)]
@@ -145,6 +148,7 @@ pub struct tk_cache_stats {
     pub fallback_calls: u64,
     pub errors: u64,
     pub stats_since: i64,
+    pub source_bytes: u64,
 }
 
 #[repr(C)]
@@ -371,6 +375,8 @@ extern "C" {
                            user: *mut c_void, n_exported: *mut u64) -> tk_status;
     pub fn tk_cache_import(cache: *mut tk_cache, path: *const c_char, bad: tk_cache_bad_fn, user: *mut c_void,
                            n_imported: *mut u64, n_rejected: *mut u64) -> tk_status;
+    pub fn tk_cache_entry_source(cache: *mut tk_cache, key: *const c_char, f: tk_cache_source_fn,
+                                 user: *mut c_void) -> tk_status;
     pub fn tk_parse_size(text: *const c_char, out: *mut u64) -> tk_status;
     pub fn tk_cache_remote_describe(cache: *mut tk_cache, buf: *mut c_char, size: usize) -> tk_status;
     pub fn tk_cache_remote_list(cache: *mut tk_cache, visit: tk_cache_visit_fn, user: *mut c_void) -> tk_status;

@@ -13,6 +13,7 @@
 /* An owned copy of one entry's metadata (the visit's strings are borrowed). */
 typedef struct entry {
     char *key_hex, *path, *kernel, *source, *backend, *arch, *compiler, *options;
+    char *source_hash; /* "" when the source sits in the key (tk_cache_entry_info) */
     char *label; /* operator, baked dimensions, variant: which specialisation it is */
     char *op;    /* operator (or source) it serves, for the summary */
     char policy[16];
@@ -72,6 +73,7 @@ static int collect(void *user, const tk_cache_entry_info *info)
     e->arch = dup_or_empty(info->arch);
     e->compiler = dup_or_empty(info->compiler);
     e->options = dup_or_empty(info->options);
+    e->source_hash = dup_or_empty(info->source_hash);
     e->label = strdup(d.label);
     e->op = strdup(d.op);
     snprintf(e->policy, sizeof e->policy, "%s", d.policy);
@@ -83,7 +85,7 @@ static int collect(void *user, const tk_cache_entry_info *info)
     e->read_only_tier = info->read_only_tier;
     l->n++;
     if (!e->key_hex || !e->path || !e->kernel || !e->source || !e->backend || !e->arch ||
-        !e->compiler || !e->options || !e->label || !e->op) {
+        !e->compiler || !e->options || !e->source_hash || !e->label || !e->op) {
         l->oom = 1;
         return 1;
     }
@@ -94,7 +96,7 @@ static void free_entry(entry *e)
 {
     free(e->key_hex), free(e->path), free(e->kernel), free(e->source);
     free(e->backend), free(e->arch), free(e->compiler), free(e->options), free(e->label);
-    free(e->op);
+    free(e->op), free(e->source_hash);
 }
 
 static void free_entries(entry_list *l)
@@ -215,6 +217,11 @@ static void list_json(const tk_cache *cache, const entry_list *l)
         fputs(", \"arch\": ", stdout), tk__json_str(stdout, e->arch);
         fputs(", \"compiler\": ", stdout), tk__json_str(stdout, e->compiler);
         fputs(", \"options\": ", stdout), tk__json_str(stdout, e->options);
+        fputs(", \"source_hash\": ", stdout);
+        if (e->source_hash[0])
+            tk__json_str(stdout, e->source_hash);
+        else
+            fputs("null", stdout);
         fputs(", \"path\": ", stdout), tk__json_str(stdout, e->path);
         printf(", \"payload_size\": %llu, \"file_size\": %llu", (unsigned long long)e->payload_size,
                (unsigned long long)e->file_size);
@@ -278,6 +285,8 @@ static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
             printf("    compiler %s  code object %llu bytes\n", e->compiler,
                    (unsigned long long)e->payload_size);
             printf("    options: %s\n", e->options[0] ? e->options : "(none)");
+            printf("    source: %s (tokitai-jit --source %.12s)\n",
+                   e->source_hash[0] ? e->source_hash : "in the key", e->key_hex);
             printf("    resources: registers/VGPR %s  SGPR %s  AGPR %s  shared/LDS %s  "
                    "local/scratch %s  spills %s  wavefront %s  kernarg %s  max threads %s\n",
                    res_str(e->res.registers, r[0], 16), res_str(e->res.sgprs, r[1], 16),

@@ -36,7 +36,7 @@
 
 #include "cache/cache_internal.h"
 
-static double now(void)
+static double wall_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -173,10 +173,10 @@ static int hit_child(const char *root, const char *path)
         return 5;
     tk__entry e;
     void *mod = NULL;
-    double t0 = now();
+    double t0 = wall_now();
     tk_status s = tk__cache_get(cache, &key, &e);
     int loaded = s == TK_OK && load && load(&mod, e.payload) == 0;
-    double t = now() - t0;
+    double t = wall_now() - t0;
     if (s != TK_OK)
         return 6;
     if (load && !loaded)

@@ -1,5 +1,5 @@
 /*
- * cuBLAS as the reference for the GEMM benchmarks (bench/ops.c,
+ * cuBLAS as the reference for the GEMM benchmarks (bench/bench_ops.c,
  * bench/dynamic.c): loaded with dlopen (no CUDA headers needed), the library's
  * three GEMM ops mapped onto cublasGemmEx with identical input and output
  * types and layouts (fp16 in, fp32 compute, fp32 output for the forward and

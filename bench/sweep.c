@@ -467,7 +467,7 @@ static void time_shape(gemm_bufs *b, const run_opts *o, shape *s)
 }
 
 /* The whole tokitai output against the whole cuBLAS output (rotation 0). */
-static void check_shape(shape *s, gemm_bufs *b, void *ref)
+static void check_one_shape(shape *s, gemm_bufs *b, void *ref)
 {
     const int out16 = s->op != TK_OP_GEMM_F16_FWD;
     const int64_t rows = s->op == TK_OP_GEMM_F16_GRAD_B ? s->K : s->M;
@@ -571,7 +571,7 @@ static void bench_shape(shape *s, const run_opts *o)
     ref = dalloc(ob);
     if (!o->check_only)
         time_shape(&b, o, s);
-    check_shape(s, &b, ref);
+    check_one_shape(s, &b, ref);
     for (int r = 0; r < b.R; r++) {
         tk_mem_free(g_ctx, b.x[r]);
         tk_mem_free(g_ctx, b.y[r]);
@@ -756,7 +756,7 @@ static void remove_stub_cache(const char *dir)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
-static void usage(const char *argv0)
+static void print_usage(const char *argv0)
 {
     printf("usage: %s [--manifest FILE] [--seed S] [--count N] [--random N]\n"
            "       [--policy stable|exact|generic] [--only fwd|grad_a|grad_b] [--quick]\n"
@@ -790,7 +790,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(argv[0]);
+            print_usage(argv[0]);
             return 0;
         } else if (strcmp(a, "--quick") == 0)
             quick = 1;

@@ -1,5 +1,5 @@
 /*
- * Environment variables (src/common/env.h): for every variable the library
+ * Environment variables (src/common/env_vars.h): for every variable the library
  * reads, a good value changes what the library does and a refused one does
  * exactly what unset does (the default), or is an error where the table says
  * so; each refused value is one warning on a new context's log and a line of
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "cache/remote.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "jit/backend/backend.h"
 #include "jit/engine.h"
 #include "ops/gemm/gemm_internal.h"
@@ -977,7 +977,7 @@ static void walk_sources(const char *rel, const char *const *exts, file_fn fn, v
 static void no_getenv_around(const char *rel, const char *text, void *user)
 {
     int *n = user;
-    if (strcmp(rel, "src/common/env.h") == 0)
+    if (strcmp(rel, "src/common/env_vars.h") == 0)
         return;
     for (const char *p = text; (p = strstr(p, "getenv(")) != NULL; p += 7) {
         const char *arg = p + 7;
@@ -987,13 +987,13 @@ static void no_getenv_around(const char *rel, const char *text, void *user)
         (*n)++;
         if (*arg == '"') {
             ck_assert_msg(strncmp(arg + 1, "TOKITAI_JIT_", 12) != 0,
-                          "%s:%d reads a TOKITAI_JIT_* variable bypassing src/common/env.h", rel,
+                          "%s:%d reads a TOKITAI_JIT_* variable bypassing src/common/env_vars.h", rel,
                           line);
         } else {
             /* the vendor-library overrides of the backends (TK__*_LIB) */
             ck_assert_msg(strncmp(arg, "env_override)", 13) == 0,
                           "%s:%d: getenv of a name not written here: read it through "
-                          "src/common/env.h if it is a TOKITAI_JIT_* variable",
+                          "src/common/env_vars.h if it is a TOKITAI_JIT_* variable",
                           rel, line);
         }
     }
@@ -1011,7 +1011,7 @@ static void names_known(const char *rel, const char *text, void *user)
             n--;
         if (n == 12)
             continue; /* the prefix itself */
-        ck_assert_msg(tk__env_find(p, n) != NULL, "%s names %.*s, which is not in src/common/env.h",
+        ck_assert_msg(tk__env_find(p, n) != NULL, "%s names %.*s, which is not in src/common/env_vars.h",
                       rel, (int)n, p);
     }
 }

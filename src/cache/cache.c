@@ -16,7 +16,7 @@
 
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 
 #define DEFAULT_MAX_SIZE ((uint64_t)5 << 30) /* like ccache's default */
 

@@ -24,7 +24,7 @@
 
 #include "cache/cache_internal.h"
 #include "cache/remote.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "common/out_struct.h"
 
 /* ------------------------------------------------------------- URL syntax */

@@ -32,6 +32,7 @@
 #include <xxhash.h>
 
 #include "cache/cache_internal.h"
+#include "common/size.h"
 
 #define STATS_FILE "stats"
 #define REC_SIZE 64
@@ -311,49 +312,5 @@ tk_status tk_parse_size(const char *text, uint64_t *out)
 {
     if (!text || !out)
         return TK_INVALID_ARGUMENT;
-    const char *p = text;
-    if (!isdigit((unsigned char)*p))
-        return TK_INVALID_ARGUMENT; /* empty, sign, space or junk */
-    uint64_t v = 0;
-    for (; isdigit((unsigned char)*p); p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return TK_INVALID_ARGUMENT;
-        v = v * 10 + d;
-    }
-    int shift = 0;
-    switch (toupper((unsigned char)*p)) {
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 'T':
-        shift = 40;
-        break;
-    case 'P':
-        shift = 50;
-        break;
-    default:
-        break;
-    }
-    if (shift) {
-        p++;
-        if (toupper((unsigned char)*p) == 'I' && toupper((unsigned char)p[1]) == 'B')
-            p += 2;
-        else if (toupper((unsigned char)*p) == 'B')
-            p++;
-    } else if (toupper((unsigned char)*p) == 'B') {
-        p++;
-    }
-    if (*p)
-        return TK_INVALID_ARGUMENT;
-    if (shift && v > (UINT64_MAX >> shift))
-        return TK_INVALID_ARGUMENT;
-    *out = v << shift;
-    return TK_OK;
+    return tk__size_parse(text, out) == 0 ? TK_OK : TK_INVALID_ARGUMENT;
 }

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 
 /* An owned copy of one entry's metadata (the visit's strings are borrowed). */
 typedef struct entry {

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 
 /* Tools wait longer than a lookup would: nobody is waiting for a kernel. */
 #define TOOL_CONNECT_MS 2000

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 
 /* "512x1024x4096" or "512,1024,4096". */
 static int parse_shape(const char *text, int64_t *dims, int max, int *n)

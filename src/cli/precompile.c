@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "manifest.h"
 
 /* Offline targets used when neither --arch, the manifest nor a device says. */
@@ -553,7 +553,7 @@ static void worker_log_fn(void *user, tk_log_level level, const char *msg)
 }
 
 /* The level TOKITAI_JIT_LOG asks the library to write to stderr, read as
- * the library reads it (src/common/env.h); -1: none. */
+ * the library reads it (src/common/env_vars.h); -1: none. */
 static int env_log_level(void)
 {
     /* The row's words in order: 0 1 debug info warn error. */

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cache/remote.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "common/out_struct.h"
 #include "jit/backend/dl.h"
 #include "jit/jit_internal.h"

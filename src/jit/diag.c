@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "jit/jit_internal.h"
 
 /* Set by the background builder's worker threads (builder.c) around each

@@ -1,6 +1,6 @@
 /*
  * The environment's report: every TOKITAI_JIT_* variable set with a value
- * its parser (common/env.h) refuses, and every TOKITAI_JIT_* name that
+ * its parser (common/env_vars.h) refuses, and every TOKITAI_JIT_* name that
  * nothing reads. The readers themselves take a refused value as unset;
  * this file says so, on a context's or a cache handle's log and to
  * tk_env_check (tokitai-jit --info), and decides which refused values stop
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cache/remote.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "jit/jit_internal.h"
 
 extern char **environ;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "ops/gemm/gemm_internal.h"
 
 /* ------------------------------------------------------------- tuning

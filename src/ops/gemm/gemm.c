@@ -51,7 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "ops/gemm/gemm_internal.h"
 
 /* What serves p's call while its kernel is built ($TOKITAI_JIT_GEMM_FALLBACK,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "ops/gemm/gemm_internal.h"
 
 /* $TOKITAI_JIT_GEMM_PDL, read once per process: it is asked at every call. */

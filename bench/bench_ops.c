@@ -1,5 +1,5 @@
 /*
- * bench/ops: every operator at its benchmark shape sets (square GEMMs 1024-8192, the
+ * bench/ops (bench_ops.c): every operator at its benchmark shape sets (square GEMMs 1024-8192, the
  * model's skinny and expert shapes, softmax widths, the embedding), in one run
  * against its reference ceiling:
  *   GEMMs      against cuBLAS (dlopen'd; cublasGemmEx, fp16 in, fp32 compute,

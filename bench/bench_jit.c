@@ -60,7 +60,7 @@ static struct {
     cuCtxSynchronize_t sync;
 } raw;
 
-static double now(void)
+static double wall_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -133,7 +133,7 @@ static double raw_compile_once(tk_context *ctx, int iter)
         opts[n++] = *o;
     opts[n++] = define;
 
-    double t0 = now();
+    double t0 = wall_now();
     void *prog = NULL, *mod = NULL, *fn = NULL;
     size_t size = 0;
     if (raw.create(&prog, full, "raw.cu", 0, NULL, NULL) || raw.compile(prog, n, opts) ||
@@ -148,7 +148,7 @@ static double raw_compile_once(tk_context *ctx, int iter)
         fprintf(stderr, "raw load failed\n");
         exit(1);
     }
-    double t = now() - t0;
+    double t = wall_now() - t0;
     free(cubin);
     raw.unload(mod);
     return t;
@@ -161,9 +161,9 @@ static double engine_compile_once(tk_context *ctx, int iter)
     tk_define def = {"BIAS", value};
     tk_kernel_desc d = {.source = k_source, .entry = "axpy_half", .defines = &def, .n_defines = 1};
     tk_kernel *k = NULL;
-    double t0 = now();
+    double t0 = wall_now();
     tk_status st = tk_kernel_get(ctx, &d, &k);
-    double t = now() - t0;
+    double t = wall_now() - t0;
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_COMPILED) {
         fprintf(stderr, "engine compile failed: %s\n", tk_context_last_error(ctx));
@@ -189,9 +189,9 @@ static int disk_child(const char *dir)
     tk_define def;
     tk_kernel_desc d = bench_desc(&def);
     tk_kernel *k = NULL;
-    double t0 = now();
+    double t0 = wall_now();
     tk_status st = tk_kernel_get(ctx, &d, &k);
-    double t = now() - t0;
+    double t = wall_now() - t0;
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_DISK)
         return 3;
@@ -258,9 +258,9 @@ static int headers_child(const char *dir, const char *kind)
     const char *opts[1];
     tk_kernel_desc d = headers_desc(dir, opt, sizeof opt, opts);
     tk_kernel *k = NULL;
-    double t0 = now();
+    double t0 = wall_now();
     tk_status st = tk_kernel_get(ctx, &d, &k);
-    double t = now() - t0;
+    double t = wall_now() - t0;
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_DISK)
         return 3;
@@ -406,10 +406,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < 1000; i++)
         tk_kernel_get(ctx, &d, &k);
     for (int b = 0; b < N_BATCH; b++) {
-        double t0 = now();
+        double t0 = wall_now();
         for (int i = 0; i < PER_BATCH; i++)
             tk_kernel_get(ctx, &d, &k);
-        mem[b] = (now() - t0) / PER_BATCH;
+        mem[b] = (wall_now() - t0) / PER_BATCH;
     }
     double memory_hit = median(mem, N_BATCH);
 
@@ -443,10 +443,10 @@ int main(int argc, char **argv)
         tk_kernel *km = NULL;
         if (tk_kernel_get(ctx, &dm, &km) == TK_OK) {
             for (int b = 0; b < N_BATCH; b++) {
-                double t0 = now();
+                double t0 = wall_now();
                 for (int i = 0; i < PER_BATCH; i++)
                     tk_kernel_get(ctx, &dm, &km);
-                mem[b] = (now() - t0) / PER_BATCH;
+                mem[b] = (wall_now() - t0) / PER_BATCH;
             }
             memory_hit_embedded = median(mem, N_BATCH);
         }
@@ -466,15 +466,15 @@ int main(int argc, char **argv)
     enum { N_LB = 200, PER_LB = 200 };
     static double le[N_LB], lr[N_LB];
     for (int b = 0; b < N_LB; b++) {
-        double t0 = now();
+        double t0 = wall_now();
         for (int i = 0; i < PER_LB; i++)
             tk_kernel_launch(ctx, ke, grid, block, 0, NULL, args);
-        le[b] = (now() - t0) / PER_LB;
+        le[b] = (wall_now() - t0) / PER_LB;
         raw.sync();
-        t0 = now();
+        t0 = wall_now();
         for (int i = 0; i < PER_LB; i++)
             raw.launch(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
-        lr[b] = (now() - t0) / PER_LB;
+        lr[b] = (wall_now() - t0) / PER_LB;
         raw.sync();
     }
     double launch_engine = median(le, N_LB), launch_raw = median(lr, N_LB);

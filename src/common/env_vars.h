@@ -11,12 +11,12 @@
  *
  * Header only, so that every layer (cache, jit, ops, cli) reads through it
  * without an include running up the layers. It calls nothing but the C
- * library and tk_parse_size (public, defined in the lowest layer).
+ * library and src/common/size.h.
  * docs/environment.md is this table in prose; tests/test_env.c holds the
  * table to the docs and to every getenv in src/.
  */
-#ifndef TK_COMMON_ENV_H
-#define TK_COMMON_ENV_H
+#ifndef TK_COMMON_ENV_VARS_H
+#define TK_COMMON_ENV_VARS_H
 
 #include <ctype.h>
 #include <stdint.h>
@@ -25,13 +25,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/size.h"
 #include "tokitai/tokitai.h"
 
 /* How a value is parsed. */
 typedef enum tk__env_parser {
     TK__ENV_P_WORD,   /* one of the row's words */
     TK__ENV_P_BOOL,   /* 0/1, true/false, yes/no, on/off (any case) */
-    TK__ENV_P_SIZE,   /* tk_parse_size: 500M, 5G, 1048576 */
+    TK__ENV_P_SIZE,   /* common/size.h: 500M, 5G, 1048576 */
     TK__ENV_P_MS,     /* milliseconds, 1 to 3600000 */
     TK__ENV_P_DIR,    /* an absolute path under 4096 bytes */
     TK__ENV_P_DIRS,   /* ':'-separated absolute paths, each under 4096 bytes */
@@ -218,7 +219,7 @@ static inline const char *tk__env_refuse(const tk__env_var *e, const char *v, ch
         return tk__env_bool_of(v) >= 0 ? NULL : "expected 0 or 1 (or true/false, yes/no, on/off)";
     case TK__ENV_P_SIZE: {
         uint64_t x;
-        return tk_parse_size(v, &x) == TK_OK ? NULL : "expected a size such as 500M, 5G or 1048576";
+        return tk__size_parse(v, &x) == 0 ? NULL : "expected a size such as 500M, 5G or 1048576";
     }
     case TK__ENV_P_MS:
         return tk__env_ms_of(v) ? NULL : "expected milliseconds, 1 to 3600000";
@@ -289,7 +290,7 @@ static inline int tk__env_size(tk__env_id id, uint64_t *out)
 {
     const char *v = tk__env_raw(id);
     uint64_t x;
-    if (!v || tk_parse_size(v, &x) != TK_OK)
+    if (!v || tk__size_parse(v, &x) != 0)
         return 0;
     *out = x;
     return 1;

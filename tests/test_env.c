@@ -928,7 +928,8 @@ static char *read_source(const char *rel)
     const char *src = getenv("TK_TEST_SOURCE_DIR");
     ck_assert_ptr_nonnull(src);
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s", src, rel);
+    int len = snprintf(path, sizeof path, "%s/%s", src, rel);
+    ck_assert(len > 0 && (size_t)len < sizeof path);
     size_t n = 0;
     return tk_test_read_file(path, &n);
 }

@@ -155,8 +155,10 @@ static inline void redis_start_args(redis_srv *s, const char *const *extra)
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             char log[1024];
             snprintf(log, sizeof log, "%s/redis.log", s->dir);
-            freopen(log, "a", stdout);
-            freopen(log, "a", stderr);
+            /* the server's output in its folder; without it, on the
+             * test's own (what it would say then is still seen) */
+            if (!freopen(log, "a", stdout) || !freopen(log, "a", stderr))
+                perror(log);
             const char *argv[32] = {
                 bin,  "--port", port_s, "--bind",      "127.0.0.1", "--save", "", "--appendonly",
                 "no", "--dir",  s->dir, "--daemonize", "no"};

@@ -201,8 +201,14 @@ def test_compile_fullgraph_matches_eager(mode):
     model = Tiny().to(DEV)
     eager = _run_tiny(model)
     torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     compiled = torch.compile(model, fullgraph=True, mode=mode)
     got = _run_tiny(compiled)
+    if mode == "reduce-overhead":
+        # Inductor counts each graph it could not put in a CUDA graph
+        assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
     for (l0, w0, e0), (l1, w1, e1) in zip(eager, got):
         assert abs(l0 - l1) < 1e-3
         close(w1, w0, 1e-3)
@@ -238,20 +244,22 @@ def test_cuda_graph_capture_replays():
 # ------------------------------------------------------------ the example
 
 
-def test_moe_example_tracks_pytorch():
+@pytest.mark.parametrize("mode", ["eager", pytest.param("default", marks=pytest.mark.skipif(
+    not tt.HAS_CUSTOM_OP, reason="torch.compile of the operators needs PyTorch >= 2.4"))])
+def test_moe_example_tracks_pytorch(mode):
+    # The curves' tolerance is the example's compare(): 5% per step, against
+    # at least 1% of the first loss (examples/moe_train.py).
+    if os.environ.get("TK_MOE_MODES") and mode not in os.environ["TK_MOE_MODES"].split(","):
+        pytest.skip("TK_MOE_MODES=%s" % os.environ["TK_MOE_MODES"])
     sys.path.insert(0, EXAMPLES)
     try:
         import moe_train
     finally:
         sys.path.pop(0)
-    modes = ["eager"] + (["default"] if tt.HAS_CUSTOM_OP else [])
-    if os.environ.get("TK_MOE_MODES"):  # e.g. "eager" to save the compile time
-        modes = os.environ["TK_MOE_MODES"].split(",")
-    for mode in modes:
-        a = moe_train.train("tokitai", mode, 200, 1234, DEV)
-        b = moe_train.train("torch", mode, 200, 1234, DEV)
-        c = moe_train.compare(a["losses"], b["losses"])
-        print(mode, c, "step ms %.3f / %.3f" % (a["step_ms"], b["step_ms"]))
-        assert c["first_gap"] < 1e-2
-        assert c["max_rel_gap"] < 0.05, c
-        assert a["losses"][-1] < 0.5 * a["losses"][0]
+    a = moe_train.train("tokitai", mode, 200, 1234, DEV)
+    b = moe_train.train("torch", mode, 200, 1234, DEV)
+    c = moe_train.compare(a["losses"], b["losses"])
+    print(mode, c, "step ms %.3f / %.3f" % (a["step_ms"], b["step_ms"]))
+    assert c["first_gap"] < 1e-2
+    assert c["max_rel_gap"] < 0.05, c
+    assert a["losses"][-1] < 0.5 * a["losses"][0]

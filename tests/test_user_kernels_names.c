@@ -221,8 +221,9 @@ static void expect_decl(const char *text, const tk__decl_macro *macros, size_t n
                         const char *name, const uint32_t *sizes, size_t n, size_t want_used,
                         const int *want)
 {
-    int kinds[16];
+    int kinds[32];
     const char *texts[] = {text};
+    ck_assert_uint_le(n, sizeof kinds / sizeof kinds[0]);
     size_t used = tk__decl_kinds(texts, 1, macros, n_macros, name, sizes, n, kinds);
     ck_assert_msg(used == want_used, "%s: used %zu declarations, want %zu", name, used, want_used);
     for (size_t i = 0; i < n; i++)

@@ -48,14 +48,16 @@ int tk__cache_open_dir(const char *path)
     return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* Unlinks path through its parent folder opened without following a link,
- * so that a shard folder swapped for a link makes this fail, not reach
- * outside the cache. */
-int tk__cache_unlink(const char *path)
+/* The parent folder of path opened without following a link at its end
+ * (tk__cache_open_dir), and in *leaf path's last component; -1 with errno
+ * set otherwise. */
+static int open_parent(const char *path, const char **leaf)
 {
     const char *slash = strrchr(path, '/');
-    if (!slash)
-        return unlink(path);
+    if (!slash || !slash[1]) {
+        errno = EINVAL;
+        return -1;
+    }
     char dir[PATH_MAX];
     size_t n = (size_t)(slash - path);
     if (n >= sizeof(dir)) {
@@ -64,10 +66,22 @@ int tk__cache_unlink(const char *path)
     }
     memcpy(dir, path, n);
     dir[n] = 0;
-    int dfd = tk__cache_open_dir(n ? dir : "/");
+    *leaf = slash + 1;
+    return tk__cache_open_dir(n ? dir : "/");
+}
+
+/* Unlinks path through its parent folder opened without following a link,
+ * so that a shard folder swapped for a link makes this fail, not reach
+ * outside the cache. */
+int tk__cache_unlink(const char *path)
+{
+    if (!strchr(path, '/'))
+        return unlink(path);
+    const char *leaf;
+    int dfd = open_parent(path, &leaf);
     if (dfd < 0)
         return -1;
-    int r = unlinkat(dfd, slash + 1, 0);
+    int r = unlinkat(dfd, leaf, 0);
     int saved = errno;
     close(dfd);
     errno = saved;
@@ -182,23 +196,11 @@ static int remove_at(int dfd, const char *name)
 
 int tk__cache_remove_any(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash || !slash[1]) {
-        errno = EINVAL;
-        return -1;
-    }
-    char dir[PATH_MAX];
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof(dir)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(dir, path, n);
-    dir[n] = 0;
-    int dfd = tk__cache_open_dir(n ? dir : "/");
+    const char *leaf;
+    int dfd = open_parent(path, &leaf);
     if (dfd < 0)
         return -1;
-    int r = remove_at(dfd, slash + 1);
+    int r = remove_at(dfd, leaf);
     int saved = errno;
     close(dfd);
     errno = saved;

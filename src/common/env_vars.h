@@ -271,6 +271,18 @@ static inline int tk__env_word(tk__env_id id, int fallback)
     return i >= 0 ? i : fallback;
 }
 
+/* tk__env_word read once per process into *cache (which starts at -1): for
+ * the switches a hot path asks at every call. */
+static inline int tk__env_word_once(tk__env_id id, int fallback, int *cache)
+{
+    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = tk__env_word(id, fallback);
+        __atomic_store_n(cache, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 static inline int tk__env_bool(tk__env_id id, int fallback)
 {
     const char *v = tk__env_raw(id);

@@ -335,12 +335,7 @@ tk_status tk__gemm_record_store(tk_context *ctx, const gemm_plan *p, const char 
 int tk__gemm_tune_mode(void)
 {
     static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        v = tk__env_word(TK__ENV_TUNE, TUNE_RECORDS);
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    return tk__env_word_once(TK__ENV_TUNE, TUNE_RECORDS, &cached);
 }
 
 /* Parsed records of this thread's recent classes: a training step calls

@@ -63,11 +63,7 @@ int tk__gemm_plan_fallback(const gemm_plan *p, gemm_plan *f)
 {
     enum { AUTO = 0, UNIVERSAL = 1, FAST = 2 }; /* the order of the variable's words */
     static int cached = -1;
-    int mode = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (mode < 0) {
-        mode = tk__env_word(TK__ENV_GEMM_FALLBACK, AUTO);
-        __atomic_store_n(&cached, mode, __ATOMIC_RELAXED);
-    }
+    int mode = tk__env_word_once(TK__ENV_GEMM_FALLBACK, AUTO, &cached);
     if (mode == UNIVERSAL || !tk__gemm_plan_fast(p, f))
         return TK__GEMM_FB_UNIVERSAL;
     return mode == FAST ? TK__GEMM_FB_FAST_ONLY : TK__GEMM_FB_FAST;

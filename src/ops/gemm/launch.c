@@ -13,12 +13,7 @@
 static int pdl_enabled(void)
 {
     static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        v = TK_GEMM_PDL && tk__env_word(TK__ENV_GEMM_PDL, 1) == 1;
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    return TK_GEMM_PDL && tk__env_word_once(TK__ENV_GEMM_PDL, 1, &cached) == 1;
 }
 
 /* A CUtensorMap: 128 bytes, 64-byte aligned. */

@@ -69,6 +69,16 @@ def main(argv: List[str]) -> int:
             gk, ga, ptr, M, N, K, a.data_ptr(), K, b.data_ptr(), N, c32.data_ptr(), N, st)
         cases["library call only: tk_softmax_f16_fwd"] = lambda: tt._fast.call(
             sk, sa, ptr, M, N, x.data_ptr(), N, y.data_ptr(), N, st)
+        # Where tt.gemm's time goes: the output's allocation, the argument
+        # checks around the call, the autograd and compile checks around those.
+        f32, dev = torch.float32, a.device
+        cases["part: torch.empty((M, N), float32, device) alone"] = lambda: torch.empty(
+            (M, N), dtype=f32, device=dev)
+        cases["part: a.new_empty((M, N), float32) alone"] = lambda: a.new_empty((M, N), dtype=f32)
+        cases["part: library call + a new output each call"] = lambda: tt._fast.call(
+            gk, ga, ptr, M, N, K, a.data_ptr(), K, b.data_ptr(), N, a.new_empty((M, N), dtype=f32).data_ptr(),
+            N, st)
+        cases["part: tt._gemm_fwd_impl(a, b) (no autograd or compile checks)"] = lambda: tt._gemm_fwd_impl(a, b)
     print("device: %s, torch %s, C extension: %s, shape M,N,K = %d,%d,%d"
           % (torch.cuda.get_device_name(), torch.__version__, tt._fast is not None, M, N, K))
     print("| call | host us per call (median) |")

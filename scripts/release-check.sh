@@ -14,7 +14,12 @@
 #            a call from Python;
 #   moe      the MoE training example in every mode, 200 steps;
 #   sweep    the seeded random GEMM sweep against cuBLAS (TK_SWEEP_SEED,
-#            default 7; 36 shapes per op).
+#            default 7; TK_SWEEP_N shapes per op, default 36);
+#   perf     bench/jit, the cold training loop (bench/dynamic), softmax
+#            at the widest rows with other cluster shapes (--sweep-fwd);
+#   tune     every tuning candidate's time at the shapes of TK_TUNE_SHAPES
+#            (manifest lines separated by ';'; default: the vocabulary projection's grad_a
+#            at a few hundred tokens).
 . "$(dirname "$0")/gpu-lib.sh" /tmp/tk-release-out
 t0=$SECONDS
 budget=${TK_BUDGET:-560}
@@ -70,9 +75,32 @@ fi
 if has sweep && [ "$(left)" -gt 40 ]; then
 echo "== random GEMM sweep ($(left) s left)"
   TOKITAI_JIT_TUNE=off TOKITAI_JIT_CACHE_DIR=/tmp/tk-sw timeout $(($(left) - 10)) \
-    ./build-gpu/bench/sweep --random 36 --seed "${TK_SWEEP_SEED:-7}" >"$out/sweep.md" 2>&1
+    ./build-gpu/bench/sweep --random "${TK_SWEEP_N:-36}" --seed "${TK_SWEEP_SEED:-7}" >"$out/sweep.md" 2>&1
   echo "sweep exit $?"
   sed -n '/^## summary/,$p' "$out/sweep.md" | head -12
+fi
+if has perf && [ "$(left)" -gt 60 ]; then
+echo "== bench/jit ($(left) s left)"
+timeout 120 ./build-gpu/bench/jit >"$out/jit.log" 2>&1; echo "jit exit $?"
+grep -E "^\|" "$out/jit.log" | head -12
+echo "== training loop from a cold cache"
+for v in stable/async/fallbacks stable/async/cold; do
+  timeout 90 ./build-gpu/bench/dynamic --only $v --steps 20 >"$out/dynamic-${v//\//-}.log" 2>&1
+  echo "dynamic $v exit $?"; grep -E "^\|" "$out/dynamic-${v//\//-}.log" | tail -4
+done
+echo "== softmax, widest rows"
+timeout 120 ./build-gpu/bench/softmax --sweep-fwd --cols 262144,223207 >"$out/softmax-sweep.log" 2>&1
+echo "softmax exit $?"; grep -E "^\|" "$out/softmax-sweep.log" | sort -t'|' -k8 -r | head -30
+fi
+if has tune && [ "$(left)" -gt 60 ]; then
+echo "== tuning candidates ($(left) s left)"
+{ echo 'policy exact'
+  if [ -n "${TK_TUNE_SHAPES:-}" ]; then printf '%s\n' "$TK_TUNE_SHAPES" | tr ';' '\n'
+  else printf '%s\n' 'gemm_f16_grad_a M=655 N=50304 K=1024' 'gemm_f16_grad_a M=300 N=50304 K=1024' \
+    'gemm_f16_grad_a M=1000 N=32000 K=1024'; fi; } >/tmp/tune.tkm
+cat /tmp/tune.tkm
+TOKITAI_JIT_CACHE_DIR=/tmp/tk-tune timeout $(($(left) - 10)) $cli --tune --manifest /tmp/tune.tkm --policy exact -v >"$out/tune.log" 2>&1
+echo "tune exit $?"; tail -80 "$out/tune.log"
 fi
 echo "all done at $((SECONDS - t0)) s, rc $rc"
 exit $rc

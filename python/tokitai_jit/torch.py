@@ -115,13 +115,22 @@ def set_fast_path(enabled: bool) -> bool:
     return prev
 
 
+def _failed(op: str, ctx: int, st: int) -> None:
+    check(st, lambda: _capi.text(_lib.tk_context_last_error(ctx)), call="tk_" + op)
+
+
 def _launch(op: str, ctx: int, *args: int) -> None:
     if _USE_FAST:
         st = _fast.call(_KIND[op], _ADDR[op], ctx, *args)
     else:
         st = _C[op](ctx, *args)
     if st:
-        check(st, lambda: _capi.text(_lib.tk_context_last_error(ctx)), call="tk_" + op)
+        _failed(op, ctx, st)
+
+
+# (kind, address) of the two operators whose common case is inlined
+_FAST_GEMM_FWD = (_KIND["gemm_f16_fwd"], _ADDR["gemm_f16_fwd"])
+_FAST_SOFTMAX_FWD = (_KIND["softmax_f16_fwd"], _ADDR["softmax_f16_fwd"])
 
 
 def _ref(op: str, *args: Any) -> None:
@@ -325,9 +334,16 @@ def _gemm_fwd_impl(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             sa, sb = a.stride(), b.stride()
             if K == K2 and M > 1 and K > 1 and N > 1 and sa[1] == 1 and sb[1] == 1 and sa[0] >= K \
                     and sb[0] >= N:
-                out = torch.empty((M, N), dtype=_F32, device=a.device)
-                _launch("gemm_f16_fwd", ctx, M, N, K, a.data_ptr(), sa[0], b.data_ptr(), sb[0],
-                        out.data_ptr(), N, _raw_stream(dev) if dev >= 0 else 0)
+                out = a.new_empty((M, N), dtype=_F32)
+                stream = _raw_stream(dev) if dev >= 0 else 0
+                if _USE_FAST:  # _launch, inlined: this is the per-call host cost
+                    st = _fast.call(_FAST_GEMM_FWD[0], _FAST_GEMM_FWD[1], ctx, M, N, K, a.data_ptr(), sa[0],
+                                    b.data_ptr(), sb[0], out.data_ptr(), N, stream)
+                    if st:
+                        _failed("gemm_f16_fwd", ctx, st)
+                else:
+                    _launch("gemm_f16_fwd", ctx, M, N, K, a.data_ptr(), sa[0], b.data_ptr(), sb[0],
+                            out.data_ptr(), N, stream)
                 return out
     M, N, K = _check_gemm_fwd(a, b)
     out = torch.empty((M, N), dtype=_F32, device=a.device)
@@ -390,9 +406,15 @@ def _softmax_fwd_impl(x: torch.Tensor) -> torch.Tensor:
             rows, cols = x.shape
             rs, cs = x.stride()
             if rows > 1 and cols > 1 and cs == 1 and rs >= cols:
-                out = torch.empty((rows, cols), dtype=_F16, device=x.device)
-                _launch("softmax_f16_fwd", ctx, rows, cols, x.data_ptr(), rs, out.data_ptr(), cols,
-                        _raw_stream(dev) if dev >= 0 else 0)
+                out = x.new_empty((rows, cols))
+                stream = _raw_stream(dev) if dev >= 0 else 0
+                if _USE_FAST:  # as in _gemm_fwd_impl
+                    st = _fast.call(_FAST_SOFTMAX_FWD[0], _FAST_SOFTMAX_FWD[1], ctx, rows, cols, x.data_ptr(),
+                                    rs, out.data_ptr(), cols, stream)
+                    if st:
+                        _failed("softmax_f16_fwd", ctx, st)
+                else:
+                    _launch("softmax_f16_fwd", ctx, rows, cols, x.data_ptr(), rs, out.data_ptr(), cols, stream)
                 return out
     _check_softmax("softmax_f16_fwd", x)
     rows, cols = x.shape

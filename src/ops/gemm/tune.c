@@ -19,7 +19,7 @@
  * not, when there is more than a wave of tiles; each epilogue; in clusters
  * of two sharing A), K-major B's widths 144-240 (persistent or not, each
  * epilogue), 64-row tiles (for each round count its narrowest width), the
- * TMA kernel split 2..8 ways on 64- and 128-row tiles 64 and 128 wide when
+ * TMA kernel split 2..8 ways on 64- and 128-row tiles 64, 128 and 256 wide when
  * its tiles fill less than the chip, the three smaller mma.sync tiles
  * unsplit and split 2 or 4 ways (on sm_90 only when the output has few
  * tiles; elsewhere always, with the large mma.sync tile too); at most
@@ -60,7 +60,7 @@ static int tune_add(tune_cand *c, int n, const gemm_plan *q)
 /* base: the heuristics' plan (candidate 0). */
 static int tune_candidates(const gemm_plan *base, tune_cand *c)
 {
-    static const int tma_splits[] = {2, 3, 4, 6, 8};
+    static const int tma_splits[] = {2, 3, 4, 5, 6, 8};
     static const int mma_splits[] = {1, 2, 4};
     int n = tune_add(c, 0, base);
     gemm_cfg cfg;
@@ -150,7 +150,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
          i++) {
         for (int bm = 64; bm <= 128; bm += 64)
-            for (int bn = 64; bn <= 128; bn += 64) {
+            for (int bn = 64; bn <= 256; bn *= 2) {
                 cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .splits = tma_splits[i]};
                 q = *base;
                 if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1)

@@ -145,6 +145,9 @@ tk_status tk__entry_parse(const uint8_t *buf, size_t len, int check_fp, tk__entr
 /* Writes the decoded payload (v->payload_size bytes) to dst; TK_CORRUPT
  * when a compressed payload does not decode to exactly that size. */
 tk_status tk__entry_payload(const tk__entry_view *v, void *dst);
+/* ZSTD_decompress on a reused decompression context (entry.c): a zstd
+ * result (ZSTD_isError for failure). */
+size_t tk__zstd_decompress(void *dst, size_t cap, const void *src, size_t len);
 
 /* Fills *out (owned copies, the payload decoded) from a checked view;
  * last_used as given. TK_CORRUPT when the payload does not decode. */

@@ -73,7 +73,7 @@ tk_status tk__source_check(const uint8_t *frame, size_t len, uint64_t hi, uint64
         *why = "out of memory";
         return TK_OUT_OF_MEMORY;
     }
-    size_t got = ZSTD_decompress(buf, (size_t)n, frame, len);
+    size_t got = tk__zstd_decompress(buf, (size_t)n, frame, len);
     if (ZSTD_isError(got) || got != n) {
         free(buf);
         *why = "source does not decode";

@@ -7,14 +7,15 @@
 # they can be spread over calls; the build (Release, incremental) and the
 # Python C extension come first in every call:
 #   suites   correctness, in parallel: every GPU suite (the GEMM cases each
-#            in its own process), the Rust device tests and GEMM pilot, and
+#            in its own process; TK_GEMM_CASES picks them), the Rust device tests and GEMM pilot, and
 #            the default manifest's precompile for sm_90 into a fresh cache;
 #   measure  one at a time on a quiet machine: the cache's size and disk hit
 #            (bench/cache_size, on the precompiled cache), the host cost of
 #            a call from Python;
 #   moe      the MoE training example in every mode, 200 steps;
 #   sweep    the seeded random GEMM sweep against cuBLAS (TK_SWEEP_SEED,
-#            default 7; TK_SWEEP_N shapes per op, default 36);
+#            default 7; TK_SWEEP_N shapes per op, default 36), after the
+#            shapes of TK_SWEEP_SHAPES (manifest lines separated by ';');
 #   perf     bench/jit, the cold training loop (bench/dynamic), softmax
 #            at the widest rows with other cluster shapes (--sweep-fwd);
 #   tune     every tuning candidate's time at the shapes of TK_TUNE_SHAPES
@@ -34,7 +35,7 @@ echo "build done at $((SECONDS - t0)) s"
 if has suites; then
 echo "== correctness (parallel)"
 lim=$(($(left) - ${TK_AFTER_SUITES:-170}))
-cases="exact_small exact_large generic offsets checked skinny smallk configurations"
+cases=${TK_GEMM_CASES:-exact_small exact_large generic offsets checked skinny smallk configurations}
 for c in $cases; do
   CK_RUN_CASE=$c timeout "$lim" ./build-gpu/tests/test_gpu_gemm >"$out/gemm-$c.log" 2>&1 &
 done
@@ -73,6 +74,13 @@ PYTHONPATH=$PWD/python TOKITAI_JIT_LIBRARY=$PWD/build-gpu/libtokitai_jit.so.1 PY
 tail -12 "$out/moe.log"
 fi
 if has sweep && [ "$(left)" -gt 40 ]; then
+if [ -n "${TK_SWEEP_SHAPES:-}" ]; then
+  echo "== GEMM sweep of TK_SWEEP_SHAPES"
+  { echo 'policy stable'; printf '%s\n' "$TK_SWEEP_SHAPES" | tr ';' '\n'; } >/tmp/sweep-shapes.tkm
+  TOKITAI_JIT_TUNE=off TOKITAI_JIT_CACHE_DIR=/tmp/tk-sw timeout 120 \
+    ./build-gpu/bench/sweep --manifest /tmp/sweep-shapes.tkm --count 0 >"$out/sweep-shapes.md" 2>&1
+  echo "sweep exit $?"; grep -E "^\| [0-9]+x|^## gemm" "$out/sweep-shapes.md"
+fi
 echo "== random GEMM sweep ($(left) s left)"
   TOKITAI_JIT_TUNE=off TOKITAI_JIT_CACHE_DIR=/tmp/tk-sw timeout $(($(left) - 10)) \
     ./build-gpu/bench/sweep --random "${TK_SWEEP_N:-36}" --seed "${TK_SWEEP_SEED:-7}" >"$out/sweep.md" 2>&1

@@ -339,13 +339,29 @@ def test_compile_fullgraph_cpu():
 
 
 
-def test_device_path_arguments(cache_dir, monkeypatch):
+@pytest.mark.parametrize("fast", [False, True], ids=["ctypes", "extension"])
+def test_device_path_arguments(cache_dir, monkeypatch, fast):
     # What reaches the library on the device path: dimensions, leading
     # dimensions (padded rows passed as they are, other layouts copied),
-    # output strides, the embedding's count and flags.
+    # output strides, the embedding's count and flags; through ctypes and
+    # through the C extension (whose common case is inlined in the ops).
+    if fast and tt._fast is None:
+        pytest.skip("the C extension tokitai_jit._fast is not built")
     calls = []
-    launch = tt._launch
-    monkeypatch.setattr(tt, "_launch", lambda op, ctx, *a: (calls.append((op, a)), launch(op, ctx, *a)))
+    if fast:
+        real, names = tt._fast, {v: k for k, v in tt._KIND.items()}
+
+        class Recorder:
+            @staticmethod
+            def call(kind, addr, ctx, *a):
+                calls.append((names[kind], a))
+                return real.call(kind, addr, ctx, *a)
+
+        monkeypatch.setattr(tt, "_fast", Recorder)
+    else:
+        launch = tt._launch
+        monkeypatch.setattr(tt, "_launch", lambda op, ctx, *a: (calls.append((op, a)), launch(op, ctx, *a)))
+    monkeypatch.setattr(tt, "_USE_FAST", fast)
     with tj.Context(backend="stub", cache_dir=cache_dir) as ctx, tt.use_context(ctx):
         a = rnd(4, 16)[:, :8]  # row stride 16
         tt.gemm(a, rnd(8, 5))

@@ -19,7 +19,8 @@
 #   perf     bench/jit, the cold training loop (bench/dynamic), softmax
 #            at the widest rows with other cluster shapes (--sweep-fwd);
 #   tune     every tuning candidate's time at the shapes of TK_TUNE_SHAPES
-#            (manifest lines separated by ';'; default: the vocabulary projection's grad_a
+#            (manifest lines separated by ';', policy TK_TUNE_POLICY,
+#            default exact; only the classes of the M values named; default: the vocabulary projection's grad_a
 #            at a few hundred tokens).
 . "$(dirname "$0")/gpu-lib.sh" /tmp/tk-release-out
 t0=$SECONDS
@@ -102,12 +103,12 @@ echo "softmax exit $?"; grep -E "^\|" "$out/softmax-sweep.log" | sort -t'|' -k8 
 fi
 if has tune && [ "$(left)" -gt 60 ]; then
 echo "== tuning candidates ($(left) s left)"
-{ echo 'policy exact'
+{ echo "policy ${TK_TUNE_POLICY:-exact}"
   if [ -n "${TK_TUNE_SHAPES:-}" ]; then printf '%s\n' "$TK_TUNE_SHAPES" | tr ';' '\n'
   else printf '%s\n' 'gemm_f16_grad_a M=655 N=50304 K=1024' 'gemm_f16_grad_a M=300 N=50304 K=1024' \
     'gemm_f16_grad_a M=1000 N=32000 K=1024'; fi; } >/tmp/tune.tkm
 cat /tmp/tune.tkm
-TOKITAI_JIT_CACHE_DIR=/tmp/tk-tune timeout $(($(left) - 10)) $cli --tune --manifest /tmp/tune.tkm --policy exact -v >"$out/tune.log" 2>&1
+TOKITAI_JIT_CACHE_DIR=/tmp/tk-tune timeout $(($(left) - 10)) $cli --tune --manifest /tmp/tune.tkm --policy "${TK_TUNE_POLICY:-exact}" --classes manifest -v >"$out/tune.log" 2>&1
 echo "tune exit $?"; tail -80 "$out/tune.log"
 fi
 echo "all done at $((SECONDS - t0)) s, rc $rc"

@@ -401,11 +401,13 @@ void tk__gemm_plan_split(gemm_plan *p)
         tiles = ((p->M + bm - 1) / bm) * ((p->N + 63) / 64);
         /* An output of at most an eighth of the chip in those tiles (the
          * router's grad_b: 1024 x 8, eight tiles) splits from 24 K tiles
-         * (1536 of K) on: three splits of 8 K tiles or more. bench/sweep on
-         * an H100 had grad_b 1653x8x1024 and 1817x8x1024 (kt 26 and 29)
-         * unsplit at 0.77 and 0.74 of cuBLAS, 8 blocks on 132
-         * multiprocessors; a 16-step reduction (K = 1024) stays unsplit
-         * (fwd N=2816 at 128 tokens: split 2 8.8 us against 7.2). */
+         * (1536 of K) on: three splits of 8 K tiles or more. --tune of
+         * grad_b N=8 K=1024, class M <= 1920 (kt 30), on an H100: unsplit
+         * 8.8 us, split 3 8.1, split 4 7.9 (64-row tiles unsplit 7.7: not
+         * taken, they lost at N = 8 in the forward, below); bench/sweep had
+         * grad_b 1653x8x1024 and 1817x8x1024 unsplit at 0.77 and 0.74 of
+         * cuBLAS. A 16-step reduction (K = 1024) stays unsplit (fwd N=2816
+         * at 128 tokens: split 2 8.8 us against 7.2). */
         const int64_t kt_min = tiles * 8 <= p->sms ? 24 : 32;
         if (kt >= kt_min && kt < 128 && tiles * 2 <= p->sms) {
             s = p->sms / tiles;

@@ -10,8 +10,8 @@
 #            in its own process; TK_GEMM_CASES picks them), the Rust device tests and GEMM pilot, and
 #            the default manifest's precompile for sm_90 into a fresh cache;
 #   measure  one at a time on a quiet machine: the cache's size and disk hit
-#            (bench/cache_size, on the precompiled cache), the host cost of
-#            a call from Python;
+#            (bench/cache_size, on the precompiled cache), bench/jit, the
+#            host cost of a call from Python;
 #   moe      the MoE training example in every mode, 200 steps;
 #   sweep    the seeded random GEMM sweep against cuBLAS (TK_SWEEP_SEED,
 #            default 7; TK_SWEEP_N shapes per op, default 36), after the
@@ -63,7 +63,9 @@ fi
 if has measure; then
 echo "== cache size and disk hit"
 [ -d /tmp/tk-cs ] || timeout 150 $cli --precompile --arch sm_90 --cache-dir /tmp/tk-cs -j 16 >"$out/precompile.log" 2>&1
-timeout 60 ./build-gpu/bench/cache_size /tmp/tk-cs sm_90 2>&1 | tail -8
+timeout 90 ./build-gpu/bench/cache_size /tmp/tk-cs sm_90 2>&1
+echo "== bench/jit"
+timeout 120 ./build-gpu/bench/jit 2>&1 | grep -E "^\|"
 echo "== host cost of a call from Python"
 PYTHONPATH=$PWD/python TOKITAI_JIT_LIBRARY=$PWD/build-gpu/libtokitai_jit.so.1 \
   timeout 90 python3 examples/torch_host_cost.py --rounds 12 2>&1 | tail -14

@@ -1,5 +1,8 @@
-// fp16 GEMM, NVIDIA sm_80+: the skinny forward (N <= 8, TK_GEMM_SKINNY).
+// fp16 GEMM, NVIDIA sm_80+: the skinny kernels (N <= 8, TK_GEMM_SKINNY):
+// 1 the forward (A K-major), 2 the weight gradient (A M-major).
 // Part of gemm_f16.cu (its defines are documented there), which includes it.
+
+#if TK_GEMM_SKINNY == 1
 
 /* Skinny forward: C[M, N] (fp32) = A[M, K] B[K, N] with N <= 8 (the MoE
  * router), bound by one read of A. A is K-major with 16-byte aligned rows
@@ -101,3 +104,132 @@ extern "C" __global__ void __launch_bounds__(256)
         __syncthreads();
     }
 }
+#endif /* TK_GEMM_SKINNY == 1 */
+
+#if TK_GEMM_SKINNY == 2
+/* Skinny weight gradient: C[M, N] = sum_k A(m, k) B(k, n) with N <= 8 (the
+ * router's grad_b: M = d_model, K = the tokens), A M-major (A(m, k) at
+ * A[k * lda + m]: the activations' rows), B N-major (B(k, n) at
+ * B[k * ldb + n]: the router's gradient rows), bound by one read of A.
+ * TK_ALIGNED: A 16-byte aligned with lda % 8 == 0 (so are B's rows when
+ * N == 8). 256 threads; a block owns 64 values of m (its blockIdx.x) and
+ * the K range of its split (blockIdx.y, tk_gemm_k_range over steps of one
+ * k). Thread (r = tid / 8, c = tid % 8) takes m0 + 8c .. m0 + 8c + 7 and the
+ * block's k = k0 + r, k0 + r + 32, ...: one 16-byte load of A per k (8
+ * lanes cover 128 contiguous bytes of a row), B's row k (16 bytes, the same
+ * for the 8 lanes of a k), 64 fp32 FMAs. The 32 k-lanes of a value are
+ * summed by shuffles within a warp (lanes c, c + 8, c + 16, c + 24), then
+ * across the 8 warps in shared memory, in a fixed order: results are the
+ * same on every run. TK_SPLITK: each split writes its fp32 partial
+ * C + blockIdx.y * M * ldc (ldc = N), summed by the reduce kernel;
+ * otherwise C gets the output type. */
+#define TK_SKB_UNROLL 4 // k rows in flight per thread
+extern "C" __global__ void __launch_bounds__(256)
+    tk_gemm_f16(const unsigned short *__restrict__ A, const unsigned short *__restrict__ B,
+                void *__restrict__ C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb,
+                tk_i64 ldc)
+{
+    __shared__ float red[8][64][9]; // [warp][m][n], padded against bank conflicts
+    tk_gemm_baked(M, N, K);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int r = tid >> 3, c = tid & 7;
+    const tk_i64 m0 = (tk_i64)blockIdx.x * 64, mc = m0 + 8 * c;
+    int k0, kn;
+    tk_gemm_k_range((int)K, &k0, &kn);
+    const tk_i64 kend = (tk_i64)k0 + kn;
+    const bool full = TK_ALIGNED && mc + 8 <= M;
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+            acc[i][n] = 0.f;
+    for (tk_i64 kb = (tk_i64)k0 + r; kb < kend; kb += 32 * TK_SKB_UNROLL) {
+        uint4 a[TK_SKB_UNROLL], b[TK_SKB_UNROLL];
+#pragma unroll
+        for (int u = 0; u < TK_SKB_UNROLL; ++u) {
+            const tk_i64 k = kb + 32 * u;
+            a[u] = make_uint4(0u, 0u, 0u, 0u);
+            b[u] = make_uint4(0u, 0u, 0u, 0u);
+            if (k < kend) {
+                const unsigned short *ar = A + k * lda + mc;
+                if (full) {
+                    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(a[u].x), "=r"(a[u].y), "=r"(a[u].z), "=r"(a[u].w)
+                                 : "l"(ar));
+                } else {
+                    unsigned short h[8];
+#pragma unroll
+                    for (int i = 0; i < 8; ++i)
+                        h[i] = mc + i < M ? ar[i] : (unsigned short)0;
+                    a[u] = make_uint4(h[0] | (unsigned)h[1] << 16, h[2] | (unsigned)h[3] << 16,
+                                      h[4] | (unsigned)h[5] << 16, h[6] | (unsigned)h[7] << 16);
+                }
+                const unsigned short *br = B + k * ldb;
+                if (TK_ALIGNED && N == 8) {
+                    b[u] = *(const uint4 *)br;
+                } else {
+                    unsigned short h[8];
+#pragma unroll
+                    for (int n = 0; n < 8; ++n)
+                        h[n] = n < N ? br[n] : (unsigned short)0;
+                    b[u] = make_uint4(h[0] | (unsigned)h[1] << 16, h[2] | (unsigned)h[3] << 16,
+                                      h[4] | (unsigned)h[5] << 16, h[6] | (unsigned)h[7] << 16);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TK_SKB_UNROLL; ++u) {
+            const unsigned aw[4] = {a[u].x, a[u].y, a[u].z, a[u].w};
+            const unsigned bw[4] = {b[u].x, b[u].y, b[u].z, b[u].w};
+            float bf[8];
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+                bf[n] = tkg::h2f((unsigned short)(bw[n >> 1] >> (16 * (n & 1))));
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float av = tkg::h2f((unsigned short)(aw[i >> 1] >> (16 * (i & 1))));
+#pragma unroll
+                for (int n = 0; n < 8; ++n)
+                    acc[i][n] = fmaf(av, bf[n], acc[i][n]);
+            }
+        }
+    }
+    // the warp's 4 k-lanes of each value (lanes c, c + 8, c + 16, c + 24)
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            float v = acc[i][n];
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            acc[i][n] = v;
+        }
+    if (lane < 8)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+                red[warp][8 * lane + i][n] = acc[i][n];
+    __syncthreads();
+    // 512 values of the block (64 m x 8 n), two a thread, warps summed in order
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const int v = tid + 256 * e, mm = v >> 3, n = v & 7;
+        float s = 0.f;
+#pragma unroll
+        for (int w = 0; w < 8; ++w)
+            s += red[w][mm][n];
+        const tk_i64 m = m0 + mm;
+        if (m < M && n < N) {
+#if TK_SPLITK
+            ((float *)C)[(tk_i64)blockIdx.y * M * ldc + m * ldc + n] = s;
+#elif TK_OUT_F16
+            ((unsigned short *)C)[m * ldc + n] = tkg::to_h(s);
+#else
+            ((float *)C)[m * ldc + n] = s;
+#endif
+        }
+    }
+}
+#endif /* TK_GEMM_SKINNY == 2 */

@@ -90,12 +90,7 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
     } else if (p->simple) {
         add_def(d, "TK_GEMM_SIMPLE", 1);
     } else if (p->skinny) {
-        add_def(d, "TK_GEMM_SKINNY", p->skinny);
-        if (p->skinny == 2) {
-            add_def(d, "TK_ALIGNED", p->aligned);
-            if (p->splits > 1)
-                add_def(d, "TK_SPLITK", 1);
-        }
+        add_def(d, "TK_GEMM_SKINNY", 1);
     } else if (p->smallk) {
         add_def(d, "TK_GEMM_SMALLK", 1);
     } else if (p->wgmma) {
@@ -195,12 +190,6 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
         if (g > chunks)
             g = chunks;
         *blocks = tn * (g > 0 ? g : 1);
-        *threads = 256;
-        *smem = 0;
-        return;
-    }
-    if (p->skinny == 2) { /* 64 values of m per block; p->splits block rows */
-        *blocks = (p->M + 63) / 64;
         *threads = 256;
         *smem = 0;
         return;

@@ -491,56 +491,15 @@ int tk__gemm_skinny_fits(const gemm_plan *p)
            p->aligned;
 }
 
-/* The router's weight gradient (grad_b with N <= 8: kernel M = d_model, K =
- * the tokens, A M-major, B N-major) is one read of the activations too; on
- * the TMA kernel its output is a handful of 128 x 64 tiles whose boxes of B
- * hold 8 real columns in 64, and bench/sweep on an H100 had grad_b
- * 1196-1817 x 8 x 1024 at 0.74-0.86 of cuBLAS (--tune's best tile: 7.7 us
- * at 1920 tokens). The skinny weight-gradient kernel (TK_GEMM_SKINNY 2)
- * streams A with 16-byte loads into fp32 FMAs, 64 values of m per block,
- * the tokens split to give the chip about two blocks per multiprocessor,
- * each split SKINNY_WGRAD_MIN_K tokens at least. Needs A 16-byte aligned
- * with lda % 8 == 0 (TK_ALIGNED). */
-#define SKINNY_WGRAD_MIN_K 256
-int tk__gemm_skinny_wgrad_fits(const gemm_plan *p)
-{
-    return TK_GEMM_SKINNY && !p->amd && !p->simple && !p->a_kmajor && !p->b_kmajor && !p->swap &&
-           p->N <= SKINNY_N_MAX && p->aligned && p->K < INT32_MAX;
-}
-
-/* p on a skinny kernel whatever its row count: kind 1 (the forward) or 2
- * (the weight gradient, split as above), the kind returned; 0 when neither
- * fits (p unchanged). */
-int tk__gemm_plan_skinny_as(gemm_plan *p)
-{
-    if (tk__gemm_skinny_fits(p)) {
-        tk__gemm_plan_untiled(p);
-        p->skinny = 1;
-        return 1;
-    }
-    if (!tk__gemm_skinny_wgrad_fits(p))
-        return 0;
-    tk__gemm_plan_untiled(p);
-    p->skinny = 2;
-    const int64_t sms = p->sms > 0 ? p->sms : NV_SMS, bx = (p->M + 63) / 64;
-    int64_t s = (2 * sms + bx - 1) / bx;
-    if (s > p->K / SKINNY_WGRAD_MIN_K)
-        s = p->K / SKINNY_WGRAD_MIN_K;
-    if (s > SPLIT_MAX)
-        s = SPLIT_MAX;
-    p->splits = s >= 2 ? (int)tk__gemm_split_clamp(s, p->K, p->M, p->N) : 1;
-    return 2;
-}
-
 /* After tk__gemm_plan_grid: the skinny kernel for router-sized forwards with rows
- * enough to fill the chip (fewer ran as fast on the tiled kernels), and for
- * the router's weight gradient at any token count. */
+ * enough to fill the chip (fewer ran as fast on the tiled kernels). */
 void tk__gemm_plan_skinny(gemm_plan *p)
 {
     p->skinny = 0;
-    if (tk__gemm_skinny_fits(p) ? p->M < SKINNY_M_MIN : !tk__gemm_skinny_wgrad_fits(p))
+    if (!tk__gemm_skinny_fits(p) || p->M < SKINNY_M_MIN)
         return;
-    tk__gemm_plan_skinny_as(p);
+    p->skinny = 1;
+    tk__gemm_plan_untiled(p);
 }
 
 /* Reductions of at most SMALLK_K_MAX (kernel K: the router's grad_a with

@@ -18,6 +18,7 @@
 #            shapes of TK_SWEEP_SHAPES (manifest lines separated by ';');
 #   perf     bench/jit, the cold training loop (bench/dynamic), softmax
 #            at the widest rows with other cluster shapes (--sweep-fwd);
+#   cold     the cold training loop alone;
 #   tune     every tuning candidate's time at the shapes of TK_TUNE_SHAPES
 #            (manifest lines separated by ';', policy TK_TUNE_POLICY,
 #            default exact; only the classes of the M values named; default: the vocabulary projection's grad_a
@@ -94,11 +95,16 @@ if has perf && [ "$(left)" -gt 60 ]; then
 echo "== bench/jit ($(left) s left)"
 timeout 120 ./build-gpu/bench/jit >"$out/jit.log" 2>&1; echo "jit exit $?"
 grep -E "^\|" "$out/jit.log" | head -12
+fi
+if { has perf || has cold; } && [ "$(left)" -gt 60 ]; then
 echo "== training loop from a cold cache"
 for v in stable/async/fallbacks stable/async/cold; do
   timeout 90 ./build-gpu/bench/dynamic --only $v --steps 20 >"$out/dynamic-${v//\//-}.log" 2>&1
-  echo "dynamic $v exit $?"; grep -E "^\|" "$out/dynamic-${v//\//-}.log" | tail -4
+  echo "dynamic $v exit $?"; grep -E "^\| [0-9]+ \|" "$out/dynamic-${v//\//-}.log" | head -3
+  grep -E "^SUMMARY" "$out/dynamic-${v//\//-}.log" | tr ' ' '\n' | grep -E "step1_ms|first20|loaded_ms|caller_compiles|no_fallback_from_step|steady_over"
 done
+fi
+if has perf && [ "$(left)" -gt 60 ]; then
 echo "== softmax, widest rows"
 timeout 120 ./build-gpu/bench/softmax --sweep-fwd --cols 262144,223207 >"$out/softmax-sweep.log" 2>&1
 echo "softmax exit $?"; grep -E "^\|" "$out/softmax-sweep.log" | sort -t'|' -k8 -r | head -30

@@ -75,8 +75,11 @@ static double now_s(void)
 }
 
 /* First call: nothing usable exists, so the caller compiles the universal
- * kernel (one wait) and the specialised one is queued; once it is built, the
- * same call runs on it with no fallback and no wait. */
+ * kernel (one wait) and the specialised one is queued, and so are, before
+ * that compile, the universal kernels of grad_a and grad_b of the same
+ * shape; once it is built, the same call runs on it with no fallback and no
+ * wait, and the backward's first calls find their universal kernels built
+ * (a fallback call each, no wait). */
 START_TEST(test_fallback_then_swap)
 {
     tk_context *ctx = ctx_make(TK_POLICY_STABLE, TK_BUILD_ASYNC, 0, 0);
@@ -88,7 +91,7 @@ START_TEST(test_fallback_then_swap)
     ck_assert_uint_eq(s.fallback_calls, 1);
     ck_assert_uint_eq(s.waits, 1);
     ck_assert_uint_eq(s.sync_compiles, 1);
-    ck_assert_uint_eq(s.builds_queued, 1);
+    ck_assert_uint_eq(s.builds_queued, 3); /* its own kernel; grad_a's and grad_b's universal */
     ck_assert(s.wait_seconds >= 0.04);
 
     /* While it builds, calls keep running on the fallback, without waiting. */
@@ -100,17 +103,33 @@ START_TEST(test_fallback_then_swap)
     tk_assert_status(tk_context_wait_builds(ctx, 10000), TK_OK);
     s = stats(ctx);
     ck_assert_uint_eq(s.builds_pending, 0);
-    ck_assert_uint_eq(s.builds_done, 1);
+    ck_assert_uint_eq(s.builds_done, 3);
     ck_assert_uint_eq(s.builds_failed, 0);
-    ck_assert_uint_eq(s.compiles, 2);
+    ck_assert_uint_eq(s.compiles, 4);
 
-    const uint64_t fb = s.fallback_calls;
+    uint64_t fb = s.fallback_calls;
     tk_assert_status(up_fwd(ctx, 2002), TK_OK);
     tk_assert_status(up_fwd(ctx, 1999), TK_OK);
     s = stats(ctx);
     ck_assert_uint_eq(s.fallback_calls, fb);
     ck_assert_uint_eq(s.waits, 1);
-    ck_assert_uint_eq(s.compiles, 2);
+    ck_assert_uint_eq(s.compiles, 4);
+
+    /* The backward of that forward: both run on their universal kernel,
+     * built in the background, with no compile on this thread. */
+    tk_assert_status(tk_gemm_f16_grad_a(ctx, 2000, 2816, 1024, P(0x300000), 0, P(0x200000), 0,
+                                        P(0x100000), 0, NULL),
+                     TK_OK);
+    tk_assert_status(tk_gemm_f16_grad_b(ctx, 2000, 2816, 1024, P(0x100000), 0, P(0x300000), 0,
+                                        P(0x200000), 0, NULL),
+                     TK_OK);
+    s = stats(ctx);
+    ck_assert_uint_eq(s.fallback_calls, fb + 2);
+    ck_assert_uint_eq(s.waits, 1);
+    ck_assert_uint_eq(s.sync_compiles, 1);
+    tk_assert_status(tk_context_wait_builds(ctx, 10000), TK_OK);
+    s = stats(ctx);
+    fb = s.fallback_calls;
 
     /* A new weight shape reuses the universal kernel at once: no wait. */
     tk_assert_status(tk_gemm_f16_fwd(ctx, 2000, 1024, 2816, P(0x100000), 0, P(0x200000), 0,
@@ -217,7 +236,8 @@ static void *thread_main(void *p)
 }
 
 /* 16 threads at first use: the universal kernel and the specialised one are
- * compiled once each. */
+ * compiled once each, and so are the universal kernels of grad_a and grad_b
+ * queued with the first. */
 START_TEST(test_threads_build_once)
 {
     tk_context *ctx = ctx_make(TK_POLICY_STABLE, TK_BUILD_ASYNC, 4, 0);
@@ -234,16 +254,17 @@ START_TEST(test_threads_build_once)
     }
     tk_assert_status(tk_context_wait_builds(ctx, 10000), TK_OK);
     tk_context_stats s = stats(ctx);
-    ck_assert_uint_eq(s.compiles, 2);
-    ck_assert_uint_eq(s.builds_done, 1);
-    ck_assert_uint_eq(s.builds_queued, 1);
+    ck_assert_uint_eq(s.compiles, 4);
+    ck_assert_uint_eq(s.builds_done, 3);
+    ck_assert_uint_eq(s.builds_queued, 3);
     tk_context_destroy(ctx);
 }
 END_TEST
 
-/* 4 processes on one cache: the two kernels are compiled once in all
- * (the cache's per-key lock; a background build finds the other process's
- * entry). Each child reports its compiles in its exit code. */
+/* 4 processes on one cache: the four kernels (the forward's universal and
+ * specialised kernels, grad_a's and grad_b's universal) are compiled once
+ * in all (the cache's per-key lock; a background build finds the other
+ * process's entry). Each child reports its compiles in its exit code. */
 START_TEST(test_processes_build_once)
 {
     pid_t pid[4];
@@ -274,7 +295,7 @@ START_TEST(test_processes_build_once)
         }
     }
     total = tk_test_wait_children(pid, 4);
-    ck_assert_int_eq(total, 2);
+    ck_assert_int_eq(total, 4);
 }
 END_TEST
 

@@ -240,12 +240,15 @@ tk_status tk__op_kernel_ready(tk_context *ctx, const tk_kernel_desc *desc, tk_ke
 }
 
 tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback, int compile,
-                                 tk_kernel **kernel)
+                                 const tk__op_also *also, tk_kernel **kernel)
 {
     tk_kernel *k = NULL;
     tk_status st = tk__kernel_find(ctx, fallback, &k);
-    if (st == TK_NOT_FOUND && compile)
+    if (st == TK_NOT_FOUND && compile) {
+        if (also != NULL)
+            also->queue(ctx, also->user);
         st = tk_kernel_get(ctx, fallback, &k);
+    }
     if (st != TK_OK)
         return st;
     trace_record(fallback, k, 1);
@@ -274,7 +277,7 @@ tk_status tk__op_kernel_fast(tk_context *ctx, const tk_kernel_desc *fast, tk_ker
 
 tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
                                   const tk_kernel_desc *fast, const tk_kernel_desc *fallback,
-                                  tk_kernel **kernel, int *which)
+                                  const tk__op_also *also, tk_kernel **kernel, int *which)
 {
     tk_status st;
     tk_kernel *k = NULL;
@@ -299,7 +302,7 @@ tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
     }
     if (st != TK_NOT_FOUND)
         return st;
-    st = tk__op_kernel_fallback(ctx, fallback, 1, kernel);
+    st = tk__op_kernel_fallback(ctx, fallback, 1, also, kernel);
     if (st != TK_OK)
         return st;
     tk__kernel_queue(ctx, best);
@@ -309,7 +312,7 @@ tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
 
 tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
-                             tk_kernel **kernel, int *used_fallback)
+                             const tk__op_also *also, tk_kernel **kernel, int *used_fallback)
 {
     tk_status st;
     *used_fallback = 0;
@@ -325,7 +328,7 @@ tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
     if (st != TK_NOT_FOUND)
         return st;
     /* The fallback first (a compile of it runs alone), then the build. */
-    st = tk__op_kernel_fallback(ctx, fallback, compile_fallback, kernel);
+    st = tk__op_kernel_fallback(ctx, fallback, compile_fallback, also, kernel);
     if (st == TK_OK) {
         tk__kernel_queue(ctx, best);
         *used_fallback = 1;

@@ -155,7 +155,7 @@ tk_status tk_embedding_f16_fwd(tk_context *ctx, int64_t V, int64_t D, const void
         return st;
     d = plan_desc(&p);
     dg = plan_desc(&pg);
-    st = tk__op_kernel_pick(ctx, &d, tk_context_policy(ctx) != TK_POLICY_GENERIC ? &dg : NULL, 1,
+    st = tk__op_kernel_pick(ctx, &d, tk_context_policy(ctx) != TK_POLICY_GENERIC ? &dg : NULL, 1, NULL,
                             &k, &used_fallback);
     if (st != TK_OK)
         return st;
@@ -210,7 +210,7 @@ tk_status tk_embedding_f16_bwd(tk_context *ctx, int64_t V, int64_t D, void *d_gr
      * checked run), so a compile failure enqueues nothing. */
     d = plan_desc(&p);
     dg = plan_desc(&pg);
-    st = tk__op_kernel_pick(ctx, &d, tk_context_policy(ctx) != TK_POLICY_GENERIC ? &dg : NULL, 1,
+    st = tk__op_kernel_pick(ctx, &d, tk_context_policy(ctx) != TK_POLICY_GENERIC ? &dg : NULL, 1, NULL,
                             &kg, &used_fallback);
     /* The sort kernels have no specialisation: one of each serves every call. */
     for (int i = 0; st == TK_OK && i < 4; i++) {

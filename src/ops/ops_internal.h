@@ -71,10 +71,18 @@ const tk__op_trace *tk__op_trace_get(void);
  * (compile set) compiled now, else TK_NOT_FOUND; counted as a fallback call.
  * tk__op_kernel_pick: best when ready; else the fallback (compiled now only
  * when compile_fallback: a kernel serving many shapes, worth one wait); else
- * best compiled now. *used_fallback tells which served. */
+ * best compiled now. *used_fallback tells which served.
+ * `also` (may be NULL): when a fallback is not in memory and is got on the
+ * caller's thread (read from disk, or compiled: the first time on a
+ * machine), also->queue runs first and queues the kernels the next calls
+ * will want, so that they build meanwhile instead of each in turn. */
+typedef struct tk__op_also {
+    void (*queue)(tk_context *ctx, const void *user);
+    const void *user;
+} tk__op_also;
 tk_status tk__op_kernel_ready(tk_context *ctx, const tk_kernel_desc *desc, tk_kernel **kernel);
 tk_status tk__op_kernel_fallback(tk_context *ctx, const tk_kernel_desc *fallback, int compile,
-                                 tk_kernel **kernel);
+                                 const tk__op_also *also, tk_kernel **kernel);
 /* Queues a background build of desc (unless it is known) on a device
  * context in an asynchronous build mode; nothing otherwise. For a kernel a
  * call will need with the one it requested (GEMM split-K's reduce). */
@@ -89,10 +97,10 @@ tk_status tk__op_kernel_fast(tk_context *ctx, const tk_kernel_desc *fast, tk_ker
  * fallback. */
 tk_status tk__op_kernel_pick_fast(tk_context *ctx, const tk_kernel_desc *best,
                                   const tk_kernel_desc *fast, const tk_kernel_desc *fallback,
-                                  tk_kernel **kernel, int *which);
+                                  const tk__op_also *also, tk_kernel **kernel, int *which);
 tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
-                             tk_kernel **kernel, int *used_fallback);
+                             const tk__op_also *also, tk_kernel **kernel, int *used_fallback);
 
 /* Largest vector width in halves (8, 4, 2 or 1) such that n % width == 0 and
  * every non-NULL pointer in ptrs is aligned to width * 2 bytes. */

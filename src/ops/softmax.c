@@ -334,7 +334,7 @@ static tk_status launch(tk_context *ctx, const char *op, tk_op which, int64_t ro
         plan_make(TK_POLICY_GENERIC, which, rows, cols, vec, edge, clusters, &pg);
         dg = plan_desc(&pg);
     }
-    st = tk__op_kernel_pick(ctx, &d, policy != TK_POLICY_GENERIC ? &dg : NULL, 1, &k,
+    st = tk__op_kernel_pick(ctx, &d, policy != TK_POLICY_GENERIC ? &dg : NULL, 1, NULL, &k,
                             &used_fallback);
     if (st != TK_OK)
         return st;

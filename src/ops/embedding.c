@@ -68,10 +68,10 @@ static void plan_make(tk_policy policy, int bwd, int64_t D, int64_t Q, unsigned 
         p->entry = "tk_embedding_f16_bwd_gather";
         p->defs[p->n_defs++] = (tk_define){"TK_BWD", NULL};
     }
-    snprintf(p->d_vec, sizeof p->d_vec, "%u", p->vec);
-    snprintf(p->d_tr, sizeof p->d_tr, "%u", p->tr);
-    snprintf(p->d_block, sizeof p->d_block, "%u", p->block);
-    snprintf(p->d_d, sizeof p->d_d, "%lld", (long long)D);
+    tk__op_put_dec(p->d_vec, p->vec);
+    tk__op_put_dec(p->d_tr, p->tr);
+    tk__op_put_dec(p->d_block, p->block);
+    tk__op_put_dec(p->d_d, D);
     p->defs[p->n_defs++] = (tk_define){"TK_VEC", p->d_vec};
     p->defs[p->n_defs++] = (tk_define){"TK_BLOCK", p->d_block};
     if (!bwd)

@@ -102,6 +102,10 @@ tk_status tk__op_kernel_pick(tk_context *ctx, const tk_kernel_desc *best,
                              const tk_kernel_desc *fallback, int compile_fallback,
                              const tk__op_also *also, tk_kernel **kernel, int *used_fallback);
 
+/* Decimal text of v (negative: 0) at out, NUL-terminated (at most 20
+ * digits); returns the end. For the defines every call formats. */
+char *tk__op_put_dec(char *out, int64_t v);
+
 /* Largest vector width in halves (8, 4, 2 or 1) such that n % width == 0 and
  * every non-NULL pointer in ptrs is aligned to width * 2 bytes. */
 unsigned tk__op_vec_width(int64_t n, const void *const *ptrs, int n_ptrs);

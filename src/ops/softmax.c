@@ -241,14 +241,14 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->smem = SMEM_DEFAULT + 16;
     }
 
-    snprintf(p->d_vec, sizeof p->d_vec, "%u", p->vec);
-    snprintf(p->d_g, sizeof p->d_g, "%u", p->g);
-    snprintf(p->d_iters, sizeof p->d_iters, "%u", p->iters);
-    snprintf(p->d_block, sizeof p->d_block, "%u", p->block);
-    snprintf(p->d_cluster, sizeof p->d_cluster, "%u", p->cluster);
-    snprintf(p->d_siters, sizeof p->d_siters, "%u", p->siters);
-    snprintf(p->d_minb, sizeof p->d_minb, "%u", p->minb);
-    snprintf(p->d_cols, sizeof p->d_cols, "%lld", (long long)cols);
+    tk__op_put_dec(p->d_vec, p->vec);
+    tk__op_put_dec(p->d_g, p->g);
+    tk__op_put_dec(p->d_iters, p->iters);
+    tk__op_put_dec(p->d_block, p->block);
+    tk__op_put_dec(p->d_cluster, p->cluster);
+    tk__op_put_dec(p->d_siters, p->siters);
+    tk__op_put_dec(p->d_minb, p->minb);
+    tk__op_put_dec(p->d_cols, cols);
     p->n_defs = 0;
     p->defs[p->n_defs++] = (tk_define){"TK_VEC", p->d_vec};
     p->defs[p->n_defs++] = (tk_define){"TK_G", p->d_g};

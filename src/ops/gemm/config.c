@@ -213,23 +213,6 @@ int64_t tk__gemm_m_class_max(int64_t m)
     return hi;
 }
 
-/* Decimal text of v (negative: 0) at out; returns the end. No printf: every
- * operator call formats its defines and record name. */
-char *tk__gemm_put_dec(char *out, int64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? 0 : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + (int)(u % 10));
-        u /= 10;
-    } while (u != 0);
-    while (n > 0)
-        *out++ = tmp[--n];
-    *out = '\0';
-    return out;
-}
-
 /* Records: one per op and (N, K), the family of every token count M, named
  * "N=2816 K=1024" (op terms), holding a line per class of M in increasing
  * order, "M<=4096 tma bn=256 persist=0 epi=1 split=1". One record per
@@ -240,9 +223,9 @@ void tk__gemm_record_name(const gemm_plan *p, char buf[64])
 {
     char *o = buf;
     memcpy(o, "N=", 2), o += 2;
-    o = tk__gemm_put_dec(o, p->on);
+    o = tk__op_put_dec(o, p->on);
     memcpy(o, " K=", 3), o += 3;
-    tk__gemm_put_dec(o, p->ok);
+    tk__op_put_dec(o, p->ok);
 }
 
 /* The configuration text of class mc in a record's text (its length in

@@ -71,7 +71,7 @@ static tk_status tmap_get(tk_context *ctx, gemm_tmap *out, const void *base, uin
 static void add_def(gemm_desc *d, const char *name, int64_t value)
 {
     const size_t i = d->desc.n_defines++;
-    tk__gemm_put_dec(d->text[i], value);
+    tk__op_put_dec(d->text[i], value);
     d->defs[i].name = name;
     d->defs[i].value = d->text[i];
 }

@@ -4,10 +4,13 @@ tensors.
     python3 examples/torch_host_cost.py [--calls 200] [--rounds 30]
 
 The GPU is kept busy behind a long sleep kernel (torch.cuda._sleep) while
-each round times --calls calls one by one with perf_counter_ns, so what is
-timed is the host's work (argument checks, allocation, the launch), not the
-kernels. Median over all timed calls; the calls of the first round are not
-counted (first-call compiles and caches).
+each round times --calls calls of every case one by one with
+perf_counter_ns, so what is timed is the host's work (argument checks,
+allocation, the launch), not the kernels. The cases take turns within each
+round, so that a machine whose speed drifts during the run (other jobs,
+clocks) moves every column alike. Median over all timed calls of a case;
+the first round is not counted (first-call compiles and caches). Also
+prints each case over torch.mm's median.
 """
 
 from __future__ import annotations
@@ -23,18 +26,25 @@ import torch
 import tokitai_jit.torch as tt
 
 
-def host_us(fn: Callable[[], object], calls: int, rounds: int) -> float:
-    samples: List[int] = []
+def host_us(cases: Dict[str, Callable[[], object]], fast: Dict[str, bool], calls: int,
+            rounds: int) -> Dict[str, float]:
+    """Median host microseconds per call of each case, the cases taking
+    turns within each round."""
+    samples: Dict[str, List[int]] = {name: [] for name in cases}
     for r in range(rounds + 1):
-        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time: the queue never drains
-        for _ in range(calls):
-            t0 = time.perf_counter_ns()
-            fn()
-            t1 = time.perf_counter_ns()
-            if r:
-                samples.append(t1 - t0)
-        torch.cuda.synchronize()
-    return statistics.median(samples) / 1e3
+        for name, fn in cases.items():
+            tt.set_fast_path(fast[name])
+            torch.cuda._sleep(100_000_000)  # ~0.05 s of GPU time: the queue never drains
+            out = samples[name]
+            for _ in range(calls):
+                t0 = time.perf_counter_ns()
+                fn()
+                t1 = time.perf_counter_ns()
+                if r:
+                    out.append(t1 - t0)
+            torch.cuda.synchronize()
+    tt.set_fast_path(True)
+    return {name: statistics.median(v) / 1e3 for name, v in samples.items()}
 
 
 def main(argv: List[str]) -> int:
@@ -81,16 +91,18 @@ def main(argv: List[str]) -> int:
         cases["part: tt._gemm_fwd_impl(a, b) (no autograd or compile checks)"] = lambda: tt._gemm_fwd_impl(a, b)
     print("device: %s, torch %s, C extension: %s, shape M,N,K = %d,%d,%d"
           % (torch.cuda.get_device_name(), torch.__version__, tt._fast is not None, M, N, K))
-    print("| call | host us per call (median) |")
-    print("|---|---|")
-    for name, fn in cases.items():
-        if "[C extension]" in name and tt._fast is None:
-            continue
-        tt.set_fast_path("[ctypes]" not in name)
+    if tt._fast is None:
+        cases.pop("tt.gemm(a, b) [C extension]")
+    fast = {name: "[ctypes]" not in name for name in cases}
+    for name, fn in cases.items():  # first calls: compiles, caches
+        tt.set_fast_path(fast[name])
         fn()
-        torch.cuda.synchronize()
-        print("| %s | %.2f |" % (name, host_us(fn, args.calls, args.rounds)), flush=True)
-    tt.set_fast_path(True)
+    torch.cuda.synchronize()
+    us = host_us(cases, fast, args.calls, args.rounds)
+    print("| call | host us per call (median) | / torch.mm |")
+    print("|---|---:|---:|")
+    for name in cases:
+        print("| %s | %.2f | %.2f |" % (name, us[name], us[name] / us["torch.mm(a, b)"]), flush=True)
     return 0
 
 

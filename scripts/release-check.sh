@@ -19,6 +19,7 @@
 #   perf     bench/jit, the cold training loop (bench/dynamic), softmax
 #            at the widest rows with other cluster shapes (--sweep-fwd);
 #   cold     the cold training loop alone;
+#   host     the host cost of a call from Python alone;
 #   tune     every tuning candidate's time at the shapes of TK_TUNE_SHAPES
 #            (manifest lines separated by ';', policy TK_TUNE_POLICY,
 #            default exact; only the classes of the M values named; default: the vocabulary projection's grad_a
@@ -67,9 +68,11 @@ echo "== cache size and disk hit"
 timeout 90 ./build-gpu/bench/cache_size /tmp/tk-cs sm_90 2>&1
 echo "== bench/jit"
 timeout 120 ./build-gpu/bench/jit 2>&1 | grep -E "^\|"
+fi
+if { has measure || has host; } && [ "$(left)" -gt 60 ]; then
 echo "== host cost of a call from Python"
 PYTHONPATH=$PWD/python TOKITAI_JIT_LIBRARY=$PWD/build-gpu/libtokitai_jit.so.1 \
-  timeout 90 python3 examples/torch_host_cost.py --rounds 12 2>&1 | tail -14
+  timeout 150 python3 examples/torch_host_cost.py --rounds 12 2>&1 | tail -18
 fi
 if has moe && [ "$(left)" -gt 60 ]; then
 echo "== MoE training example ($(left) s left)"

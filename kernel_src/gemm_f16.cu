@@ -51,9 +51,11 @@
 //   TK_PDL (optional, TMA kernel)          launched with programmatic dependent
 //                                          launch: waits for the previous kernel
 //                                          (griddepcontrol.wait) first
-//   TK_GEMM_SKINNY (NVIDIA, sm_80+)        instead of the tiled kernels: the
-//                                          forward with N <= 8 (the router),
-//                                          one pass over A (tk_gemm_skinny)
+//   TK_GEMM_SKINNY (NVIDIA, sm_80+)        instead of the tiled kernels, N <= 8
+//                                          (the router), one pass over A: 1 the
+//                                          forward (A K-major), 2 the weight
+//                                          gradient (A M-major, a block per 8
+//                                          values of m)
 //   TK_GEMM_SMALLK (NVIDIA)                instead of the tiled kernels: a
 //                                          reduction of K <= 16 (the router's
 //                                          grad_a, grad_b of a few tokens),
@@ -70,7 +72,7 @@
 //   common.cuh         helpers of every family (split-K range, baked sizes)
 //   nv_common.cuh      NVIDIA helpers (cp.async, ldmatrix, mma.sync, swizzle)
 //   mma_sync.cuh       the mma.sync kernel (sm_80+)
-//   skinny.cuh         the forward with N <= 8 (TK_GEMM_SKINNY)
+//   skinny.cuh         N <= 8: the forward and the weight gradient (TK_GEMM_SKINNY)
 //   smallk.cuh         reductions of K <= 16 (TK_GEMM_SMALLK)
 //   wgmma.cuh          sm_90a warpgroup-MMA helpers of both wgmma kernels
 //   cpasync_wgmma.cuh  the wgmma kernel fed by cp.async (TK_WGMMA=1)

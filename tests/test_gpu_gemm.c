@@ -433,16 +433,29 @@ END_TEST
 
 /* The forward with N <= 8 from 4096 rows on (the skinny kernel), checked in
  * full against fp64: row counts off the kernel's 32-row step, K off its
- * 256-wide sweep of the 8 warps, padded and packed operands, N from 1 to 8. */
+ * 256-wide sweep of the 8 warps, padded and packed operands, N from 1 to 8.
+ * The weight gradient with N <= 8 (the skinny grad_b kernel, aligned
+ * operands, d >= 512): token counts from 64 (part of one load round)
+ * through rounds of 1024 rows with a short last one (1817, 5000) to 16384,
+ * K = d off a multiple of 8 (the last block's values loaded one by one),
+ * N = 5 and 3 with padded rows (B loaded one value at a time), padded
+ * output. */
 START_TEST(test_skinny)
 {
     static const shape shapes_sk[] = {
         {4097, 8, 1024, 2, 1, 0}, {5000, 5, 1000, 2, 0, 0}, {4096, 1, 2056, 0, 0, 0},
         {6001, 7, 24, 2, 1, 0},  {4099, 8, 8, 0, 1, 0},
     };
+    static const shape shapes_wg[] = {
+        {1817, 8, 1024, 0, 0, 0}, {64, 8, 1024, 0, 0, 0},   {300, 8, 1000, 0, 1, 0},
+        {5000, 5, 1024, 2, 0, 0}, {4099, 8, 1004, 2, 1, 0}, {16384, 8, 1024, 0, 0, 1},
+        {777, 3, 520, 2, 1, 0},
+    };
     tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
     for (size_t i = 0; i < sizeof shapes_sk / sizeof shapes_sk[0]; i++)
         run_case(ctx, TK_OP_GEMM_F16_FWD, &shapes_sk[i]);
+    for (size_t i = 0; i < sizeof shapes_wg / sizeof shapes_wg[0]; i++)
+        run_case(ctx, TK_OP_GEMM_F16_GRAD_B, &shapes_wg[i]);
     assert_no_fallback(ctx);
     tk_context_destroy(ctx);
 }

@@ -1,5 +1,8 @@
-// fp16 GEMM, NVIDIA sm_80+: the skinny forward (N <= 8, TK_GEMM_SKINNY).
+// fp16 GEMM, NVIDIA sm_80+: the skinny kernels (N <= 8, TK_GEMM_SKINNY):
+// 1 the forward (A K-major), 2 the weight gradient (A M-major).
 // Part of gemm_f16.cu (its defines are documented there), which includes it.
+
+#if TK_GEMM_SKINNY == 1
 
 /* Skinny forward: C[M, N] (fp32) = A[M, K] B[K, N] with N <= 8 (the MoE
  * router), bound by one read of A. A is K-major with 16-byte aligned rows
@@ -101,3 +104,131 @@ extern "C" __global__ void __launch_bounds__(256)
         __syncthreads();
     }
 }
+#endif /* TK_GEMM_SKINNY == 1 */
+
+#if TK_GEMM_SKINNY == 2
+/* Skinny weight gradient: C[M, N] = sum_k A(m, k) B(k, n) with N <= 8 (the
+ * router's grad_b: M = d_model, K = the tokens), A M-major (A(m, k) at
+ * A[k * lda + m]: the activations' rows), B N-major (B(k, n) at
+ * B[k * ldb + n]: the router's gradient rows). Bound by one read of A, and
+ * at a few thousand tokens by latency: one kernel, no split, no second
+ * pass. Block b owns 8 values of m (m0 = 8 b: 16 bytes of each row of A)
+ * and all the tokens; its 256 threads take rows tid, tid + 256, ...: per
+ * row 16 bytes of A and 16 of B (zero-filled past M, N and K), 64 fp32
+ * FMAs into the thread's 8 x 8 sums. Each thread streams its own rows
+ * through a private ring of TK_SKW_STAGES slots in shared memory with
+ * cp.async (TK_SKW_STAGES - 1 rows in flight while one is summed, no
+ * registers held by the loads and no barrier: a thread reads only what it
+ * copied). Neighbouring blocks read the other halves of the same 32-byte
+ * sectors, so DRAM is read about once. The sums: within a warp by a
+ * butterfly that halves each lane's values at every step (xor 16, 8, 4, 2,
+ * 1: 62 shuffles, each lane left with 2 of the 64), then across the 8 warps
+ * in shared memory, in a fixed order: results are the same on every run.
+ * Needs TK_ALIGNED: A and B 16-byte aligned with lda, ldb % 8 == 0.
+ * Dynamic shared memory: TK_SKW_STAGES x 256 x 32 bytes. */
+#define TK_SKW_STAGES 12
+static_assert(TK_ALIGNED, "the skinny weight gradient loads 16-byte pieces (TK_ALIGNED=1)");
+
+// One butterfly step: lanes whose bit `bit` is 0 keep the first H values
+// (adding the partner's), the others the second H, which move down.
+template <int H>
+__device__ __forceinline__ void skw_halve(float *v, int lane, int bit)
+{
+    const bool up = (lane >> bit) & 1;
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+        const float send = up ? v[i] : v[i + H];
+        const float keep = up ? v[i + H] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 1 << bit);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    tk_gemm_f16(const unsigned short *__restrict__ A, const unsigned short *__restrict__ B,
+                void *__restrict__ C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb,
+                tk_i64 ldc)
+{
+    extern __shared__ __align__(16) unsigned char tk_gemm_smem[];
+    __shared__ float red[8][64]; // [warp][8 e + n]
+    tk_gemm_baked(M, N, K);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const tk_i64 m0 = (tk_i64)blockIdx.x * 8;
+    const int abytes = m0 + 8 <= M ? 16 : (int)(M - m0) * 2, bbytes = N < 8 ? (int)N * 2 : 16;
+    // slot s of this thread: A at sa + s * 4096, B at sa + (STAGES + s) * 4096
+    const unsigned sa = tkg::smem_u32(tk_gemm_smem) + (unsigned)tid * 16u;
+    constexpr unsigned BOFF = TK_SKW_STAGES * 4096u;
+    // this thread's rows (the host keeps K under 2^31)
+    const int rows = K > tid ? (int)((K - tid + 255) / 256) : 0;
+    // Row j (token tid + 256 j) into slot s (j % STAGES); past K: zeros.
+    auto issue = [&](int j, int s) {
+        const tk_i64 k = tid + 256 * (tk_i64)j;
+        const bool in = j < rows;
+        const unsigned slot = sa + (unsigned)s * 4096u;
+        tkg::cp_async16(slot, A + (in ? k : 0) * lda + m0, in ? abytes : 0);
+        tkg::cp_async16(slot + BOFF, B + (in ? k : 0) * ldb, in ? bbytes : 0);
+        tkg::cp_async_commit();
+    };
+    float v[64]; // v[8 e + n]: C(m0 + e, n)
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+        v[i] = 0.f;
+#pragma unroll
+    for (int j = 0; j < TK_SKW_STAGES - 1; ++j)
+        issue(j, j);
+    // s: row j's slot; t: the slot of row j + STAGES - 1 (the one before s)
+    for (int j = 0, s = 0, t = TK_SKW_STAGES - 1; j < rows; ++j) {
+        issue(j + TK_SKW_STAGES - 1, t);
+        tkg::cp_async_wait<TK_SKW_STAGES - 1>(); // row j is in
+        const unsigned slot = sa + (unsigned)s * 4096u;
+        t = s;
+        s = s + 1 == TK_SKW_STAGES ? 0 : s + 1;
+        unsigned aw[4], bw[4];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(aw[0]), "=r"(aw[1]), "=r"(aw[2]), "=r"(aw[3])
+                     : "r"(slot)
+                     : "memory");
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(bw[0]), "=r"(bw[1]), "=r"(bw[2]), "=r"(bw[3])
+                     : "r"(slot + BOFF)
+                     : "memory");
+        float bf[8];
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+            bf[n] = tkg::h2f((unsigned short)(bw[n >> 1] >> (16 * (n & 1))));
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const float av = tkg::h2f((unsigned short)(aw[e >> 1] >> (16 * (e & 1))));
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+                v[8 * e + n] = fmaf(av, bf[n], v[8 * e + n]);
+        }
+    }
+    tkg::cp_async_wait<0>(); // the zero-filled copies past the rows, before the block ends
+    // lane's values after the butterfly: v[0], v[1] = index base, base + 1
+    skw_halve<32>(v, lane, 4);
+    skw_halve<16>(v, lane, 3);
+    skw_halve<8>(v, lane, 2);
+    skw_halve<4>(v, lane, 1);
+    skw_halve<2>(v, lane, 0);
+    const int base = ((lane >> 4) & 1) * 32 + ((lane >> 3) & 1) * 16 + ((lane >> 2) & 1) * 8 +
+                     ((lane >> 1) & 1) * 4 + (lane & 1) * 2;
+    red[warp][base] = v[0];
+    red[warp][base + 1] = v[1];
+    __syncthreads();
+    if (tid < 64) {
+        float s = 0.f;
+#pragma unroll
+        for (int w = 0; w < 8; ++w)
+            s += red[w][tid];
+        const tk_i64 m = m0 + (tid >> 3);
+        const int n = tid & 7;
+        if (m < M && n < N) {
+#if TK_OUT_F16
+            ((unsigned short *)C)[m * ldc + n] = tkg::to_h(s);
+#else
+            ((float *)C)[m * ldc + n] = s;
+#endif
+        }
+    }
+}
+#endif /* TK_GEMM_SKINNY == 2 */

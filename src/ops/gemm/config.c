@@ -28,7 +28,7 @@
 void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
 {
     memset(c, 0, sizeof *c);
-    c->skinny = p->skinny;
+    c->skinny = p->skinny != 0; /* "skinny": whichever kind fits the call */
     c->smallk = p->smallk;
     c->splits = 1;
     if (p->skinny || p->smallk)
@@ -130,11 +130,16 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         tk__gemm_plan_swap(&q);
     q.skinny = 0;
     q.smallk = 0;
-    if (c->skinny || c->smallk) {
-        if (c->skinny ? !tk__gemm_skinny_fits(&q) : !tk__gemm_smallk_fits(&q))
+    if (c->skinny) {
+        if (!tk__gemm_plan_skinny_as(&q))
             return 0;
-        q.skinny = c->skinny;
-        q.smallk = c->smallk;
+        *p = q;
+        return 1;
+    }
+    if (c->smallk) {
+        if (!tk__gemm_smallk_fits(&q))
+            return 0;
+        q.smallk = 1;
         tk__gemm_plan_untiled(&q);
         *p = q;
         return 1;

@@ -42,8 +42,9 @@ typedef struct gemm_tile {
 #ifndef TK_GEMM_EPI_TMA
 #define TK_GEMM_EPI_TMA 1
 #endif
-/* 1: the forward with N <= 8 runs on the skinny kernel (plan_skinny); build
- * with -DTK_GEMM_SKINNY=0 to keep it on the tiled kernels. */
+/* 1: N <= 8 runs on the skinny kernels, the forward and the weight gradient
+ * (plan_skinny); build with -DTK_GEMM_SKINNY=0 to keep it on the tiled
+ * kernels. */
 #ifndef TK_GEMM_SKINNY
 #define TK_GEMM_SKINNY 1
 #endif
@@ -85,7 +86,7 @@ typedef struct gemm_plan {
     int tma;                     /* ... in its TMA form (tensor maps as arguments) */
     int wg_bm, wg_bn, wg_stages; /* wg_bm: 128; 64 or 256 on the TMA kernel */
     int swap;                    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
-    int skinny;                  /* the forward with N <= 8 on its own kernel (plan_skinny) */
+    int skinny;                  /* N <= 8 on a skinny kernel: 1 the forward, 2 the weight gradient (plan_skinny) */
     int smallk;                  /* K <= SMALLK_K_MAX on its own kernel (plan_smallk) */
     int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
                   * 2 the same grid sharing the K steps of all tiles (stream-K) */
@@ -105,7 +106,7 @@ typedef struct gemm_cfg {
     int bn;      /* tma: columns, a multiple of 16 (of 64 with B N-major) */
     int bm;      /* tma: 64, 128 or 256 rows */
     int swap;    /* tma: 1 the swapped plan (plan_swap) */
-    int skinny;  /* 1: the skinny kernel (plan_skinny); nothing else applies */
+    int skinny;  /* 1: a skinny kernel, the kind that fits (plan_skinny); nothing else applies */
     int smallk;  /* 1: the small-K kernel (plan_smallk); nothing else applies */
     int tile;    /* mma.sync: index into tk__gemm_nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K */
@@ -147,6 +148,8 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N);
 void tk__gemm_plan_split(gemm_plan *p);
 void tk__gemm_plan_untiled(gemm_plan *p);
 int tk__gemm_skinny_fits(const gemm_plan *p);
+int tk__gemm_skinny_wgrad_fits(const gemm_plan *p);
+int tk__gemm_plan_skinny_as(gemm_plan *p);
 void tk__gemm_plan_skinny(gemm_plan *p);
 int tk__gemm_smallk_fits(const gemm_plan *p);
 void tk__gemm_plan_smallk(gemm_plan *p);

@@ -90,7 +90,9 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
     } else if (p->simple) {
         add_def(d, "TK_GEMM_SIMPLE", 1);
     } else if (p->skinny) {
-        add_def(d, "TK_GEMM_SKINNY", 1);
+        add_def(d, "TK_GEMM_SKINNY", p->skinny);
+        if (p->skinny == 2)
+            add_def(d, "TK_ALIGNED", p->aligned);
     } else if (p->smallk) {
         add_def(d, "TK_GEMM_SMALLK", 1);
     } else if (p->wgmma) {
@@ -192,6 +194,12 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
         *blocks = tn * (g > 0 ? g : 1);
         *threads = 256;
         *smem = 0;
+        return;
+    }
+    if (p->skinny == 2) { /* 8 values of m per block, all the tokens; the */
+        *blocks = (p->M + 7) / 8; /* threads' rings: TK_SKW_STAGES (12) x 256 x 32 B */
+        *threads = 256;
+        *smem = 12u * 256u * 32u;
         return;
     }
     if (p->skinny) { /* 32 rows per block at a time, up to 4 blocks per SM */

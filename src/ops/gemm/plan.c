@@ -491,15 +491,67 @@ int tk__gemm_skinny_fits(const gemm_plan *p)
            p->aligned;
 }
 
+/* The router's weight gradient (grad_b with N <= 8: kernel M = d_model, K =
+ * the tokens, A M-major, B N-major) is one read of the activations too. On
+ * the TMA kernel its output is a handful of 128 x 64 tiles whose boxes of B
+ * hold 8 real columns in 64, split-K and a reduce kernel after it:
+ * bench/sweep on an H100 had grad_b 1196-1817 x 8 x 1024 at 0.74-0.86 of
+ * cuBLAS. The skinny weight-gradient kernel (TK_GEMM_SKINNY 2) gives each
+ * block 8 values of m and all the tokens, 16-byte loads into fp32 FMAs: one
+ * kernel, no split, a block per multiprocessor at d_model = 1024. Below
+ * SKINNY_WGRAD_M_MIN values of m it would leave most of the chip idle. Its
+ * rate is about a third of a token row per clock per multiprocessor (each
+ * block reads 16 of every 32 bytes of A's sectors and all of B): the
+ * heuristics take it while a multiprocessor's share is at most
+ * SKINNY_WGRAD_ROWS_MAX rows (H100, bench/sweep, cuBLAS time over ours:
+ * d_model 1024 at 64-2047 tokens 0.99-1.21, 4096 tokens 0.93, 9000 0.80,
+ * 16384 0.75; d_model 512 at 2000 tokens 1.31, 9000 0.84; d_model 4096 at
+ * 2000 0.58), the TMA kernel beyond.
+ * Two earlier forms with the tokens split lost to the TMA path
+ * (bench/gemm-measurements.md): 64 values of m per block with a split-K
+ * reduce kernel after it (0.61-0.77 of cuBLAS), and the splits summed by
+ * the last block of each chunk (0.40-0.65: the fence, counter and second
+ * read of the partials add up at a few thousand tokens). Needs A and B
+ * 16-byte aligned with lda, ldb % 8 == 0 (TK_ALIGNED). */
+#define SKINNY_WGRAD_M_MIN 512
+#define SKINNY_WGRAD_ROWS_MAX 3072
+int tk__gemm_skinny_wgrad_fits(const gemm_plan *p)
+{
+    return TK_GEMM_SKINNY && !p->amd && !p->simple && !p->a_kmajor && !p->b_kmajor && !p->swap &&
+           p->N <= SKINNY_N_MAX && p->aligned && p->M >= SKINNY_WGRAD_M_MIN &&
+           p->K < INT32_MAX;
+}
+
+/* p on a skinny kernel whatever its row count: kind 1 (the forward) or 2
+ * (the weight gradient), the kind returned; 0 when neither fits (p
+ * unchanged). */
+int tk__gemm_plan_skinny_as(gemm_plan *p)
+{
+    const int kind = tk__gemm_skinny_fits(p) ? 1 : tk__gemm_skinny_wgrad_fits(p) ? 2 : 0;
+    if (kind != 0) {
+        tk__gemm_plan_untiled(p);
+        p->skinny = kind;
+    }
+    return kind;
+}
+
 /* After tk__gemm_plan_grid: the skinny kernel for router-sized forwards with rows
- * enough to fill the chip (fewer ran as fast on the tiled kernels). */
+ * enough to fill the chip (fewer ran as fast on the tiled kernels), and for
+ * the router's weight gradient while a multiprocessor's share of the token
+ * rows is small. */
 void tk__gemm_plan_skinny(gemm_plan *p)
 {
     p->skinny = 0;
-    if (!tk__gemm_skinny_fits(p) || p->M < SKINNY_M_MIN)
-        return;
-    p->skinny = 1;
-    tk__gemm_plan_untiled(p);
+    if (tk__gemm_skinny_fits(p)) {
+        if (p->M < SKINNY_M_MIN)
+            return;
+    } else {
+        const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+        if (!tk__gemm_skinny_wgrad_fits(p) ||
+            ((p->M + 7) / 8 + sms - 1) / sms * p->K > SKINNY_WGRAD_ROWS_MAX)
+            return;
+    }
+    tk__gemm_plan_skinny_as(p);
 }
 
 /* Reductions of at most SMALLK_K_MAX (kernel K: the router's grad_a with

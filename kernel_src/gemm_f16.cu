@@ -48,8 +48,8 @@
 //                                          loads half of the A tile it shares
 //                                          with its partner and multicasts it
 //                                          to both (one grid block per tile)
-//   TK_PDL (optional, TMA kernel)          launched with programmatic dependent
-//                                          launch: waits for the previous kernel
+//   TK_PDL (optional, TMA kernel; skinny   launched with programmatic dependent
+//   and small-K kernels on sm_90)          launch: waits for the previous kernel
 //                                          (griddepcontrol.wait) first
 //   TK_GEMM_SKINNY (NVIDIA, sm_80+)        instead of the tiled kernels, N <= 8
 //                                          (the router), one pass over A: 1 the

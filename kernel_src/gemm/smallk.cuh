@@ -34,6 +34,7 @@ extern "C" __global__ void __launch_bounds__(256)
     __shared__ __align__(16) float as[TK_SMK_PH][TK_SMK_BM][TK_SMK_KMAX];
     __shared__ __align__(16) float bs[TK_SMK_KMAX * BS];
     tk_gemm_baked(M, N, K);
+    tkg::pdl_enter();
     const int tid = threadIdx.x;
     const tk_i64 tiles_n = (N + TK_SMK_BN - 1) / TK_SMK_BN;
     const tk_i64 n0 = (tk_i64)blockIdx.x % tiles_n * TK_SMK_BN;
@@ -42,6 +43,26 @@ extern "C" __global__ void __launch_bounds__(256)
     // k up to K rounded up to 4 (zero past K, M and N); consecutive threads
     // take consecutive addresses of the stored layout.
     const int kp = ((int)K + 3) & ~3;
+    // A phase's elements into registers: TK_SMK_PH chunks (this block's
+    // chunks base, base + gs, ...), all loads issued before any is used.
+    float an[TK_SMK_PH][AE];
+    auto load_phase = [&](tk_i64 base) {
+#pragma unroll
+        for (int ph = 0; ph < TK_SMK_PH; ++ph) {
+#pragma unroll
+            for (int e = 0; e < AE; ++e) {
+                const int i = tid + 256 * e;
+                const int r = TK_A_KMAJOR ? i / kp : i % TK_SMK_BM;
+                const int k = TK_A_KMAJOR ? i % kp : i / TK_SMK_BM;
+                const tk_i64 m = (base + ph * gs) * TK_SMK_BM + r;
+                an[ph][e] = 0.f;
+                if (i < TK_SMK_BM * kp && m < M && k < K)
+                    an[ph][e] = tkg::h2f(A[TK_A_KMAJOR ? m * lda + k : (tk_i64)k * lda + m]);
+            }
+        }
+    };
+    // the first phase's loads in flight while B's tile is filled
+    load_phase(g0);
     for (int i = tid; i < kp * TK_SMK_BN; i += 256) {
         const int k = TK_B_KMAJOR ? i % kp : i / TK_SMK_BN;
         const int c = TK_B_KMAJOR ? i / kp : i % TK_SMK_BN;
@@ -58,23 +79,11 @@ extern "C" __global__ void __launch_bounds__(256)
 #else
     const bool vec = ((unsigned long long)C % 16 == 0) && (ldc % 4 == 0) && c0 + 4 <= N;
 #endif
-    // Phases of TK_SMK_PH chunks (this block's chunks base, base + gs, ...):
-    // their A elements are all loaded before any is waited for.
+    // Phases of TK_SMK_PH chunks: their A elements are all loaded before
+    // any is waited for.
     for (tk_i64 base = g0; base < chunks; base += TK_SMK_PH * gs) {
-        float an[TK_SMK_PH][AE];
-#pragma unroll
-        for (int ph = 0; ph < TK_SMK_PH; ++ph) {
-#pragma unroll
-            for (int e = 0; e < AE; ++e) {
-                const int i = tid + 256 * e;
-                const int r = TK_A_KMAJOR ? i / kp : i % TK_SMK_BM;
-                const int k = TK_A_KMAJOR ? i % kp : i / TK_SMK_BM;
-                const tk_i64 m = (base + ph * gs) * TK_SMK_BM + r;
-                an[ph][e] = 0.f;
-                if (i < TK_SMK_BM * kp && m < M && k < K)
-                    an[ph][e] = tkg::h2f(A[TK_A_KMAJOR ? m * lda + k : (tk_i64)k * lda + m]);
-            }
-        }
+        if (base != g0)
+            load_phase(base);
         __syncthreads(); // the previous phase's reads of as are done
 #pragma unroll
         for (int ph = 0; ph < TK_SMK_PH; ++ph) {

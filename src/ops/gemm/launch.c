@@ -16,6 +16,15 @@ static int pdl_enabled(void)
     return TK_GEMM_PDL && tk__env_word_once(TK__ENV_GEMM_PDL, 1, &cached) == 1;
 }
 
+/* Whether p's kernel is launched with programmatic dependent launch (and
+ * built with TK_PDL): the TMA kernel, and on sm_90 the skinny and small-K
+ * kernels, the router's, which are short enough for the launch to weigh
+ * (H100, bench/sweep: see bench/gemm-measurements.md). */
+static int plan_pdl(const gemm_plan *p)
+{
+    return (p->tma || (p->sm90 && (p->skinny || p->smallk))) && pdl_enabled();
+}
+
 /* A CUtensorMap: 128 bytes, 64-byte aligned. */
 typedef struct gemm_tmap {
     _Alignas(64) unsigned char b[128];
@@ -93,8 +102,12 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_GEMM_SKINNY", p->skinny);
         if (p->skinny == 2)
             add_def(d, "TK_ALIGNED", p->aligned);
+        if (plan_pdl(p))
+            add_def(d, "TK_PDL", 1);
     } else if (p->smallk) {
         add_def(d, "TK_GEMM_SMALLK", 1);
+        if (plan_pdl(p))
+            add_def(d, "TK_PDL", 1);
     } else if (p->wgmma) {
         /* wgmma needs the sm_90a target; the engine then adds no other. */
         static const char *const wg_opts[] = {"--gpu-architecture=sm_90a"};
@@ -117,7 +130,7 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
             add_def(d, "TK_EPI_TMA", 1);
         if (p->tma && p->persist == 2)
             add_def(d, "TK_STREAMK", 1);
-        if (p->tma && pdl_enabled())
+        if (plan_pdl(p))
             add_def(d, "TK_PDL", 1);
         d->desc.options = wg_opts;
         d->desc.n_options = 1;
@@ -337,11 +350,13 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             unsigned long long tag =
                 (0x7F4A7C15ull << 32) | __atomic_add_fetch(&epoch, 1u, __ATOMIC_RELAXED);
             void *targs[] = {ma.b, mb.b, mc.b, (void *)&d_c, &m, &n, &k, &lc, &skw, &tag};
-            if (pdl_enabled())
+            if (plan_pdl(p))
                 return tk__kernel_launch_pdl(ctx, kernel, grid, block, smem, stream, targs);
             return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, targs);
         }
         void *args[] = {(void *)&d_a, (void *)&d_b, (void *)&d_c, &m, &n, &k, &la, &lb, &lc};
+        if (plan_pdl(p))
+            return tk__kernel_launch_pdl(ctx, kernel, grid, block, smem, stream, args);
         return tk_kernel_launch(ctx, kernel, grid, block, smem, stream, args);
     }
 }

@@ -353,7 +353,9 @@ END_TEST
  * warpgroups on alternate K steps, summed through shared memory; widths
  * whose halves are odd multiples of 8, split, swapped), 256-row
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
- * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it),
+ * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it;
+ * also on a persistent grid, each tile but a block's last stored from
+ * registers),
  * and clusters of two blocks sharing A by multicast (K-major and M-major A,
  * odd column-tile counts whose last cluster has a block with no tile). */
 START_TEST(test_every_configuration)
@@ -398,6 +400,8 @@ START_TEST(test_every_configuration)
         "tma bn=112 persist=0 epi=0 split=1 bm=256 swap=1",
         "tma bn=80 persist=0 epi=0 split=1 swap=1",
         "tma bn=32 persist=0 epi=0 split=1 swap=1",
+        "tma bn=208 persist=1 epi=0 split=1 swap=1",
+        "tma bn=128 persist=1 epi=0 split=1 swap=1",
         "tma bn=64 persist=0 epi=1 split=1 cl=2",
         "tma bn=128 persist=0 epi=0 split=1 cl=2",
         "tma bn=192 persist=0 epi=1 split=1 cl=2",
@@ -431,9 +435,10 @@ START_TEST(test_every_configuration)
 }
 END_TEST
 
-/* The forward with N <= 8 from 4096 rows on (the skinny kernel), checked in
- * full against fp64: row counts off the kernel's 32-row step, K off its
- * 256-wide sweep of the 8 warps, padded and packed operands, N from 1 to 8.
+/* The forward with N <= 8 on the skinny kernel (from 3072 rows on, and up
+ * to 1024 rows with K <= 1024), checked in full against fp64: row counts
+ * off the kernel's 32-row step, K off its 256-wide sweep of the 8 warps,
+ * padded and packed operands, N from 1 to 8.
  * The weight gradient with N <= 8 (the skinny grad_b kernel, aligned
  * operands, d >= 512): token counts from 64 (part of one load round)
  * through rounds of 1024 rows with a short last one (1817, 5000) to 16384,
@@ -444,6 +449,7 @@ START_TEST(test_skinny)
 {
     static const shape shapes_sk[] = {
         {4097, 8, 1024, 2, 1, 0}, {5000, 5, 1000, 2, 0, 0}, {4096, 1, 2056, 0, 0, 0},
+        {70, 8, 1024, 0, 0, 0},   {1000, 6, 1000, 2, 1, 0}, {3100, 8, 1024, 0, 0, 0},
         {6001, 7, 24, 2, 1, 0},  {4099, 8, 8, 0, 1, 0},
     };
     static const shape shapes_wg[] = {

@@ -473,7 +473,15 @@ void tk__gemm_plan_split(gemm_plan *p)
  * against 16.3 for cuBLAS. The skinny kernel (TK_GEMM_SKINNY) streams A
  * with 16-byte loads into mma.sync. It needs an NVIDIA sm_80+ target, A
  * 16-byte aligned with lda % 8 == 0, K % 8 == 0 and K <= SKINNY_K_MAX (B
- * sits in shared memory, 16 bytes per k). */
+ * sits in shared memory, 16 bytes per k). A block takes 32 rows with the
+ * whole reduction: one round of loads where the TMA kernel fills a
+ * pipeline, which wins at few rows and a short reduction, and again from
+ * SKINNY_M_MIN rows; in between the TMA kernel's split grid is faster.
+ * H100, bench/sweep with programmatic dependent launch on both, cuBLAS
+ * time over ours, skinny / TMA in the same run: K = 1024 at 70-1000 rows
+ * 1.11-1.25 / 0.89-1.02, 1500-2000 0.81-0.86 / 0.87-0.93, 3000 0.95 /
+ * 0.91, 4000 0.98 / 0.87; K = 2816 at 300 rows 0.88 / 1.11; K = 4096 at
+ * 3000 rows 0.65 / 0.97. */
 /* Off the tiled kernels' options: the plan for a kernel of its own
  * (skinny, small-K) or for mma.sync (which sets its tile). */
 void tk__gemm_plan_untiled(gemm_plan *p)
@@ -483,7 +491,9 @@ void tk__gemm_plan_untiled(gemm_plan *p)
 
 #define SKINNY_N_MAX 8
 #define SKINNY_K_MAX 8192
-#define SKINNY_M_MIN 4096
+#define SKINNY_M_MIN 3072
+#define SKINNY_SMALL_M_MAX 1024 /* ... and up to this many rows */
+#define SKINNY_SMALL_K_MAX 1024 /* of a reduction this short */
 int tk__gemm_skinny_fits(const gemm_plan *p)
 {
     return TK_GEMM_SKINNY && !p->amd && !p->simple && p->a_kmajor && !p->b_kmajor && !p->swap &&
@@ -535,15 +545,15 @@ int tk__gemm_plan_skinny_as(gemm_plan *p)
     return kind;
 }
 
-/* After tk__gemm_plan_grid: the skinny kernel for router-sized forwards with rows
- * enough to fill the chip (fewer ran as fast on the tiled kernels), and for
- * the router's weight gradient while a multiprocessor's share of the token
- * rows is small. */
+/* After tk__gemm_plan_grid: the skinny kernel for router-sized forwards with
+ * few rows and a short reduction or with rows enough to fill the chip (see
+ * above), and for the router's weight gradient while a multiprocessor's
+ * share of the token rows is small. */
 void tk__gemm_plan_skinny(gemm_plan *p)
 {
     p->skinny = 0;
     if (tk__gemm_skinny_fits(p)) {
-        if (p->M < SKINNY_M_MIN)
+        if (p->M < SKINNY_M_MIN && (p->M > SKINNY_SMALL_M_MAX || p->K > SKINNY_SMALL_K_MAX))
             return;
     } else {
         const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;

@@ -78,9 +78,10 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     if (tk__gemm_plan_apply(&q, &cfg))
         n = tune_add(c, n, &q);
     /* swapped 256-, 128- and 64-row tiles: for each round count, its
-     * narrowest width, alone and (not 64 rows) in clusters of two */
+     * narrowest width, alone and (not 64 rows) in clusters of two; 128-row
+     * tiles also on a persistent grid where they make more than a round */
     for (int bm = 256; tma_ok && bm >= 64; bm /= 2)
-        for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0; bn <= (bm == 64 ? 256 : SWAP_BN_MAX);
+        for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0; bn <= (bm == 256 ? SWAP_BN_MAX : 256);
              bn += 16) {
             const int64_t rounds =
                 ((o.N + bm - 1) / bm * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
@@ -90,6 +91,12 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
             for (int cl = 0; cl <= (bm == 64 ? 0 : 2); cl += 2) {
                 cfg =
                     (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .cluster = cl, .splits = 1};
+                q = *base;
+                if (tk__gemm_plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
+            if (bm == 128 && rounds > 1) {
+                cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .persist = 1, .splits = 1};
                 q = *base;
                 if (tk__gemm_plan_apply(&q, &cfg))
                     n = tune_add(c, n, &q);

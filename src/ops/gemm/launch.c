@@ -345,10 +345,11 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
                 if (st != TK_OK)
                     return st;
             }
-            /* stream-K flag value: new for every launch (see the kernel) */
+            /* stream-K flag value: new for every launch; its high word a NaN
+             * as a float (see the kernel) */
             static unsigned epoch;
             unsigned long long tag =
-                (0x7F4A7C15ull << 32) | __atomic_add_fetch(&epoch, 1u, __ATOMIC_RELAXED);
+                (0x7FCA7C15ull << 32) | __atomic_add_fetch(&epoch, 1u, __ATOMIC_RELAXED);
             void *targs[] = {ma.b, mb.b, mc.b, (void *)&d_c, &m, &n, &k, &lc, &skw, &tag};
             if (plan_pdl(p))
                 return tk__kernel_launch_pdl(ctx, kernel, grid, block, smem, stream, targs);

@@ -422,6 +422,24 @@ void tk__gemm_plan_split(gemm_plan *p)
             return;
         }
         tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+        /* Where 128 x 128 tiles would fill more than half the chip but 128 x
+         * 256 ones half of it or less, a long reduction (128 K tiles or
+         * more) splits on the 256-wide tiles, as many ways as whole waves
+         * allow, so that the splits of a tile walk K side by side and share
+         * the operands' rows in L2: grad_a 1362x1024x50304 ran on 132
+         * 64 x 176 tiles at 0.69 of cuBLAS (bench/sweep, H100); stream-K
+         * on 128 x 256 tiles over every multiprocessor took 0.98 there, but
+         * 0.45-0.9x the time elsewhere (bench/gemm-measurements.md). */
+        const int64_t tiles256 = ((p->M + 127) / 128) * ((p->N + 255) / 256);
+        if (kt >= 128 && tiles * 2 > NV_SMS && tiles256 * 2 <= NV_SMS) {
+            s = tk__gemm_split_clamp(NV_SMS / tiles256 < 8 ? NV_SMS / tiles256 : 8, kt, p->M, p->N);
+            if (s >= 2) {
+                p->splits = (int)s;
+                p->wg_bn = 256;
+                p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 256);
+            }
+            return;
+        }
         if (kt < 32 || (tiles * 16 > NV_SMS && (tiles * 2 > NV_SMS || kt < 128)))
             return;
         s = NV_SMS / tiles;

@@ -422,16 +422,20 @@ void tk__gemm_plan_split(gemm_plan *p)
             return;
         }
         tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
-        /* Where 128 x 128 tiles would fill more than half the chip but 128 x
-         * 256 ones half of it or less, a long reduction (128 K tiles or
-         * more) splits on the 256-wide tiles, as many ways as whole waves
-         * allow, so that the splits of a tile walk K side by side and share
-         * the operands' rows in L2: grad_a 1362x1024x50304 ran on 132
-         * 64 x 176 tiles at 0.69 of cuBLAS (bench/sweep, H100); stream-K
-         * on 128 x 256 tiles over every multiprocessor took 0.98 there, but
-         * 0.45-0.9x the time elsewhere (bench/gemm-measurements.md). */
+        /* A long reduction (128 K tiles or more) whose output is an eighth
+         * to a half of the chip in 128 x 256 tiles splits on those tiles,
+         * as many ways as whole waves allow (at most 8), so that the splits
+         * of a tile walk K side by side and share the operands' rows in L2.
+         * H100, bench/sweep, cuBLAS time over ours, before (132 64 x 176
+         * tiles, or 128 x 128 tiles split 2) / after: grad_a with K = 50304
+         * at 652-801 tokens 0.73-0.83 / 0.87-0.89, 1024 0.95 / 1.01, 1362
+         * 0.69 / 1.01, 1100-2000 0.90-1.01 after; grad_a 1024x1024x32000
+         * 0.95 / 0.99; fwd 700x1024x16384 0.83 / 0.89. Stream-K on 128 x
+         * 256 tiles over every multiprocessor took 0.98 at 1362 tokens, but
+         * 0.45-0.9x the time elsewhere: its blocks walk K at different
+         * offsets (bench/gemm-measurements.md). */
         const int64_t tiles256 = ((p->M + 127) / 128) * ((p->N + 255) / 256);
-        if (kt >= 128 && tiles * 2 > NV_SMS && tiles256 * 2 <= NV_SMS) {
+        if (kt >= 128 && tiles256 * 8 >= NV_SMS && tiles256 * 2 <= NV_SMS) {
             s = tk__gemm_split_clamp(NV_SMS / tiles256 < 8 ? NV_SMS / tiles256 : 8, kt, p->M, p->N);
             if (s >= 2) {
                 p->splits = (int)s;

@@ -72,7 +72,8 @@ typedef enum tk__env_when {
       "tk_context_create (src/jit/diag.c)")                                                        \
     X(TUNE, WORD, "records off auto", WARN, CONTEXT, "records: tuning records where they exist",   \
       "the GEMM operators, once per process (src/ops/gemm/config.c)")                              \
-    X(GEMM_PDL, WORD, "0 1", WARN, CONTEXT, "1: programmatic dependent launch of the TMA kernel",  \
+    X(GEMM_PDL, WORD, "0 1", WARN, CONTEXT,                                                        \
+      "1: programmatic dependent launch of the TMA, skinny and small-K kernels",                   \
       "the GEMM operators, once per process (src/ops/gemm/launch.c)")                              \
     X(GEMM_FALLBACK, WORD, "auto universal fast", WARN, CONTEXT,                                   \
       "auto: the fast fallback where it applies, else the universal kernel",                       \

@@ -500,10 +500,11 @@ void tk__gemm_plan_split(gemm_plan *p)
  * pipeline, which wins at few rows and a short reduction, and again from
  * SKINNY_M_MIN rows; in between the TMA kernel's split grid is faster.
  * H100, bench/sweep with programmatic dependent launch on both, cuBLAS
- * time over ours, skinny / TMA in the same run: K = 1024 at 70-1000 rows
- * 1.11-1.25 / 0.89-1.02, 1500-2000 0.81-0.86 / 0.87-0.93, 3000 0.95 /
- * 0.91, 4000 0.98 / 0.87; K = 2816 at 300 rows 0.88 / 1.11; K = 4096 at
- * 3000 rows 0.65 / 0.97. */
+ * time over ours, skinny / TMA on one machine, two or three runs each:
+ * K = 1024 at 70-1000 rows 1.11-1.25 / 0.89-1.05, 1500-2000 0.81-0.86 /
+ * 0.87-0.96, 3000 0.95-0.96 / 0.91-0.93, 4000 0.98 / 0.87-0.88; K = 2816
+ * at 300 rows 0.88-0.89 / 1.11-1.14; K = 4096 at 3000 rows 0.65 / 0.97-0.98
+ * (bench/gemm-measurements.md). */
 /* Off the tiled kernels' options: the plan for a kernel of its own
  * (skinny, small-K) or for mma.sync (which sets its tile). */
 void tk__gemm_plan_untiled(gemm_plan *p)

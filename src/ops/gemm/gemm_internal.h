@@ -95,6 +95,8 @@ typedef struct gemm_plan {
                   * loading half of their shared A tile for both (TK_CLUSTER);
                   * 0 none */
     int c16;     /* C 16-byte aligned, rows a multiple of 16 bytes apart */
+    int group16; /* tma: the tile order walks N in groups of 16 tile rows, not 8
+                  * (TK_GROUP_M; plan_grid) */
     int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
     gemm_tile tile;
     int64_t om, on, ok; /* the op's own M, N, K (tuning records are keyed on them) */

@@ -132,6 +132,8 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
             add_def(d, "TK_STREAMK", 1);
         if (plan_pdl(p))
             add_def(d, "TK_PDL", 1);
+        if (p->tma && p->group16)
+            add_def(d, "TK_GROUP_M", 16);
         d->desc.options = wg_opts;
         d->desc.n_options = 1;
     } else {

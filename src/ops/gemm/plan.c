@@ -15,8 +15,11 @@
  *   swap_eff, KS_SWAP_EFF  swapped tiles' throughput           swap_pick_bn
  *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
  *   SPLIT_MIN_KT_*, SPLIT_WS_MAX, the split thresholds         plan_split
+ *     (and the 256-wide split of long reductions)
  *   the persistent grid's threshold (more than a wave)         plan_grid
- *   SKINNY_*, SMALLK_K_MAX  the router's and small-K kernels   plan_skinny, plan_smallk
+ *   GROUP16_N_MIN       the tile order's groups of 16 rows     plan_grid
+ *   SKINNY_*, SKINNY_WGRAD_*, SMALLK_K_MAX  the router's and small-K kernels
+ *                                                              plan_skinny, plan_smallk
  *
  * The chip-independent ones (NV_SMS, M_CLASS_LIMIT, SPLIT_MAX, the build
  * switches TK_GEMM_*) are in gemm_internal.h.
@@ -615,14 +618,6 @@ void tk__gemm_plan_smallk(gemm_plan *p)
     tk__gemm_plan_untiled(p);
 }
 
-/* The heuristics' grid and epilogue, after tk__gemm_plan_split (tokitai-jit --tune
- * of the MoE expert shapes on an H100, bench/gemm-measurements.md): the unsplit
- * TMA kernel stores C with the TMA-store epilogue (1-5% faster than staging
- * through the ring); more than a wave of tiles runs on a persistent grid
- * (its stores overlap the next tile's main loop: 8-19% faster than a block
- * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
- * to tuning records: it lost to the persistent grid where the heuristics
- * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
 /* The tile order walks N in groups of tile rows (tk_gemm_tile_of): B's
  * panels are read once per group. Where B is too large to stay in L2
  * between groups (the vocabulary's N = 50304: 103 MB at K = 1024), groups
@@ -634,6 +629,14 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  * count (a baked dimension: no new kernel per token count). */
 #define GROUP16_N_MIN 16384
 
+/* The heuristics' grid and epilogue, after tk__gemm_plan_split (tokitai-jit --tune
+ * of the MoE expert shapes on an H100, bench/gemm-measurements.md): the unsplit
+ * TMA kernel stores C with the TMA-store epilogue (1-5% faster than staging
+ * through the ring); more than a wave of tiles runs on a persistent grid
+ * (its stores overlap the next tile's main loop: 8-19% faster than a block
+ * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
+ * to tuning records: it lost to the persistent grid where the heuristics
+ * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
 void tk__gemm_plan_grid(gemm_plan *p)
 {
     p->persist = 0;

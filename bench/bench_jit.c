@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "jit/jit_internal.h"
 
 static const char *const k_source =
@@ -59,25 +60,6 @@ static struct {
     cuLaunchKernel_t launch;
     cuCtxSynchronize_t sync;
 } raw;
-
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static int load_raw(void)
 {
@@ -133,7 +115,7 @@ static double raw_compile_once(tk_context *ctx, int iter)
         opts[n++] = *o;
     opts[n++] = define;
 
-    double t0 = wall_now();
+    double t0 = bench_wall_s();
     void *prog = NULL, *mod = NULL, *fn = NULL;
     size_t size = 0;
     if (raw.create(&prog, full, "raw.cu", 0, NULL, NULL) || raw.compile(prog, n, opts) ||
@@ -148,7 +130,7 @@ static double raw_compile_once(tk_context *ctx, int iter)
         fprintf(stderr, "raw load failed\n");
         exit(1);
     }
-    double t = wall_now() - t0;
+    double t = bench_wall_s() - t0;
     free(cubin);
     raw.unload(mod);
     return t;
@@ -161,9 +143,9 @@ static double engine_compile_once(tk_context *ctx, int iter)
     tk_define def = {"BIAS", value};
     tk_kernel_desc d = {.source = k_source, .entry = "axpy_half", .defines = &def, .n_defines = 1};
     tk_kernel *k = NULL;
-    double t0 = wall_now();
+    double t0 = bench_wall_s();
     tk_status st = tk_kernel_get(ctx, &d, &k);
-    double t = wall_now() - t0;
+    double t = bench_wall_s() - t0;
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_COMPILED) {
         fprintf(stderr, "engine compile failed: %s\n", tk_context_last_error(ctx));
@@ -186,9 +168,9 @@ static tk_kernel_desc bench_desc(tk_define *def)
 static int time_disk_get(tk_context *ctx, const tk_kernel_desc *d)
 {
     tk_kernel *k = NULL;
-    double t0 = wall_now();
+    double t0 = bench_wall_s();
     tk_status st = tk_kernel_get(ctx, d, &k);
-    double t = wall_now() - t0;
+    double t = bench_wall_s() - t0;
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     if (st != TK_OK || tk_kernel_get_info(k, &info) != TK_OK || info.origin != TK_ORIGIN_DISK)
         return 3;
@@ -323,7 +305,7 @@ static int headers_case(const char *self, int have_device)
             return 1;
         }
     }
-    double med = median(t, N_RUNS);
+    double med = bench_median(t, N_RUNS);
     printf("| disk hit, kernel with %d user headers, fresh process (median of %d; %s) | %.3f ms | "
            "- | <= 0.3 ms | %s |\n",
            N_HEADERS, N_RUNS,
@@ -378,7 +360,7 @@ int main(int argc, char **argv)
         rawc[i] = raw_compile_once(ctx, 2000 + i);
         eng[i] = engine_compile_once(ctx, 3000 + i);
     }
-    double cold_engine = median(eng, N_COMPILE), cold_raw = median(rawc, N_COMPILE);
+    double cold_engine = bench_median(eng, N_COMPILE), cold_raw = bench_median(rawc, N_COMPILE);
 
     /* 2. Disk hit in fresh processes: store the bench kernel first. */
     tk_define def;
@@ -397,7 +379,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    double disk_hit = median(disk, N_DISK);
+    double disk_hit = bench_median(disk, N_DISK);
 
     /* 3. Memory hit: 1e5 calls in batches of 100. */
     enum { N_BATCH = 1000, PER_BATCH = 100 };
@@ -405,12 +387,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < 1000; i++)
         tk_kernel_get(ctx, &d, &k);
     for (int b = 0; b < N_BATCH; b++) {
-        double t0 = wall_now();
+        double t0 = bench_wall_s();
         for (int i = 0; i < PER_BATCH; i++)
             tk_kernel_get(ctx, &d, &k);
-        mem[b] = (wall_now() - t0) / PER_BATCH;
+        mem[b] = (bench_wall_s() - t0) / PER_BATCH;
     }
-    double memory_hit = median(mem, N_BATCH);
+    double memory_hit = bench_median(mem, N_BATCH);
 
     /* 3b. Memory hit on an embedded source (no source text compared). */
     double memory_hit_embedded = -1;
@@ -442,12 +424,12 @@ int main(int argc, char **argv)
         tk_kernel *km = NULL;
         if (tk_kernel_get(ctx, &dm, &km) == TK_OK) {
             for (int b = 0; b < N_BATCH; b++) {
-                double t0 = wall_now();
+                double t0 = bench_wall_s();
                 for (int i = 0; i < PER_BATCH; i++)
                     tk_kernel_get(ctx, &dm, &km);
-                mem[b] = (wall_now() - t0) / PER_BATCH;
+                mem[b] = (bench_wall_s() - t0) / PER_BATCH;
             }
-            memory_hit_embedded = median(mem, N_BATCH);
+            memory_hit_embedded = bench_median(mem, N_BATCH);
         }
     }
 
@@ -465,18 +447,18 @@ int main(int argc, char **argv)
     enum { N_LB = 200, PER_LB = 200 };
     static double le[N_LB], lr[N_LB];
     for (int b = 0; b < N_LB; b++) {
-        double t0 = wall_now();
+        double t0 = bench_wall_s();
         for (int i = 0; i < PER_LB; i++)
             tk_kernel_launch(ctx, ke, grid, block, 0, NULL, args);
-        le[b] = (wall_now() - t0) / PER_LB;
+        le[b] = (bench_wall_s() - t0) / PER_LB;
         raw.sync();
-        t0 = wall_now();
+        t0 = bench_wall_s();
         for (int i = 0; i < PER_LB; i++)
             raw.launch(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
-        lr[b] = (wall_now() - t0) / PER_LB;
+        lr[b] = (bench_wall_s() - t0) / PER_LB;
         raw.sync();
     }
-    double launch_engine = median(le, N_LB), launch_raw = median(lr, N_LB);
+    double launch_engine = bench_median(le, N_LB), launch_raw = bench_median(lr, N_LB);
 
     printf("\n| measure | tokitai-jit | raw | target | met |\n");
     printf("| --- | --- | --- | --- | --- |\n");

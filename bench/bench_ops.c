@@ -50,12 +50,6 @@ static void fill_f16(uint16_t *v, size_t n, float scale)
         v[i] = tk_f32_to_f16(scale * (float)((int)(next_u64() % 4096) - 2048) / 2048.0f);
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median over `iters` samples of the per-run time, each sample one event
  * pair around `batch` back-to-back runs (after `warm` untimed ones). Batching
  * keeps the device busy while the host enqueues the next run, as in a
@@ -92,7 +86,7 @@ static float median_ms(tk_status (*fn)(void *, int), void *user, int warm, int i
         CHECK(tk_time_on_stream(g_ctx, NULL, timed_call, &t, &ms));
         v[i] = ms / (float)batch;
     }
-    qsort(v, (size_t)iters, sizeof *v, cmp_float);
+    qsort(v, (size_t)iters, sizeof *v, bench_cmp_float);
     med = v[iters / 2];
     free(v);
     return med;

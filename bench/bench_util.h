@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_stats.h"
 #include "tokitai/tokitai.h"
 
 static tk_context *g_ctx;
@@ -53,13 +54,6 @@ typedef struct bench_timing {
     tk_kernel *sleep_k; /* the sleep kernel (the first call compiles it) */
 } bench_timing;
 
-
-static inline double bench_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* Enqueues the sleep kernel (one thread) for ms on the NULL stream. */
 static inline tk_status bench_sleep(bench_timing *t, double ms)

@@ -39,20 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "cache/cache_internal.h"
-
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct sizes {
     uint64_t entries, code, files, blocks;
@@ -196,15 +184,15 @@ static int hit_child(const char *root, const char *path, int raw)
         return 5;
     tk__entry e;
     void *mod = NULL;
-    double t0 = wall_now();
+    double t0 = bench_wall_s();
     tk_status s = tk__cache_get(cache, &key, &e);
-    double t_lookup = raw ? 0 : wall_now() - t0, t_load = 0;
-    t0 = wall_now();
+    double t_lookup = raw ? 0 : bench_wall_s() - t0, t_load = 0;
+    t0 = bench_wall_s();
     if (s != TK_OK)
         return 6;
     if (gpu && load(&mod, e.payload) != 0)
         return 7;
-    t_load = gpu ? wall_now() - t0 : 0;
+    t_load = gpu ? bench_wall_s() - t0 : 0;
     printf("%.9f %.9f %s\n", t_lookup, t_load, gpu ? "gpu" : "cpu");
     if (gpu)
         unload(mod);
@@ -248,10 +236,10 @@ static int measure_hit(const char *self, const char *root, const char *path, hit
             n++;
         }
     }
-    qsort(lk, (size_t)n, sizeof *lk, cmp_double);
-    qsort(ld, (size_t)n, sizeof *ld, cmp_double);
-    qsort(tot, (size_t)n, sizeof *tot, cmp_double);
-    qsort(rl, (size_t)n_raw, sizeof *rl, cmp_double);
+    qsort(lk, (size_t)n, sizeof *lk, bench_cmp_double);
+    qsort(ld, (size_t)n, sizeof *ld, bench_cmp_double);
+    qsort(tot, (size_t)n, sizeof *tot, bench_cmp_double);
+    qsort(rl, (size_t)n_raw, sizeof *rl, bench_cmp_double);
     f->lookup = lk[n / 2], f->load = ld[n / 2], f->total = tot[n / 2], f->raw_load = rl[n_raw / 2];
     f->n = n;
     return 0;

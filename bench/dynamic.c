@@ -58,13 +58,6 @@
 #define MAX_LAYERS 16
 #define MAX_STEPS 200
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static uint64_t rng_state;
 static uint64_t next_u64(void)
 {
@@ -212,12 +205,12 @@ static double g_enqueue_ms;
 
 static double run_step(const call *calls, int n, int cublas)
 {
-    const double t0 = now_ms();
+    const double t0 = bench_now_ms();
     for (int i = 0; i < n; i++)
         CHECK(cublas ? run_cublas(&calls[i]) : run_ours(&calls[i]));
-    g_enqueue_ms = now_ms() - t0;
+    g_enqueue_ms = bench_now_ms() - t0;
     CHECK(tk_stream_sync(g_ctx, NULL));
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 /* The last layer's first call (its first expert's up projection forward:
@@ -319,7 +312,7 @@ static void prime_fallbacks(void)
     void *x = dalloc(bytes), *y = dalloc(bytes), *z = dalloc(bytes);
     CHECK(tk_mem_set(g_ctx, x, 0, bytes));
     CHECK(tk_mem_set(g_ctx, y, 0, bytes));
-    const double t0 = now_ms();
+    const double t0 = bench_now_ms();
     for (int i = 0; i < 6; i++) {
         const int64_t M = shapes[i][1], N = shapes[i][2], K = shapes[i][3];
         if (shapes[i][0] == 0)
@@ -331,7 +324,7 @@ static void prime_fallbacks(void)
     }
     CHECK(tk_context_wait_builds(g_ctx, -1));
     CHECK(tk_stream_sync(g_ctx, NULL));
-    printf("fallbacks built in %.1f s (not part of the steps)\n", (now_ms() - t0) / 1e3);
+    printf("fallbacks built in %.1f s (not part of the steps)\n", (bench_now_ms() - t0) / 1e3);
     CHECK(tk_mem_free(g_ctx, x));
     CHECK(tk_mem_free(g_ctx, y));
     CHECK(tk_mem_free(g_ctx, z));
@@ -393,7 +386,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
      * and when it ended (ms from the first step's start) */
     int last_fb_step = 0;
     double last_fb_ms = 0, first20 = 0;
-    const double t_start = now_ms();
+    const double t_start = bench_now_ms();
     for (int s = 0; s < steps; s++) {
         route(c, s, m);
         const int n = step_calls(c, &b, m, calls);
@@ -408,7 +401,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
         fallback_total += fb;
         if (fb > 0) {
             last_fb_step = s + 1;
-            last_fb_ms = now_ms() - t_start;
+            last_fb_ms = bench_now_ms() - t_start;
         }
         if (s < 20)
             first20 += step_ms[s];
@@ -436,10 +429,10 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     int s_next = steps;
     double settle_ms = 0;
     {
-        const double t0 = now_ms();
+        const double t0 = bench_now_ms();
         for (;;) {
             CHECK(tk_context_get_stats(g_ctx, &s1));
-            if (s1.builds_pending == 0 || now_ms() - t0 > 60e3 || s_next >= MAX_STEPS * 50)
+            if (s1.builds_pending == 0 || bench_now_ms() - t0 > 60e3 || s_next >= MAX_STEPS * 50)
                 break;
             tk_context_stats a = TK_STRUCT_INIT(tk_context_stats);
             CHECK(tk_context_get_stats(g_ctx, &a));
@@ -448,10 +441,10 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
             CHECK(tk_context_get_stats(g_ctx, &s1));
             if (s1.fallback_calls > a.fallback_calls) {
                 last_fb_step = s_next;
-                last_fb_ms = now_ms() - t_start;
+                last_fb_ms = bench_now_ms() - t_start;
             }
         }
-        settle_ms = now_ms() - t0;
+        settle_ms = bench_now_ms() - t0;
     }
     const int settled_at = s_next;
     enum { STEADY = 10 };
@@ -467,9 +460,9 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     CHECK(tk_context_get_stats(g_ctx, &s1));
     steady_fallback = s1.fallback_calls - s0.fallback_calls;
     steady_waits = s1.waits - s0.waits;
-    const double t_wait0 = now_ms();
+    const double t_wait0 = bench_now_ms();
     CHECK(tk_context_wait_builds(g_ctx, -1));
-    const double drain_ms = now_ms() - t_wait0;
+    const double drain_ms = bench_now_ms() - t_wait0;
     for (int s = s_next; s < s_next + STEADY; s++) {
         route(c, s, m);
         const int n = step_calls(c, &b, m, calls);

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "tokitai/tokitai.h"
 
 #define ROUNDS 21
@@ -42,13 +43,6 @@ static char g_tmp[256];
 static char g_url[256];
 static pid_t g_redis;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 /* CPU time of this thread: with a loaded machine, wall time includes
  * waiting for a core (for this process and for redis-server). */
 static double cpu_ms(void)
@@ -56,18 +50,6 @@ static double cpu_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -172,9 +154,9 @@ static int child_main(char **argv)
     double ms = -1, cpu = -1;
     tk_context *ctx = src ? make_ctx_ro(dir, url, read_only) : NULL;
     if (ctx) {
-        double t0 = now_ms(), c0 = cpu_ms();
+        double t0 = bench_now_ms(), c0 = cpu_ms();
         if (get_kernel(ctx, src, i) == 0) {
-            ms = now_ms() - t0;
+            ms = bench_now_ms() - t0;
             cpu = cpu_ms() - c0;
         }
         tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
@@ -274,9 +256,9 @@ typedef struct series {
 
 static void print_series(const char *what, series *s, int n)
 {
-    double wall = median(s->wall, n); /* sorts */
+    double wall = bench_median(s->wall, n); /* sorts */
     printf("    %-40s %7.3f ms wall (min %.3f, max %.3f), %7.3f ms CPU\n", what, wall, s->wall[0],
-           s->wall[n - 1], median(s->cpu, n));
+           s->wall[n - 1], bench_median(s->cpu, n));
 }
 
 static void bench_hits(size_t pad, const char *label)
@@ -320,8 +302,8 @@ static void bench_hits(size_t pad, const char *label)
 static void bench_down(const char *url, const char *label)
 {
     char dir[512], base[512];
-    snprintf(dir, sizeof dir, "%s/down-%d", g_tmp, (int)(now_ms()));
-    snprintf(base, sizeof base, "%s/base-%d", g_tmp, (int)(now_ms()));
+    snprintf(dir, sizeof dir, "%s/down-%d", g_tmp, (int)(bench_now_ms()));
+    snprintf(base, sizeof base, "%s/base-%d", g_tmp, (int)(bench_now_ms()));
     char *src = source_of(0);
     tk_context *ref = make_ctx(base, "");
     tk_context *ctx = make_ctx(dir, url);
@@ -331,23 +313,23 @@ static void bench_down(const char *url, const char *label)
     }
     double t_ref[50], t_later[50];
     for (int i = 0; i < 50; i++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         get_kernel(ref, src, 1000 + i);
-        t_ref[i] = now_ms() - t0;
+        t_ref[i] = bench_now_ms() - t0;
     }
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     get_kernel(ctx, src, 999);
-    double first = now_ms() - t0;
+    double first = bench_now_ms() - t0;
     for (int i = 0; i < 50; i++) {
-        t0 = now_ms();
+        t0 = bench_now_ms();
         get_kernel(ctx, src, 1000 + i);
-        t_later[i] = now_ms() - t0;
+        t_later[i] = bench_now_ms() - t0;
     }
     tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
     tk_context_get_stats(ctx, &s);
     printf("%-34s first call %.3f ms, later calls %.3f ms (no remote: %.3f ms); remote errors "
            "%llu  [medians of 50 compiles with the stub]\n",
-           label, first, median(t_later, 50), median(t_ref, 50),
+           label, first, bench_median(t_later, 50), bench_median(t_ref, 50),
            (unsigned long long)s.remote_errors);
 done:
     tk_context_destroy(ctx);

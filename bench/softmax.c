@@ -68,12 +68,6 @@ static uint64_t next_u64(void)
     return rng;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* ------------------------------------------------------------- timing */
 
 typedef struct timed {
@@ -112,8 +106,8 @@ static float median_ms(tk_status (*fn)(void *), void *user, double *host_us)
         v[i] = (float)(dev / BATCH);
         h[i] = (float)(host * 1e3 / BATCH);
     }
-    qsort(v, ITERS, sizeof v[0], cmp_float);
-    qsort(h, ITERS, sizeof h[0], cmp_float);
+    qsort(v, ITERS, sizeof v[0], bench_cmp_float);
+    qsort(h, ITERS, sizeof h[0], bench_cmp_float);
     if (host_us != NULL)
         *host_us = h[ITERS / 2];
     return v[ITERS / 2];

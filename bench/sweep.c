@@ -93,13 +93,6 @@
  * device time per call or more. */
 #define HOST_BOUND 0.85
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static uint64_t rng_state;
 static uint64_t next_u64(void)
 {
@@ -339,7 +332,7 @@ static tk_status run_batch(void *user)
 {
     batch_arg *a = user;
     gemm_bufs *b = a->b;
-    const double t0 = now_s();
+    const double t0 = bench_wall_s();
     for (int i = 0; i < a->n; i++) {
         const int r = b->rot++ % b->R;
         tk_status st = a->cublas ? run_cb(b->s, b->x[r], b->y[r], b->out[r])
@@ -347,7 +340,7 @@ static tk_status run_batch(void *user)
         if (st != TK_OK)
             return st;
     }
-    a->host_ms = (now_s() - t0) * 1e3;
+    a->host_ms = (bench_wall_s() - t0) * 1e3;
     return TK_OK;
 }
 
@@ -369,12 +362,6 @@ static float sample_side(void *a)
 static int cmp_i64(const void *a, const void *b)
 {
     const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
@@ -442,10 +429,10 @@ static void time_shape(gemm_bufs *b, const run_opts *o, shape *s)
         ht[i] = tk.host_ms / batch;
         hc[i] = cb.host_ms / batch;
     }
-    qsort(vt, (size_t)n, sizeof *vt, cmp_double);
-    qsort(vc, (size_t)n, sizeof *vc, cmp_double);
-    qsort(ht, (size_t)n, sizeof *ht, cmp_double);
-    qsort(hc, (size_t)n, sizeof *hc, cmp_double);
+    qsort(vt, (size_t)n, sizeof *vt, bench_cmp_double);
+    qsort(vc, (size_t)n, sizeof *vc, bench_cmp_double);
+    qsort(ht, (size_t)n, sizeof *ht, bench_cmp_double);
+    qsort(hc, (size_t)n, sizeof *hc, bench_cmp_double);
     s->tk_ms = vt[n / 2];
     s->cb_ms = vc[n / 2];
     s->tk_min = vt[0], s->tk_max = vt[n - 1];
@@ -626,7 +613,7 @@ static int precompile_all(const shape_list *l, tk_policy policy, int jobs)
     int nt;
     tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
     tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
-    const double t0 = now_s();
+    const double t0 = bench_wall_s();
 
     memset(&p, 0, sizeof p);
     p.jobs = calloc(l->n + 1, sizeof *p.jobs);
@@ -658,7 +645,7 @@ static int precompile_all(const shape_list *l, tk_policy policy, int jobs)
     printf("precompile: %zu jobs on %d threads, %u kernels compiled, %u found cached "
            "(%llu compiler runs, %.1f s of compiler time), %.1f s wall\n",
            p.n, nt ? nt : 1, p.compiled, p.cached, (unsigned long long)(s1.compiles - s0.compiles),
-           s1.compile_seconds - s0.compile_seconds, now_s() - t0);
+           s1.compile_seconds - s0.compile_seconds, bench_wall_s() - t0);
     free(p.jobs);
     return p.failed == 0;
 }
@@ -931,7 +918,7 @@ int main(int argc, char **argv)
     run_opts o = {quick, check_only, quick ? 5 : 11, quick ? 1.0 : 2.0};
     summary sm[N_OPS + 1];
     int skipped = 0;
-    const double t_start = now_s();
+    const double t_start = bench_wall_s();
     memset(sm, 0, sizeof sm);
     for (int op = 0; op < N_OPS; op++) {
         if (!(op_mask & (1u << op)))
@@ -979,7 +966,7 @@ int main(int argc, char **argv)
     }
     tk_context_stats st = TK_STRUCT_INIT(tk_context_stats);
     CHECK(tk_context_get_stats(g_ctx, &st));
-    printf("\n## summary (%.0f s of measuring)\n\n", now_s() - t_start);
+    printf("\n## summary (%.0f s of measuring)\n\n", bench_wall_s() - t_start);
     printf("| op      |   n | geomean |  worst | worst shape                  | < %.2f | failed | "
            "host | geomean device-bound |\n",
            TARGET_WORST);

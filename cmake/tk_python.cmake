@@ -108,6 +108,7 @@ if(TK_BUILD_TESTS AND (NOT TK_SANITIZE OR _tk_asan_env))
     "TK_TEST_CLI=$<TARGET_FILE:tokitai-jit>"
     "PYTHONDONTWRITEBYTECODE=1"
     "PYTHONPATH=${_tk_pypath}"
+    "TOKITAI_JIT_CACHE_PATH=none"
     ${_tk_asan_env})
   if(_tk_py)
     set(_tk_pytest "${_tk_py}" -m pytest -p no:cacheprovider -rs -q ${CMAKE_SOURCE_DIR}/python/tests)

@@ -654,6 +654,28 @@ START_TEST(bad_values_warn_on_the_context_log)
 }
 END_TEST
 
+/* TOKITAI_JIT_CACHE_PATH's words: "none" alone, "shipped" among paths. */
+START_TEST(cache_path_words)
+{
+    static const struct {
+        const char *value;
+        int accepted;
+    } t[] = {{"none", 1},         {"shipped", 1},   {"/a:shipped", 1}, {"shipped:/a:/b", 1},
+             {"none:/a", 0},      {"/a:none", 0},   {"Shipped", 0},    {"shipped:relative", 0},
+             {"/a::shipped:", 1}, {"nonexistent", 0}};
+    const tk__env_var *e = &tk__env_table()[TK__ENV_CACHE_PATH];
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char buf[256];
+        const char *why = tk__env_refuse(e, t[i].value, buf, sizeof buf);
+        ck_assert_msg((why == NULL) == t[i].accepted, "%s: %s", t[i].value,
+                      why ? why : "accepted");
+        setenv(e->name, t[i].value, 1);
+        ck_assert_uint_eq(tk_env_check(NULL, NULL), t[i].accepted ? 0u : 1u);
+    }
+    unsetenv(e->name);
+}
+END_TEST
+
 /* A cache handle's log gets the cache's variables, not the context's. */
 START_TEST(cache_handle_logs_the_cache_variables)
 {
@@ -746,14 +768,23 @@ START_TEST(info_names_the_problems)
     out = cli(&rc, &err, "--info", NULL);
     ck_assert_int_eq(rc, 0);
     ck_assert_ptr_nonnull(strstr(out, "backend stub: usable"));
-    ck_assert_msg(strstr(out, "read-only caches (TOKITAI_JIT_CACHE_PATH): ") && strstr(out, lower),
-                  "%s", out);
+    char want[4200];
+    snprintf(want, sizeof want, "read-only caches: %s (TOKITAI_JIT_CACHE_PATH)\n", lower);
+    ck_assert_msg(strstr(out, want), "%s", out);
     free(out), free(err);
+    /* refused: the default, the tier shipped with the library (the tool's,
+     * whatever this build ships: "none" when it found none) */
     setenv("TOKITAI_JIT_CACHE_PATH", "relative", 1);
     out = cli(&rc, &err, "--info", NULL);
-    ck_assert_ptr_nonnull(strstr(out, "read-only caches (TOKITAI_JIT_CACHE_PATH): none"));
+    ck_assert_msg(strstr(out, " (the default: the shipped tier)\n"), "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "TOKITAI_JIT_CACHE_PATH=relative: 'relative': expected an "
                                       "absolute path"));
+    free(out), free(err);
+    setenv("TOKITAI_JIT_CACHE_PATH", "none", 1);
+    out = cli(&rc, &err, "--info", NULL);
+    ck_assert_msg(strstr(out, "read-only caches: none (TOKITAI_JIT_CACHE_PATH)\n") &&
+                      strstr(out, "every TOKITAI_JIT_* variable set has a valid value"),
+                  "%s", out);
     free(out), free(err);
     free(lower);
 }
@@ -1103,6 +1134,7 @@ int main(void)
     tcase_add_test(tc, each_reader_takes_good_and_bad);
     tcase_add_test(tc, check_reports_each_bad_value);
     tcase_add_test(tc, bad_values_warn_on_the_context_log);
+    tcase_add_test(tc, cache_path_words);
     tcase_add_test(tc, cache_handle_logs_the_cache_variables);
     tcase_add_test(tc, info_names_the_problems);
     tcase_add_test(tc, tool_readers);

@@ -13,6 +13,6 @@ if(TK_BUILD_TESTS)
     add_test(NAME rust_${_tk_mode}
       COMMAND sh ${_tk_rust_sh} ${_tk_mode} $<TARGET_FILE_DIR:tokitai_jit> ${CMAKE_BINARY_DIR}/rust-target ${_tk_rust_san})
     set_tests_properties(rust_${_tk_mode} PROPERTIES LABELS ${_tk_mode} SKIP_RETURN_CODE 77 TIMEOUT 1200
-      RESOURCE_LOCK rust_target)
+      RESOURCE_LOCK rust_target ENVIRONMENT "TOKITAI_JIT_CACHE_PATH=none")
   endforeach()
 endif()

@@ -173,7 +173,11 @@ TK_API void tk_config_destroy(tk_config *cfg);
  * $XDG_CACHE_HOME/tokitai-jit, else $HOME/.cache/tokitai-jit. */
 TK_API tk_status tk_config_set_cache_dir(tk_config *cfg, const char *dir);
 /* Read-only lower tiers searched after the user cache: a ':'-separated list of
- * roots (default: $TOKITAI_JIT_CACHE_PATH, else none). NULL restores the default. */
+ * roots, in order; the word "shipped" in it stands for the tier shipped with
+ * the library (tk_cache_shipped_tier); "" or "none": no read-only tier at
+ * all. NULL restores the default: $TOKITAI_JIT_CACHE_PATH (the same syntax,
+ * absolute paths only), else "shipped". A tier that does not exist is
+ * empty; one writable by others is refused (logged once). */
 TK_API tk_status tk_config_set_cache_lower(tk_config *cfg, const char *paths);
 /* Size limit of the user cache in bytes; 0 restores the default:
  * $TOKITAI_JIT_CACHE_MAX_SIZE ("500M", "2G"), else the cache's own limit
@@ -288,6 +292,22 @@ TK_API tk_status tk_cache_open(const tk_config *cfg, tk_cache **out);
 TK_API void tk_cache_close(tk_cache *cache);
 /* Root folder in use; borrowed, valid until tk_cache_close. */
 TK_API const char *tk_cache_root(const tk_cache *cache);
+/* The read-only tiers the handle searches after the user cache, in order, as
+ * a ':'-separated list of their roots ("" when none); borrowed, valid until
+ * tk_cache_close. */
+TK_API const char *tk_cache_lower_tiers(const tk_cache *cache);
+/* The read-only tier shipped with the library: the fallback kernels of the
+ * operators (tk_op_precompile_fallbacks), precompiled by the build for its
+ * targets (CMake's TK_SHIPPED_ARCHS) so that a program whose user cache is
+ * empty runs its first operator calls without waiting for a compile. Found
+ * from the file holding the library's code (libtokitai_jit.so, or the
+ * program the static library is linked into), in DIR/share/tokitai-jit/cache
+ * (a build tree) and DIR/../share/tokitai-jit/cache (an installed tree) with
+ * DIR that file's folder: a ':'-separated list of those that are folders,
+ * "" when neither is. Static, found once per process; thread-safe. The
+ * default read-only tier of every context and cache handle
+ * (tk_config_set_cache_lower). */
+TK_API const char *tk_cache_shipped_tier(void);
 /* Message of the last failing call on this handle; never NULL. */
 TK_API const char *tk_cache_last_error(const tk_cache *cache);
 
@@ -387,6 +407,12 @@ TK_API tk_status tk_cache_export(tk_cache *cache, const char *path, tk_cache_sel
                                  void *user, uint64_t *n_exported);
 TK_API tk_status tk_cache_import(tk_cache *cache, const char *path, tk_cache_bad_fn bad, void *user,
                                  uint64_t *n_imported, uint64_t *n_rejected);
+/* Removes the entries of the user cache that select accepts (lower tiers
+ * are never touched), then, as tk_cache_prune does, the kept sources no
+ * entry names any more; *n_removed (may be NULL) counts the entries. tokitai-jit --precompile
+ * --prune-others uses it to keep exactly the kernels of its run. */
+TK_API tk_status tk_cache_remove(tk_cache *cache, tk_cache_select_fn select, void *user,
+                                 uint64_t *n_removed);
 
 /* The source of one entry as the compiler saw it (prelude included) and
  * its metadata (options and defines in info->options). key is the entry's

@@ -217,52 +217,83 @@ static tk_status open_user_tier(tk_cache *cache)
     return TK_OK;
 }
 
-static tk_status open_lower_tiers(tk_cache *cache, const char *list)
+/* Adds the read-only tier whose root is the len bytes at path, unless it is
+ * refused; a missing tier is simply empty. */
+static tk_status add_lower_tier(tk_cache *cache, const char *path, size_t len)
 {
-    if (!list || !*list)
+    char *root = strndup(path, len);
+    if (!root)
+        return TK_OUT_OF_MEMORY;
+    trim_root(root); /* "tier/" must not hide a link from the check below */
+    char *fmt = fmt_dir_of(root);
+    struct stat st;
+    const char *why = NULL;
+    if (!fmt) {
+        free(root);
+        return TK_OUT_OF_MEMORY;
+    }
+    /* A writable-by-others tier is refused, and so is a link to it that
+     * another user owns. */
+    if (lstat(root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
+        why = "a symbolic link owned by another user";
+    else if (stat(root, &st) == 0 && !(why = tk__cache_stat_unsafe(&st, 1)) && lstat(fmt, &st) == 0)
+        why = tk__cache_dir_unsafe(fmt, 1);
+    if (why && !cache->disabled)
+        tk__cache_warn_once(cache, TK__WARN_SETUP,
+                            "read-only cache tier %s refused: %s; ignoring it", root, why);
+    if (why) {
+        free(root);
+        free(fmt);
         return TK_OK;
+    }
+    const size_t have = cache->lower_roots ? strlen(cache->lower_roots) : 0;
+    char *roots = realloc(cache->lower_roots, have + 1 + strlen(root) + 1);
+    if (!roots) {
+        free(root);
+        free(fmt);
+        return TK_OUT_OF_MEMORY;
+    }
+    snprintf(roots + have, 1 + strlen(root) + 1, "%s%s", have ? ":" : "", root);
+    cache->lower_roots = roots;
+    cache->lower[cache->n_lower++] = fmt;
+    free(root);
+    return TK_OK;
+}
+
+static size_t count_elements(const char *list)
+{
     size_t n = 1;
     for (const char *p = list; *p; p++)
         n += *p == ':';
-    cache->lower = calloc(n, sizeof(char *));
+    return n;
+}
+
+/* A tier list: ':'-separated roots; "" and "none" alone mean no tier, and
+ * the element "shipped" stands for the tier shipped with the library
+ * (tk_cache_shipped_tier: none, one or two roots). */
+static tk_status open_lower_tiers(tk_cache *cache, const char *list)
+{
+    if (!list || !*list || strcmp(list, "none") == 0)
+        return TK_OK;
+    const char *shipped = tk_cache_shipped_tier();
+    cache->lower = calloc(count_elements(list) * count_elements(shipped), sizeof(char *));
     if (!cache->lower)
         return TK_OUT_OF_MEMORY;
-    const char *p = list;
-    while (*p) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > 0) {
-            char *root = strndup(p, len);
-            if (!root)
-                return TK_OUT_OF_MEMORY;
-            trim_root(root); /* "tier/" must not hide a link from the check below */
-            char *fmt = fmt_dir_of(root);
-            struct stat st;
-            const char *why = NULL;
-            if (!fmt) {
-                free(root);
-                return TK_OUT_OF_MEMORY;
+    for (const char *p = list; *p;) {
+        const size_t len = strcspn(p, ":");
+        tk_status st = TK_OK;
+        if (len == 7 && strncmp(p, "shipped", 7) == 0) {
+            for (const char *q = shipped; *q && st == TK_OK;) {
+                const size_t m = strcspn(q, ":");
+                st = add_lower_tier(cache, q, m);
+                q += m + (q[m] == ':');
             }
-            /* A missing tier is simply empty; a writable-by-others one is
-             * refused, and so is a link to it that another user owns. */
-            if (lstat(root, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() &&
-                st.st_uid != 0)
-                why = "a symbolic link owned by another user";
-            else if (stat(root, &st) == 0 && !(why = tk__cache_stat_unsafe(&st, 1)) &&
-                     lstat(fmt, &st) == 0)
-                why = tk__cache_dir_unsafe(fmt, 1);
-            if (why && !cache->disabled)
-                tk__cache_warn_once(cache, TK__WARN_SETUP,
-                                    "read-only cache tier %s refused: %s; ignoring it", root, why);
-            free(root);
-            if (why)
-                free(fmt);
-            else
-                cache->lower[cache->n_lower++] = fmt;
+        } else if (len > 0) {
+            st = add_lower_tier(cache, p, len);
         }
-        p += len;
-        if (*p == ':')
-            p++;
+        if (st != TK_OK)
+            return st;
+        p += len + (p[len] == ':');
     }
     return TK_OK;
 }
@@ -332,7 +363,11 @@ tk_status tk__cache_open(const tk__cache_opts *opts, tk_cache **out)
         st = open_user_tier(cache);
     if (st != TK_OK)
         goto fail;
-    st = open_lower_tiers(cache, opts->lower ? opts->lower : tk__env_get(TK__ENV_CACHE_PATH));
+    /* The program's list, else the environment's, else the shipped tier. */
+    {
+        const char *lower = opts->lower ? opts->lower : tk__env_get(TK__ENV_CACHE_PATH);
+        st = open_lower_tiers(cache, lower ? lower : "shipped");
+    }
     if (st != TK_OK)
         goto fail;
     st = tk__cache_remote_open(cache, opts->remote);
@@ -356,6 +391,7 @@ void tk_cache_close(tk_cache *cache)
     for (size_t i = 0; i < cache->n_lower; i++)
         free(cache->lower[i]);
     free(cache->lower);
+    free(cache->lower_roots);
     free(cache->root_problem);
     pthread_mutex_destroy(&cache->evict_mu);
     pthread_mutex_destroy(&cache->mu);
@@ -365,6 +401,11 @@ void tk_cache_close(tk_cache *cache)
 const char *tk_cache_root(const tk_cache *cache)
 {
     return cache && cache->root ? cache->root : "";
+}
+
+const char *tk_cache_lower_tiers(const tk_cache *cache)
+{
+    return cache && cache->lower_roots ? cache->lower_roots : "";
 }
 
 const char *tk_cache_last_error(const tk_cache *cache)

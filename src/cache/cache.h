@@ -187,4 +187,12 @@ void tk__cache_stats_add(tk_cache *cache, const uint64_t v[TK__PSTAT_COUNT]);
 /* Resolves the default root into buf (no creation). */
 tk_status tk__cache_default_root(char *buf, size_t size);
 
+/* The shipped tier's roots (shipped.c) for a library whose code is in the
+ * file at path `file`: <its folder>/share/tokitai-jit/cache, then
+ * <its folder>/../share/tokitai-jit/cache, each when it is a folder, as a
+ * ':'-separated list of real paths in buf ("" when neither is).
+ * TK_OVERFLOW when buf cannot hold them. tk_cache_shipped_tier applies it
+ * to the library's own file, once. */
+tk_status tk__cache_shipped_from(const char *file, char *buf, size_t size);
+
 #endif /* TK_CACHE_CACHE_H */

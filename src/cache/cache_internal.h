@@ -177,6 +177,7 @@ struct tk_cache {
     char *fmt_dir;  /* <root>/<format>, NULL when root is "" */
     char **lower;   /* <lower root>/<format> of each usable lower tier */
     size_t n_lower;
+    char *lower_roots; /* their roots, ':'-separated (NULL: none) */
     uint64_t max_size;
     int disabled;
     int read_only;

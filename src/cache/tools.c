@@ -717,6 +717,84 @@ tk_status tk_cache_clear(tk_cache *cache, uint64_t *n_removed)
     return TK_OK;
 }
 
+typedef struct remove_ctx {
+    tk_cache_select_fn select;
+    void *user;
+    uint64_t removed;
+    int failed;
+    int err;
+    tk_status status;
+} remove_ctx;
+
+static int remove_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    remove_ctx *c = p;
+    if (kind != FILE_ENTRY)
+        return 0;
+    struct stat st;
+    tk__entry_view v;
+    uint8_t *buf = NULL;
+    const char *why;
+    if (read_head(path, 1, &st, &v, &buf, &why) != TK_OK)
+        return 0; /* not an entry we can read: --verify and --prune deal with it */
+    char fp[33];
+    tk__fp_hex(v.fp_hi, v.fp_lo, fp);
+    const char *s[TK__ENTRY_N_STRINGS];
+    char *strings = strcmp(fp, hex) == 0 ? view_strings(&v, s) : NULL;
+    int stop = 0;
+    if (strings) {
+        tk_cache_entry_info info;
+        char hash[33];
+        fill_info(&info, hex, path, s, &v, &st, 0, hash);
+        if (c->select(c->user, &info)) {
+            if (tk__cache_unlink(path) == 0)
+                c->removed++;
+            else if (errno != ENOENT)
+                c->failed = 1, c->err = errno;
+        }
+    } else if (strcmp(fp, hex) == 0) {
+        c->status = TK_OUT_OF_MEMORY;
+        stop = 1;
+    }
+    free(strings);
+    free(buf);
+    return stop;
+}
+
+tk_status tk_cache_remove(tk_cache *cache, tk_cache_select_fn select, void *user,
+                          uint64_t *n_removed)
+{
+    if (!cache || !select)
+        return TK_INVALID_ARGUMENT;
+    tk_status st = user_tier_check(cache);
+    if (st != TK_OK)
+        return st;
+    remove_ctx c = {select, user, 0, 0, 0, TK_OK};
+    int stopped = 0;
+    if (cache->root_state == TK__ROOT_OK) {
+        if (!cache->writable)
+            return tk__cache_fail(cache, TK_IO_ERROR, "cache folder %s is not writable",
+                                  cache->fmt_dir);
+        if (walk_tier(cache->fmt_dir, 0, remove_one, &c, &stopped) != TK_OK)
+            return tk__cache_fail(cache, TK_IO_ERROR, "cannot read %s", cache->fmt_dir);
+        if (c.removed) {
+            uint64_t swept, freed;
+            tk__source_sweep(cache, &swept, &freed);
+        }
+        pthread_mutex_lock(&cache->mu);
+        cache->size_known = 0;
+        pthread_mutex_unlock(&cache->mu);
+    }
+    if (c.status != TK_OK)
+        return tk__cache_fail(cache, c.status, "out of memory reading %s", cache->fmt_dir);
+    if (c.failed)
+        return tk__cache_fail(cache, TK_IO_ERROR, "cannot remove entries under %s: %s",
+                              cache->fmt_dir, strerror(c.err));
+    if (n_removed)
+        *n_removed = c.removed;
+    return TK_OK;
+}
+
 /* ---------------------------------------------------------------- bundles */
 
 static void put_le(uint8_t *p, uint64_t v, int n)

@@ -257,6 +257,18 @@ static int col_width(const entry_list *l, size_t offset, const char *header, int
     return w > cap ? cap : w;
 }
 
+/* Ends a listing's last line: how many of the entries are read-only, and
+ * where those tiers are. */
+static void print_read_only(const tk_cache *cache, const entry_list *l)
+{
+    size_t ro = 0;
+    for (size_t i = 0; i < l->n; i++)
+        ro += l->items[i].read_only_tier != 0;
+    if (ro)
+        printf(" (%zu of them read-only, in %s)", ro, tk_cache_lower_tiers(cache));
+    putchar('\n');
+}
+
 static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
 {
     if (l->n == 0) {
@@ -298,8 +310,9 @@ static void list_text(const tk_cache *cache, const entry_list *l, int verbose)
         }
     }
     char tot[32];
-    printf("%zu %s, %s in %s\n", l->n, l->n == 1 ? "entry" : "entries",
+    printf("%zu %s, %s in %s", l->n, l->n == 1 ? "entry" : "entries",
            tk__fmt_size(total, tot, sizeof tot), tk_cache_root(cache));
+    print_read_only(cache, l);
 }
 
 /* Above this many entries a plain --list shows a summary (--all: rows). */
@@ -367,9 +380,10 @@ static void list_summary(const tk_cache *cache, const entry_list *l)
                tk__fmt_time(g[k].last_used, u, sizeof u));
     }
     char t1[32], t2[32];
-    printf("%zu entries in %zu %s, %s on disk for %s of code objects, in %s\n", l->n, ng,
+    printf("%zu entries in %zu %s, %s on disk for %s of code objects, in %s", l->n, ng,
            ng == 1 ? "group" : "groups", tk__fmt_size(total, t1, sizeof t1),
            tk__fmt_size(code, t2, sizeof t2), tk_cache_root(cache));
+    print_read_only(cache, l);
     printf("(one row per entry: --all; narrow with --arch, --ops, --kernel GLOB, --older-than, "
            "--limit)\n");
     free(g);
@@ -473,13 +487,16 @@ int tk__cmd_stats(const tk__cli_opts *opts)
         printf(", \"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %llu, \"temp_files\": %llu, "
                "\"bad_files\": %llu, \"hits\": %llu, \"misses\": %llu, \"compiles\": %llu, "
                "\"compile_seconds\": %.3f, \"fallback_calls\": %llu, \"errors\": %llu, "
-               "\"source_bytes\": %llu, \"stats_since\": ",
+               "\"source_bytes\": %llu, ",
                (unsigned long long)s.entries, (unsigned long long)s.bytes,
                (unsigned long long)s.max_bytes, (unsigned long long)s.temp_files,
                (unsigned long long)s.bad_files, (unsigned long long)s.hits,
                (unsigned long long)s.misses, (unsigned long long)s.compiles, s.compile_seconds,
                (unsigned long long)s.fallback_calls, (unsigned long long)s.errors,
                (unsigned long long)s.source_bytes);
+        fputs("\"read_only_tiers\": ", stdout);
+        tk__json_str(stdout, *tk_cache_lower_tiers(cache) ? tk_cache_lower_tiers(cache) : NULL);
+        fputs(", \"stats_since\": ", stdout);
         if (s.stats_since)
             printf("\"%s\"}\n", tk__fmt_time_iso(s.stats_since, since, sizeof since));
         else
@@ -508,6 +525,8 @@ int tk__cmd_stats(const tk__cli_opts *opts)
                s.compile_seconds);
         printf("fallback calls: %llu\n", (unsigned long long)s.fallback_calls);
         printf("errors:         %llu\n", (unsigned long long)s.errors);
+        printf("read-only:      %s (searched after it; not counted above)\n",
+               *tk_cache_lower_tiers(cache) ? tk_cache_lower_tiers(cache) : "none");
     }
     tk_cache_close(cache);
     return TK__EXIT_OK;

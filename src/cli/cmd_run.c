@@ -194,7 +194,11 @@ int tk__cmd_info(const tk__cli_opts *opts)
     tk_config_destroy(cfg);
     tk_cache_stats cs = TK_STRUCT_INIT(tk_cache_stats);
     int have_stats = cst == TK_OK && tk_cache_get_stats(cache, &cs) == TK_OK;
-    const char *lower = tk__env_get(TK__ENV_CACHE_PATH);
+    /* the read-only tiers the cache searches, and where the list came from */
+    const char *lower = cst == TK_OK ? tk_cache_lower_tiers(cache) : "";
+    const char *lower_from = tk__env_get(TK__ENV_CACHE_PATH) ? "TOKITAI_JIT_CACHE_PATH"
+                                                             : "the default: the shipped tier";
+    const char *shipped = tk_cache_shipped_tier();
 
     if (opts->json) {
         printf("{\"version\": \"%s\", \"backends\": [", tk_version_string());
@@ -213,7 +217,12 @@ int tk__cmd_info(const tk__cli_opts *opts)
                    (unsigned long long)cs.entries, (unsigned long long)cs.bytes,
                    (unsigned long long)cs.max_bytes);
         fputs(", \"lower\": ", stdout);
-        tk__json_str(stdout, lower && *lower ? lower : NULL);
+        tk__json_str(stdout, *lower ? lower : NULL);
+        fputs(", \"lower_from\": ", stdout);
+        tk__json_str(stdout,
+                     tk__env_get(TK__ENV_CACHE_PATH) ? "TOKITAI_JIT_CACHE_PATH" : "default");
+        fputs(", \"shipped\": ", stdout);
+        tk__json_str(stdout, *shipped ? shipped : NULL);
         fputs("}, \"operator_workspace\": ", stdout);
         tk__json_str(stdout, workspace_bound);
         fputs(", \"environment_problems\": [", stdout);
@@ -238,7 +247,11 @@ int tk__cmd_info(const tk__cli_opts *opts)
         } else {
             printf("cache: cannot open: %s\n", tk_status_str(cst));
         }
-        printf("read-only caches (TOKITAI_JIT_CACHE_PATH): %s\n", lower && *lower ? lower : "none");
+        printf("read-only caches: %s (%s)\n", *lower ? lower : "none", lower_from);
+        printf("shipped tier: %s\n",
+               *shipped ? shipped
+                        : "none found (share/tokitai-jit/cache beside the library, or "
+                          "../share/tokitai-jit/cache)");
         printf("operator workspace: %s\n", workspace_bound);
         if (tk_env_check(NULL, NULL) == 0) {
             printf("environment: every TOKITAI_JIT_* variable set has a valid value\n");

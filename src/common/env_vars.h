@@ -35,7 +35,8 @@ typedef enum tk__env_parser {
     TK__ENV_P_SIZE,   /* common/size.h: 500M, 5G, 1048576 */
     TK__ENV_P_MS,     /* milliseconds, 1 to 3600000 */
     TK__ENV_P_DIR,    /* an absolute path under 4096 bytes */
-    TK__ENV_P_DIRS,   /* ':'-separated absolute paths, each under 4096 bytes */
+    TK__ENV_P_TIERS,  /* "none", or ':'-separated absolute paths (each under 4096 bytes)
+                       * and the word "shipped" */
     TK__ENV_P_URL,    /* the remote tier's URL: its own parser decides (remote.c) */
     TK__ENV_P_SECRET, /* bytes, at most 4096 (tk_config_set_remote_key's limit) */
     TK__ENV_P_OUTSIDE /* read outside the library and the tool: not checked here */
@@ -80,7 +81,8 @@ typedef enum tk__env_when {
       "the GEMM operators, once per process (src/ops/gemm/gemm.c)")                                \
     X(CACHE_DIR, DIR, NULL, WARN, CACHE, "$XDG_CACHE_HOME/tokitai-jit, else ~/.cache/tokitai-jit", \
       "opening a cache (src/cache/cache.c)")                                                       \
-    X(CACHE_PATH, DIRS, NULL, WARN, CACHE, "none: no read-only tiers",                             \
+    X(CACHE_PATH, TIERS, NULL, WARN, CACHE,                                                        \
+      "shipped: the read-only tier shipped with the library, where it is found",                   \
       "opening a cache (src/cache/cache.c); --info (src/cli/cmd_run.c)")                           \
     X(CACHE_MAX_SIZE, SIZE, NULL, WARN, CACHE, "the cache's own limit (tokitai-jit -M), else 5G",  \
       "opening a cache (src/cache/cache.c); -M (src/cli/cmd_cache.c)")                             \
@@ -226,10 +228,15 @@ static inline const char *tk__env_refuse(const tk__env_var *e, const char *v, ch
         return tk__env_ms_of(v) ? NULL : "expected milliseconds, 1 to 3600000";
     case TK__ENV_P_DIR:
         return tk__env_dir_refuse(v, strlen(v));
-    case TK__ENV_P_DIRS:
+    case TK__ENV_P_TIERS:
+        if (strcmp(v, "none") == 0)
+            return NULL;
         for (const char *p = v; *p;) {
             size_t n = strcspn(p, ":");
-            const char *why = n ? tk__env_dir_refuse(p, n) : NULL;
+            const char *why =
+                n && !(n == 7 && strncmp(p, "shipped", 7) == 0) ? tk__env_dir_refuse(p, n) : NULL;
+            if (why && n == 4 && strncmp(p, "none", 4) == 0)
+                why = "'none' stands alone (no read-only tier at all)";
             if (why) {
                 snprintf(buf, size, "'%.*s': %s", (int)(n < 200 ? n : 200), p, why);
                 return buf;

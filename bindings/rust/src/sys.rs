@@ -365,12 +365,16 @@ extern "C" {
     pub fn tk_cache_open(cfg: *const tk_config, out: *mut *mut tk_cache) -> tk_status;
     pub fn tk_cache_close(cache: *mut tk_cache);
     pub fn tk_cache_root(cache: *const tk_cache) -> *const c_char;
+    pub fn tk_cache_lower_tiers(cache: *const tk_cache) -> *const c_char;
+    pub fn tk_cache_shipped_tier() -> *const c_char;
     pub fn tk_cache_last_error(cache: *const tk_cache) -> *const c_char;
     pub fn tk_cache_list(cache: *mut tk_cache, visit: tk_cache_visit_fn, user: *mut c_void) -> tk_status;
     pub fn tk_cache_get_stats(cache: *mut tk_cache, out: *mut tk_cache_stats) -> tk_status;
     pub fn tk_cache_verify(cache: *mut tk_cache, bad: tk_cache_bad_fn, user: *mut c_void, n_bad: *mut u64) -> tk_status;
     pub fn tk_cache_prune(cache: *mut tk_cache, max_bytes: u64, n_removed: *mut u64) -> tk_status;
     pub fn tk_cache_clear(cache: *mut tk_cache, n_removed: *mut u64) -> tk_status;
+    pub fn tk_cache_remove(cache: *mut tk_cache, select: tk_cache_select_fn, user: *mut c_void,
+                           n_removed: *mut u64) -> tk_status;
     pub fn tk_cache_export(cache: *mut tk_cache, path: *const c_char, select: tk_cache_select_fn,
                            user: *mut c_void, n_exported: *mut u64) -> tk_status;
     pub fn tk_cache_import(cache: *mut tk_cache, path: *const c_char, bad: tk_cache_bad_fn, user: *mut c_void,

@@ -68,7 +68,10 @@
  * is compiled by a background worker; later calls use it once it is loaded.
  * The caller waits for a compile only when no usable kernel exists at all
  * (the first GEMM of each layout and alignment class in a process with an
- * empty cache; a softmax or embedding variant seen for the first time).
+ * empty cache; a softmax or embedding variant seen for the first time); the
+ * tier shipped with the library holds the GEMM and embedding fallbacks for
+ * the targets it was built for (tk_op_precompile_fallbacks), so those wait
+ * for a read from disk instead.
  * Results of the fallback and the specialised kernel agree within the op's
  * tolerance (the same arithmetic in another tile order). tk_context_stats
  * counts fallback calls, background builds and the time callers waited;
@@ -185,6 +188,32 @@ TK_API const char *tk_op_dims(tk_op op, int *n_dims);
  * n_cached may be NULL. */
 TK_API tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n_dims,
                                   unsigned *n_compiled, unsigned *n_cached);
+
+/* Compiles (or finds cached) the fallback kernels of op on the context's
+ * target: the kernels that serve a call, whatever its shape, layout and
+ * alignment, while its own kernel is built (TK_BUILD_ASYNC; see "Build
+ * mode" above). op is one operator, or TK_OP_COUNT for all of them. They
+ * are the same under every policy. Works on an offline-target context.
+ * n_compiled / n_cached (may be NULL) count kernels, each once.
+ *
+ *   GEMM (each op): the universal kernel of each alignment class (operands
+ *     16-byte aligned or not, output pairs aligned or not): 4 on NVIDIA
+ *     sm_80 and later, 1 below sm_80 and on AMD; on sm_90 also the fast
+ *     fallbacks (the TMA kernel, M, N, K at run time), 128 and 256 columns
+ *     wide, for each output alignment (unaligned, paired, TMA-stored): 6.
+ *     sm_90: 30 kernels for the three ops; sm_80: 12.
+ *   embedding forward: the GENERIC kernel of every variant (vector width
+ *     1, 2, 4, 8 x threads per row 1..256): 36; backward: the GENERIC
+ *     gather of every variant (4 x 4) and the 4 sort kernels: 20.
+ *   softmax forward and backward: none (their fallback is the GENERIC
+ *     kernel of the call's variant and row-length bucket: too many to
+ *     compile ahead; each is compiled at its first use).
+ *
+ * The build ships them precompiled for the targets of CMake's
+ * TK_SHIPPED_ARCHS, in the read-only tier tk_cache_shipped_tier finds;
+ * `tokitai-jit --precompile --fallbacks` calls this. */
+TK_API tk_status tk_op_precompile_fallbacks(tk_context *ctx, tk_op op, unsigned *n_compiled,
+                                            unsigned *n_cached);
 
 /* ---------------------------------------------------------------- tuning */
 

@@ -274,3 +274,32 @@ tk_status tk__embedding_precompile(tk_context *ctx, tk_op op, const int64_t *dim
     }
     return st;
 }
+
+/* The GENERIC kernel of every variant: what serves a call under the stable
+ * and exact policies while its own kernel is built (and under the generic
+ * policy, the call's own kernel); the backward's sort kernels too, which
+ * every backward needs and no policy specialises. A variant is a vector
+ * width and the threads per row (forward: the power of two at or above D
+ * over the width, at most 256) or per block (backward: the same, 32 to
+ * 256), so D = width x a power of two from 1 to 256 reaches each one. */
+tk_status tk__embedding_precompile_fallbacks(tk_context *ctx, tk_op op, unsigned *n_compiled,
+                                             unsigned *n_cached)
+{
+    static const unsigned widths[] = {8, 4, 2, 1};
+    const int bwd = op == TK_OP_EMBEDDING_F16_BWD;
+    tk_status st = TK_OK;
+    for (size_t w = 0; st == TK_OK && w < sizeof widths / sizeof widths[0]; w++) {
+        /* backward: below 32 vectors the block stays at 32 threads */
+        for (int64_t nvec = bwd ? 32 : 1; st == TK_OK && nvec <= 256; nvec *= 2) {
+            emb_plan p;
+            plan_make(TK_POLICY_GENERIC, bwd, nvec * widths[w], 1, widths[w], &p);
+            tk_kernel_desc d = plan_desc(&p);
+            st = tk__op_kernel(ctx, &d, NULL, n_compiled, n_cached);
+        }
+    }
+    for (int i = 0; bwd && st == TK_OK && i < 4; i++) {
+        tk_kernel_desc d = sort_desc(sort_entries[i]);
+        st = tk__op_kernel(ctx, &d, NULL, n_compiled, n_cached);
+    }
+    return st;
+}

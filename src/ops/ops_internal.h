@@ -42,6 +42,13 @@ tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
                                  unsigned *n_compiled, unsigned *n_cached);
 tk_status tk__embedding_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
                                    unsigned *n_compiled, unsigned *n_cached);
+/* The fallback hooks behind tk_op_precompile_fallbacks: every kernel that
+ * can serve a call of op while its own kernel is built, each compiled or
+ * found once. */
+tk_status tk__gemm_precompile_fallbacks(tk_context *ctx, tk_op op, unsigned *n_compiled,
+                                        unsigned *n_cached);
+tk_status tk__embedding_precompile_fallbacks(tk_context *ctx, tk_op op, unsigned *n_compiled,
+                                             unsigned *n_cached);
 
 /* Gets (or, on an offline context, precompiles) a kernel and counts where it
  * came from (n_compiled / n_cached may be NULL). With kernel == NULL it only

@@ -13,20 +13,26 @@ typedef tk_status (*precompile_fn)(tk_context *ctx, tk_op op, const int64_t *dim
                                    unsigned *n_compiled, unsigned *n_cached);
 typedef tk_status (*tune_fn)(tk_context *ctx, tk_op op, const int64_t *dims,
                              tk_tune_report *rep);
+typedef tk_status (*fallbacks_fn)(tk_context *ctx, tk_op op, unsigned *n_compiled,
+                                  unsigned *n_cached);
 
 typedef struct op_row {
     precompile_fn precompile;
-    tune_fn tune; /* NULL: the op's kernel follows from its shape */
+    tune_fn tune;           /* NULL: the op's kernel follows from its shape */
+    fallbacks_fn fallbacks; /* NULL: no fallback shared by every shape (softmax: the
+                             * GENERIC kernel of the call's row-length bucket) */
 } op_row;
 
 static const op_row k_ops[TK_OP_COUNT] = {
-    [TK_OP_GEMM_F16_FWD] = {tk__gemm_precompile, tk__gemm_tune},
-    [TK_OP_GEMM_F16_GRAD_A] = {tk__gemm_precompile, tk__gemm_tune},
-    [TK_OP_GEMM_F16_GRAD_B] = {tk__gemm_precompile, tk__gemm_tune},
-    [TK_OP_SOFTMAX_F16_FWD] = {tk__softmax_precompile, NULL},
-    [TK_OP_SOFTMAX_XENT_F16_BWD] = {tk__softmax_precompile, NULL},
-    [TK_OP_EMBEDDING_F16_FWD] = {tk__embedding_precompile, NULL},
-    [TK_OP_EMBEDDING_F16_BWD] = {tk__embedding_precompile, NULL},
+    [TK_OP_GEMM_F16_FWD] = {tk__gemm_precompile, tk__gemm_tune, tk__gemm_precompile_fallbacks},
+    [TK_OP_GEMM_F16_GRAD_A] = {tk__gemm_precompile, tk__gemm_tune, tk__gemm_precompile_fallbacks},
+    [TK_OP_GEMM_F16_GRAD_B] = {tk__gemm_precompile, tk__gemm_tune, tk__gemm_precompile_fallbacks},
+    [TK_OP_SOFTMAX_F16_FWD] = {tk__softmax_precompile, NULL, NULL},
+    [TK_OP_SOFTMAX_XENT_F16_BWD] = {tk__softmax_precompile, NULL, NULL},
+    [TK_OP_EMBEDDING_F16_FWD] = {tk__embedding_precompile, NULL,
+                                 tk__embedding_precompile_fallbacks},
+    [TK_OP_EMBEDDING_F16_BWD] = {tk__embedding_precompile, NULL,
+                                 tk__embedding_precompile_fallbacks},
 };
 
 /* The checks tk_op_precompile and tk_op_tune share (ctx not NULL): a known
@@ -59,6 +65,29 @@ tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims, int n
     if ((st = check_op_dims(ctx, "tk_op_precompile", op, dims, n_dims)) != TK_OK)
         return st;
     st = k_ops[op].precompile(ctx, op, dims, &compiled, &cached);
+    if (st != TK_OK)
+        return st;
+    if (n_compiled != NULL)
+        *n_compiled = compiled;
+    if (n_cached != NULL)
+        *n_cached = cached;
+    return TK_OK;
+}
+
+tk_status tk_op_precompile_fallbacks(tk_context *ctx, tk_op op, unsigned *n_compiled,
+                                     unsigned *n_cached)
+{
+    unsigned compiled = 0, cached = 0;
+    tk_status st = TK_OK;
+
+    if (ctx == NULL)
+        return TK_INVALID_ARGUMENT;
+    if (op != TK_OP_COUNT && tk_op_name(op) == NULL)
+        return tk__fail(ctx, TK_INVALID_ARGUMENT, "tk_op_precompile_fallbacks: unknown op %d",
+                        (int)op);
+    for (int i = 0; i < TK_OP_COUNT && st == TK_OK; i++)
+        if ((op == TK_OP_COUNT || (int)op == i) && k_ops[i].fallbacks != NULL)
+            st = k_ops[i].fallbacks(ctx, (tk_op)i, &compiled, &cached);
     if (st != TK_OK)
         return st;
     if (n_compiled != NULL)

@@ -451,6 +451,8 @@ extern "C" {
     pub fn tk_op_dims(op: tk_op, n_dims: *mut c_int) -> *const c_char;
     pub fn tk_op_precompile(ctx: *mut tk_context, op: tk_op, dims: *const i64, n_dims: c_int,
                             n_compiled: *mut c_uint, n_cached: *mut c_uint) -> tk_status;
+    pub fn tk_op_precompile_fallbacks(ctx: *mut tk_context, op: tk_op, n_compiled: *mut c_uint,
+                                      n_cached: *mut c_uint) -> tk_status;
     pub fn tk_op_tune(ctx: *mut tk_context, op: tk_op, dims: *const i64, n_dims: c_int,
                       out: *mut tk_tune_report) -> tk_status;
 

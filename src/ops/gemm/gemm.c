@@ -343,3 +343,55 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
     free(set);
     return st;
 }
+
+/* Every kernel that can serve a call of op while its own kernel is built:
+ * the universal kernel (tk__gemm_plan_universal) and the fast fallback
+ * (tk__gemm_plan_fast) of every alignment class and output shape. Both take
+ * M, N and K at run time; the universal kernel depends on the class only,
+ * the fast one also on the output's shape through its tile width, so the
+ * kernel output sizes M x N are swept from 1 to 2^24 (powers of two and
+ * three times them): whatever shapes a width is chosen for, some of them
+ * are there, and no width is written down here. Classes: operands
+ * 16-byte aligned or not, output pairs aligned or not, and (with pairs) the
+ * output fit for the bulk tensor store or not (c16). */
+tk_status tk__gemm_precompile_fallbacks(tk_context *ctx, tk_op op, unsigned *n_compiled,
+                                        unsigned *n_cached)
+{
+    static const struct {
+        int aligned, vec_out, c16;
+    } classes[] = {{0, 0, 0}, {0, 1, 0}, {0, 1, 1}, {1, 0, 0}, {1, 1, 0}, {1, 1, 1}};
+    desc_set *set = calloc(1, sizeof *set);
+    tk_status st = TK_OK;
+    gemm_plan base, p, f;
+
+    if (set == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: out of memory", tk_op_name(op));
+    tk__gemm_plan_op(op, 1, 1, 1, &base);
+    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+        for (int64_t m = 1; m <= ((int64_t)1 << 24); m *= 2) {
+            for (int64_t n = 1; n <= ((int64_t)1 << 24); n *= 2) {
+                for (int k = 0; k < 4; k++) {
+                    p = base;
+                    p.M = k & 1 ? 3 * m : m; /* the kernel's own M and N */
+                    p.N = k & 2 ? 3 * n : n;
+                    p.K = 1024;
+                    tk__gemm_plan_target(ctx, &p);
+                    p.aligned = classes[c].aligned;
+                    p.vec_out = classes[c].vec_out;
+                    p.c16 = classes[c].c16;
+                    tk__gemm_plan_universal(&p, &f);
+                    add_plan(set, &f, TK_POLICY_GENERIC);
+                    if (tk__gemm_plan_fast(&p, &f))
+                        add_plan(set, &f, TK_POLICY_GENERIC);
+                }
+            }
+        }
+    }
+    for (int i = 0; st == TK_OK && i < set->n; i++)
+        st = tk__op_kernel(ctx, &set->d[i].desc, NULL, n_compiled, n_cached);
+    if (st == TK_OK && set->overflow)
+        st = tk__fail(ctx, TK_INTERNAL, "%s: more fallback kernels than the precompile tracks (%d)",
+                      tk_op_name(op), set->n);
+    free(set);
+    return st;
+}

@@ -660,15 +660,14 @@ START_TEST(cache_path_words)
     static const struct {
         const char *value;
         int accepted;
-    } t[] = {{"none", 1},         {"shipped", 1},   {"/a:shipped", 1}, {"shipped:/a:/b", 1},
-             {"none:/a", 0},      {"/a:none", 0},   {"Shipped", 0},    {"shipped:relative", 0},
+    } t[] = {{"none", 1},         {"shipped", 1},    {"/a:shipped", 1}, {"shipped:/a:/b", 1},
+             {"none:/a", 0},      {"/a:none", 0},    {"Shipped", 0},    {"shipped:relative", 0},
              {"/a::shipped:", 1}, {"nonexistent", 0}};
     const tk__env_var *e = &tk__env_table()[TK__ENV_CACHE_PATH];
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char buf[256];
         const char *why = tk__env_refuse(e, t[i].value, buf, sizeof buf);
-        ck_assert_msg((why == NULL) == t[i].accepted, "%s: %s", t[i].value,
-                      why ? why : "accepted");
+        ck_assert_msg((why == NULL) == t[i].accepted, "%s: %s", t[i].value, why ? why : "accepted");
         setenv(e->name, t[i].value, 1);
         ck_assert_uint_eq(tk_env_check(NULL, NULL), t[i].accepted ? 0u : 1u);
     }

@@ -27,7 +27,7 @@ static void setup(void)
     g_root = tk_test_tmpdir("clipre-cache");
     g_root2 = tk_test_tmpdir("clipre-cache2");
     unsetenv("TOKITAI_JIT_CACHE_DIR");
-    unsetenv("TOKITAI_JIT_CACHE_PATH");
+    setenv("TOKITAI_JIT_CACHE_PATH", "none", 1); /* not even the shipped tier */
     unsetenv("TOKITAI_JIT_CACHE_DISABLE");
     unsetenv("TOKITAI_JIT_BACKEND");
 }
@@ -883,6 +883,84 @@ START_TEST(test_progress_on_a_terminal)
 }
 END_TEST
 
+/* --fallbacks: every operator's fallback kernels (the stub: 68), once per
+ * target whatever the policies; --ops narrows them; a second run compiles
+ * nothing; --prune-others removes the entries the run did not use; the
+ * manifest line `fallbacks` does what the option does. */
+START_TEST(test_fallbacks)
+{
+    char *out, *err;
+    expect_rejected("arch stub\nfallbacks gemm_f16_fwd policy=exact\n", 2, "policy=exact");
+    expect_rejected("arch stub\nfallbacks gemm\n", 2, "gemm");
+    int rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--arch", "stub", "-j", "2",
+                     "--cache-dir", g_root, NULL);
+    ck_assert_msg(rc == CLI_OK, "exit %d: %s%s", rc, out, err);
+    ck_assert_msg(strstr(out, "precompiling 7 jobs (7 operators' fallbacks x 1 targets)"), "%s",
+                  out);
+    ck_assert_msg(strstr(out, "stub gemm_f16_fwd fallbacks: compiled 4, found 0"), "%s", out);
+    ck_assert_msg(strstr(out, "stub embedding_f16_fwd fallbacks: compiled 36, found 0"), "%s", out);
+    ck_assert_msg(strstr(out, "stub softmax_f16_fwd fallbacks: no kernels"), "%s", out);
+    ck_assert_int_eq(kernels_compiled(out), 68);
+    ck_assert_int_eq(n_entries(g_root), 68);
+    free(out), free(err);
+    /* again, under two policies: the same 7 jobs, nothing to compile */
+    rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--arch", "stub", "--policy", "exact",
+                 "--cache-dir", g_root, NULL);
+    ck_assert_int_eq(rc, CLI_OK);
+    ck_assert_int_eq(kernels_compiled(out), 0);
+    ck_assert_int_eq(kernels_cached(out), 68);
+    free(out), free(err);
+    char path[1024];
+    write_manifest("fb.tkm", "arch stub\npolicy stable exact\nfallbacks gemm_f16_grad_b\n", path,
+                   sizeof path);
+    rc = cli_run(&out, &err, "--precompile", "--dry-run", "--manifest", path, "--cache-dir", g_root,
+                 NULL);
+    ck_assert_int_eq(rc, CLI_OK);
+    ck_assert_msg(strstr(out, "stub gemm_f16_grad_b fallbacks") &&
+                      strstr(out, "1 jobs (1 operators' fallbacks, 1 targets)"),
+                  "%s", out);
+    free(out), free(err);
+
+    /* --ops: those operators' only */
+    rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--ops",
+                 "gemm_f16_fwd,embedding_f16_bwd", "--arch", "stub", "--cache-dir", g_root2, NULL);
+    ck_assert_int_eq(rc, CLI_OK);
+    ck_assert_int_eq(kernels_compiled(out), 24);
+    free(out), free(err);
+
+    /* --prune-others: a softmax kernel of an earlier run goes, the
+     * fallbacks stay; without it nothing is removed */
+    write_manifest("sm.tkm", "arch stub\nsoftmax_f16_fwd rows=4 cols=100\n", path, sizeof path);
+    ck_assert_int_eq(
+        cli_run(NULL, NULL, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL),
+        CLI_OK);
+    ck_assert_int_eq(n_entries(g_root), 69);
+    rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--arch", "stub", "--cache-dir", g_root,
+                 NULL);
+    ck_assert_int_eq(rc, CLI_OK);
+    ck_assert_ptr_null(strstr(out, "removed"));
+    ck_assert_int_eq(n_entries(g_root), 69);
+    free(out), free(err);
+    rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--arch", "stub", "--prune-others",
+                 "--cache-dir", g_root, NULL);
+    ck_assert_int_eq(rc, CLI_OK);
+    ck_assert_msg(strstr(out, "removed 1 entry the run neither compiled nor found from"), "%s",
+                  out);
+    ck_assert_int_eq(n_entries(g_root), 68);
+    free(out), free(err);
+
+    /* usage errors */
+    rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--manifest", path, "--cache-dir",
+                 g_root, NULL);
+    ck_assert_int_eq(rc, CLI_USAGE);
+    ck_assert_msg(strstr(err, "--fallbacks and --manifest cannot be combined"), "%s", err);
+    free(out), free(err);
+    rc = cli_run(&out, &err, "--list", "--fallbacks", "--cache-dir", g_root, NULL);
+    ck_assert_int_eq(rc, CLI_USAGE);
+    free(out), free(err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cli_precompile");
@@ -907,6 +985,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_store_count_is_exact);
     tcase_add_test(tc, test_counts_jobs_and_kernels);
     tcase_add_test(tc, test_progress_on_a_terminal);
+    tcase_add_test(tc, test_fallbacks);
     suite_add_tcase(s, tc);
     return s;
 }

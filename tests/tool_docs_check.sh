@@ -54,7 +54,7 @@ expect() { # expect "WANT..." WORDS...
     got=$(complete "$@" | tr '\n' ' ' | sed 's/ $//')
     [ "$got" = "$want" ] || fail "completing '$*': got '$got', want '$want'"
 }
-expect "--precompile --prune" --pr
+expect "--precompile --prune --prune-others" --pr
 expect "softmax_f16_fwd softmax_xent_f16_bwd" --run soft
 expect "gemm_f16_fwd,softmax_f16_fwd gemm_f16_fwd,softmax_xent_f16_bwd" --ops gemm_f16_fwd,soft
 expect "exact generic stable" --policy ""

@@ -60,6 +60,8 @@ typedef struct tk__cli_opts {
     const char *ops_list;  /* --ops LIST */
     int jobs;              /* -j N; 0: number of CPUs */
     int dry_run;
+    int fallbacks;    /* --precompile --fallbacks: the operators' fallback kernels, no manifest */
+    int prune_others; /* --precompile --prune-others: then keep only the run's kernels */
     const char *file; /* --export / --import FILE */
     const char *remote; /* --remote URL */
     const char *bundle; /* --push --bundle FILE */

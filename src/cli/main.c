@@ -34,7 +34,8 @@ static const char usage_text[] =
     "  --run OP           checked run of one operator on the GPU: random inputs,\n"
     "                     compared with the CPU reference (needs --shape)\n"
     "  --precompile       compile every specialisation a manifest names into the\n"
-    "                     cache (manifest format: docs/manifests.md)\n"
+    "                     cache (manifest format: docs/manifests.md); with\n"
+    "                     --fallbacks, the operators' fallback kernels instead\n"
     "  --export FILE      pack cache entries into one bundle file\n"
     "  --import FILE      verify a bundle's entries and add the good ones to the\n"
     "                     cache\n"
@@ -80,6 +81,16 @@ static const char usage_text[] =
     "                     softmax_f16_fwd\n"
     "  -j N, --jobs N     --precompile: worker processes (default: number of CPUs)\n"
     "  --dry-run          --precompile: list the jobs, compile nothing\n"
+    "  --fallbacks        --precompile: instead of a manifest, the kernels that serve\n"
+    "                     operator calls while their own kernels are built (GEMM:\n"
+    "                     the universal and, on sm_90, the fast fallbacks of every\n"
+    "                     layout and alignment class; embedding: every variant's\n"
+    "                     generic kernel and the sort kernels), the set the build\n"
+    "                     ships in the library's read-only tier (--ops narrows it)\n"
+    "  --prune-others     --precompile: when every job succeeded, remove the cache's\n"
+    "                     entries the run neither compiled nor found, so that it\n"
+    "                     holds exactly the run's kernels (how the build makes the\n"
+    "                     shipped tier)\n"
     "  --remote URL       redis://host[:port][/db] or unix:///path: --stats and\n"
     "                     --list show that server's entries for this version;\n"
     "                     --precompile publishes what it compiles; --push's target\n"
@@ -98,6 +109,8 @@ static const char usage_text[] =
     "  kernel FILE ENTRY [-DNAME[=VALUE]]... [OPTION]...\n"
     "                                     a user kernel (FILE relative to the\n"
     "                                     manifest)\n"
+    "  fallbacks [OP]...                  the fallback kernels of the operators\n"
+    "                                     named (none named: of every operator)\n"
     "\n"
     "Precompile targets: --arch, else the manifest's 'arch' line, else the GPU\n"
     "present, else sm_80 sm_90 gfx90a gfx1030 (those whose compiler is installed).\n"
@@ -106,6 +119,8 @@ static const char usage_text[] =
     "  TOKITAI_JIT_CACHE_DIR       cache root (default $XDG_CACHE_HOME/tokitai-jit,\n"
     "                              else ~/.cache/tokitai-jit)\n"
     "  TOKITAI_JIT_CACHE_PATH      ':'-separated read-only caches searched after it\n"
+    "                              ('shipped': the library's own; 'none': none;\n"
+    "                              default: shipped, see --info)\n"
     "  TOKITAI_JIT_CACHE_MAX_SIZE  size limit (default 5G)\n"
     "  TOKITAI_JIT_CACHE_DISABLE   1: no disk cache\n"
     "  TOKITAI_JIT_BACKEND         cuda, hip or stub: force a backend\n"
@@ -179,6 +194,8 @@ static const opt_spec specs[] = {
      C(TK__CMD_PRECOMPILE) | C(TK__CMD_EXPORT) | C(TK__CMD_TUNE) | C(TK__CMD_LIST)},
     {"--jobs", "-j", 1, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     {"--dry-run", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
+    {"--fallbacks", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
+    {"--prune-others", NULL, 0, TK__CMD_NONE, C(TK__CMD_PRECOMPILE)},
     /* the remote tier */
     {"--push", NULL, 0, TK__CMD_PUSH, ALL_COMMANDS},
     {"--remote", NULL, 1, TK__CMD_NONE,
@@ -405,6 +422,10 @@ static int parse_args(int argc, char **argv, tk__cli_opts *o)
                 o->dry_run = 1;
             else if (strcmp(s->name, "--all") == 0)
                 o->all_rows = 1;
+            else if (strcmp(s->name, "--fallbacks") == 0)
+                o->fallbacks = 1;
+            else if (strcmp(s->name, "--prune-others") == 0)
+                o->prune_others = 1;
         }
     }
     if (o->command == TK__CMD_NONE && o->have_max_size)
@@ -423,6 +444,11 @@ static int parse_args(int argc, char **argv, tk__cli_opts *o)
     }
     if (o->command == TK__CMD_PRUNE && o->have_max_size && o->max_size == 0) {
         tk__cli_error("--prune --max-size: the size must be above 0 (500M, 2G)");
+        return -1;
+    }
+    if (o->fallbacks && o->manifest) {
+        tk__cli_error("--fallbacks and --manifest cannot be combined (a manifest line "
+                      "'fallbacks' adds them to its jobs)");
         return -1;
     }
     if (o->command == TK__CMD_RUN && !o->shape) {

@@ -523,6 +523,36 @@ static int split_fields(parser *p, char *line, char **tok, int *ntok)
     return 0;
 }
 
+const char tk__fallbacks_manifest[] = "fallbacks\n";
+
+/* `fallbacks [OP]...`: a job per operator named, or per operator. */
+static int parse_fallbacks_line(parser *p, char **tok, int ntok)
+{
+    tk__mf_job job;
+    memset(&job, 0, sizeof job);
+    job.kernel = -1;
+    job.fallbacks = 1;
+    job.line = p->line;
+    for (int t = 1; t < ntok; t++) {
+        if (tk_op_from_name(tok[t], &job.op) != TK_OK)
+            return fail(p, tok[t],
+                        strncmp(tok[t], "policy=", 7) == 0
+                            ? "a fallbacks line takes no policy: the fallback kernels are the "
+                              "same under every policy"
+                            : "unknown op (operators: gemm_f16_fwd, gemm_f16_grad_a, "
+                              "gemm_f16_grad_b, softmax_f16_fwd, softmax_xent_f16_bwd, "
+                              "embedding_f16_fwd, embedding_f16_bwd)");
+        if (push_job(p, &job) != 0)
+            return -1;
+    }
+    for (int op = 0; ntok == 1 && op < TK_OP_COUNT; op++) {
+        job.op = (tk_op)op;
+        if (push_job(p, &job) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int parse_line(parser *p, char *line)
 {
     char *tok[256];
@@ -537,13 +567,15 @@ static int parse_line(parser *p, char *line)
         return parse_policy_line(p, tok, ntok);
     if (strcmp(tok[0], "kernel") == 0)
         return parse_kernel_line(p, tok, ntok);
+    if (strcmp(tok[0], "fallbacks") == 0)
+        return parse_fallbacks_line(p, tok, ntok);
     tk_op op;
     if (tk_op_from_name(tok[0], &op) != TK_OK)
         return fail(p, tok[0],
                     "unknown op (operators: gemm_f16_fwd, gemm_f16_grad_a, "
                     "gemm_f16_grad_b, softmax_f16_fwd, softmax_xent_f16_bwd, "
                     "embedding_f16_fwd, embedding_f16_bwd; directives: arch, "
-                    "policy, kernel)");
+                    "policy, kernel, fallbacks)");
     return parse_op_line(p, op, tok, ntok);
 }
 
@@ -568,15 +600,16 @@ static void dedupe(tk__manifest *m)
         uint64_t h = 1469598103934665603ull;
         h = (h ^ (uint64_t)(j->kernel + 1)) * 1099511628211ull;
         h = (h ^ (uint64_t)j->op) * 1099511628211ull;
+        h = (h ^ (uint64_t)j->fallbacks) * 1099511628211ull;
         for (int d = 0; d < j->n_dims; d++)
             h = (h ^ (uint64_t)j->dims[d]) * 1099511628211ull;
         size_t slot = (size_t)h & (cap - 1);
         int dup = 0;
         while (table[slot] != SIZE_MAX) {
             const tk__mf_job *o = &m->jobs[table[slot]];
-            if (o->kernel == j->kernel && o->op == j->op && o->n_dims == j->n_dims &&
-                o->policies == j->policies && memcmp(o->dims, j->dims, sizeof o->dims) == 0 &&
-                j->kernel < 0) {
+            if (o->kernel == j->kernel && o->op == j->op && o->fallbacks == j->fallbacks &&
+                o->n_dims == j->n_dims && o->policies == j->policies &&
+                memcmp(o->dims, j->dims, sizeof o->dims) == 0 && j->kernel < 0) {
                 dup = 1;
                 break;
             }
@@ -751,6 +784,10 @@ void tk__mf_job_describe(const tk__manifest *m, const tk__mf_job *job, char *buf
     if (job->kernel >= 0) {
         const tk__mf_kernel *k = &m->kernels[job->kernel];
         snprintf(buf, size, "kernel %s (%s)", k->entry, k->path);
+        return;
+    }
+    if (job->fallbacks) {
+        snprintf(buf, size, "%s fallbacks", tk_op_name(job->op));
         return;
     }
     char names[TK__MF_MAX_DIMS][16];

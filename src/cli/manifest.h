@@ -34,9 +34,11 @@ typedef struct tk__mf_kernel {
     int line;
 } tk__mf_kernel;
 
-/* One (operator, shape) or one user kernel. */
+/* One (operator, shape), an operator's fallback kernels, or one user
+ * kernel. */
 typedef struct tk__mf_job {
     int kernel; /* index into kernels, or -1 for an operator */
+    int fallbacks; /* 1: op's fallback kernels (tk_op_precompile_fallbacks); no dims */
     tk_op op;
     int n_dims;
     int64_t dims[TK__MF_MAX_DIMS];
@@ -63,6 +65,9 @@ typedef struct tk__manifest {
  * "<name>:<line>: <field>: <what>" in err and *out left empty. */
 int tk__manifest_parse(const char *text, const char *name, const char *base_dir, tk__manifest *out,
                        char *err, size_t err_size);
+/* The manifest of --precompile --fallbacks: every operator's fallbacks. */
+extern const char tk__fallbacks_manifest[];
+
 /* Reads and parses a file. */
 int tk__manifest_load(const char *path, tk__manifest *out, char *err, size_t err_size);
 void tk__manifest_free(tk__manifest *m);
@@ -75,7 +80,8 @@ int tk__manifest_filter(tk__manifest *m, const char *list, char *err, size_t err
  * then repeat. */
 void tk__manifest_clear_line_policies(tk__manifest *m);
 
-/* "gemm_f16_fwd M=512 N=1024 K=4096" or "kernel my_entry (file.cu)". */
+/* "gemm_f16_fwd M=512 N=1024 K=4096", "gemm_f16_fwd fallbacks" or
+ * "kernel my_entry (file.cu)". */
 void tk__mf_job_describe(const tk__manifest *m, const tk__mf_job *job, char *buf, size_t size);
 
 #endif /* TK_CLI_MANIFEST_H */

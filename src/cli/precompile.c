@@ -210,9 +210,13 @@ static int pin_cache_folders(run_state *s, const char *root)
     out[0] = 0;
     for (const char *p = lower; *p;) {
         size_t n = strcspn(p, ":");
+        /* the words "none" and "shipped" stay words */
+        const int word =
+            (n == 4 && strncmp(p, "none", 4) == 0) || (n == 7 && strncmp(p, "shipped", 7) == 0);
+        const int as_is = p[0] == '/' || word;
         if (n)
             len += (size_t)snprintf(out + len, cap - len, "%s%s%s%.*s", len ? ":" : "",
-                                    p[0] == '/' ? "" : cwd, p[0] == '/' ? "" : "/", (int)n, p);
+                                    as_is ? "" : cwd, as_is ? "" : "/", (int)n, p);
         p += n;
         if (*p == ':')
             p++;
@@ -614,7 +618,9 @@ static void worker_main(const run_state *s, int cmd_fd, int res_fd)
         if (st == TK_OK) {
             if (job->kernel < 0) {
                 unsigned nc = 0, nh = 0;
-                st = tk_op_precompile(*slot, job->op, job->dims, job->n_dims, &nc, &nh);
+                st = job->fallbacks
+                         ? tk_op_precompile_fallbacks(*slot, job->op, &nc, &nh)
+                         : tk_op_precompile(*slot, job->op, job->dims, job->n_dims, &nc, &nh);
                 r.compiled = nc, r.cached = nh;
             } else {
                 const tk__mf_kernel *k = &s->m.kernels[job->kernel];
@@ -767,6 +773,26 @@ static void kernel_set_add(kernel_set *ks, const char *hex, int compiled)
     }
 }
 
+static int kernel_set_has(const kernel_set *ks, const char *hex)
+{
+    if (!ks->cap)
+        return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (int c = 0; c < 32; c++)
+        h = (h ^ (unsigned char)hex[c]) * 1099511628211ull;
+    for (size_t j = (size_t)h & (ks->cap - 1); ks->v[j].used; j = (j + 1) & (ks->cap - 1))
+        if (memcmp(ks->v[j].hex, hex, 32) == 0)
+            return 1;
+    return 0;
+}
+
+/* --prune-others: the user tier's entries the run did not compile or find. */
+static int not_in_run(void *user, const tk_cache_entry_info *info)
+{
+    return !info->read_only_tier && info->key_hex && strlen(info->key_hex) == 32 &&
+           !kernel_set_has(user, info->key_hex);
+}
+
 typedef struct progress {
     int tty;
     int verbose;
@@ -845,6 +871,8 @@ static void show_progress(const run_state *s, progress *p, const item *it, const
     else if (r->compiled)
         printf("[%*zu/%zu] %s: compiled %u, found %u in the cache (%.2f s)\n", width, p->done,
                p->total, what, r->compiled, r->cached, r->seconds);
+    else if (!r->cached)
+        printf("[%*zu/%zu] %s: no kernels\n", width, p->done, p->total, what);
     else
         printf("[%*zu/%zu] %s: already cached\n", width, p->done, p->total, what);
     fflush(stdout);
@@ -920,8 +948,11 @@ static int record_failure(failure **fails, size_t *n_fails, size_t item_idx, tk_
     return 0;
 }
 
+/* Runs the items; *kept (when not NULL) gets the run's kernels when every
+ * job succeeded and every key was counted (else it stays empty). */
 static int execute(run_state *s, int n_workers, double t_start, const char *root,
-                   uint64_t *n_compiled, uint64_t *n_published, uint64_t *n_remote_errors)
+                   uint64_t *n_compiled, uint64_t *n_published, uint64_t *n_remote_errors,
+                   kernel_set *kept)
 {
     worker *ws = calloc((size_t)n_workers, sizeof *ws);
     failure *fails = NULL;
@@ -1094,6 +1125,10 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
         free(fails[i].log);
     }
     free(fails);
+    if (kept && !p.failed && !p.kernels.failed) {
+        *kept = p.kernels;
+        p.kernels.v = NULL;
+    }
     free(p.kernels.v);
     *n_compiled = nc;
     return p.failed ? TK__EXIT_FAIL : TK__EXIT_OK;
@@ -1169,6 +1204,15 @@ static uint64_t entries_stored(const entry_ids *before, const entry_ids *now)
     return n;
 }
 
+/* What the manifest's jobs are, for the run's first line. */
+static const char *jobs_noun(const tk__manifest *m)
+{
+    size_t fb = 0;
+    for (size_t i = 0; i < m->n_jobs; i++)
+        fb += m->jobs[i].fallbacks != 0;
+    return fb == m->n_jobs ? "operators' fallbacks" : fb ? "shapes and fallbacks" : "shapes";
+}
+
 static int default_workers(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1186,9 +1230,11 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
     tk_cache *cache = NULL;
     char *root = NULL;
 
-    int prc = opts->manifest ? tk__manifest_load(opts->manifest, &s.m, err, sizeof err)
-                             : tk__manifest_parse(tk__default_manifest, "<built-in manifest>", NULL,
-                                                  &s.m, err, sizeof err);
+    int prc = opts->manifest    ? tk__manifest_load(opts->manifest, &s.m, err, sizeof err)
+              : opts->fallbacks ? tk__manifest_parse(tk__fallbacks_manifest, "<--fallbacks>", NULL,
+                                                     &s.m, err, sizeof err)
+                                : tk__manifest_parse(tk__default_manifest, "<built-in manifest>",
+                                                     NULL, &s.m, err, sizeof err);
     if (prc != 0) {
         tk__cli_error("%s", err);
         return TK__EXIT_USAGE;
@@ -1223,6 +1269,8 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
                 unsigned want = s.policies;
                 if (s.m.jobs[j].policies)
                     want = s.m.jobs[j].policies;
+                if (s.m.jobs[j].fallbacks)
+                    want &= ~(want - 1u); /* the same kernels under every policy: once */
                 if (!(want & (1u << pol)))
                     continue;
                 item *it = &s.items[s.n_items++];
@@ -1240,8 +1288,8 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
             describe_item(&s, &s.items[i], what, sizeof what);
             printf("%s\n", what);
         }
-        printf("%zu jobs (%zu shapes, %zu targets); nothing compiled (--dry-run)\n", s.n_items,
-               s.m.n_jobs, s.n_targets);
+        printf("%zu jobs (%zu %s, %zu targets); nothing compiled (--dry-run)\n", s.n_items,
+               s.m.n_jobs, jobs_noun(&s.m), s.n_targets);
         rc = TK__EXIT_OK;
         goto done;
     }
@@ -1277,11 +1325,15 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         n_workers = (int)s.n_items;
     if (n_workers > 1024)
         n_workers = 1024;
-    printf("precompiling %zu jobs (%zu shapes x %zu targets) with %d worker process%s into %s\n",
-           s.n_items, s.m.n_jobs, s.n_targets, n_workers, n_workers == 1 ? "" : "es", root);
+    printf("precompiling %zu jobs (%zu %s x %zu targets) with %d worker process%s into %s\n",
+           s.n_items, s.m.n_jobs, jobs_noun(&s.m), s.n_targets, n_workers,
+           n_workers == 1 ? "" : "es", root);
     fflush(stdout);
     uint64_t n_compiled = 0, n_published = 0, n_remote_errors = 0;
-    rc = execute(&s, n_workers, t_start, root, &n_compiled, &n_published, &n_remote_errors);
+    kernel_set kept;
+    memset(&kept, 0, sizeof kept);
+    rc = execute(&s, n_workers, t_start, root, &n_compiled, &n_published, &n_remote_errors,
+                 opts->prune_others ? &kept : NULL);
     if (n_compiled) {
         entry_ids now;
         tk_status ls = ids_st == TK_OK ? entry_ids_of(cache, &now) : ids_st;
@@ -1310,6 +1362,22 @@ int tk__cmd_precompile(const tk__cli_opts *opts)
         }
     }
     free(before.v);
+    if (opts->prune_others) {
+        /* Only after a whole run: a failed job's kernels are not in the set,
+         * and removing their entries would lose what is still good. */
+        uint64_t removed = 0;
+        if (!kept.v) {
+            printf("--prune-others: jobs failed, nothing removed\n");
+        } else if ((st = tk_cache_remove(cache, not_in_run, &kept, &removed)) != TK_OK) {
+            tk__cli_error("--prune-others: %s: %s", tk_status_str(st), tk_cache_last_error(cache));
+            if (rc == TK__EXIT_OK)
+                rc = TK__EXIT_FAIL;
+        } else {
+            printf("removed %llu %s the run neither compiled nor found from %s\n",
+                   (unsigned long long)removed, removed == 1 ? "entry" : "entries", root);
+        }
+        free(kept.v);
+    }
 
 done:
     tk_cache_close(cache);

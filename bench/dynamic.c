@@ -9,12 +9,27 @@
  * projection (1024 -> 2816) and the down projection (2816 -> 1024), forward,
  * grad_a and grad_b: 6 GEMMs, 48 per layer, 192 per step by default.
  *
- * Each configuration runs in its own process (a fresh context and, for
- * "cold", an empty cache folder and an empty CUDA_CACHE_PATH, so that
- * NVRTC's own cache of compiled programs starts empty too; for "warm", the
- * folder given with
- * --warm-cache, filled beforehand by `tokitai-jit --precompile` of the
- * default manifest). Per step it prints the wall time of the step (enqueue to
+ * Each configuration runs in its own process (a fresh context and, except
+ * for "warm", an empty cache folder and an empty CUDA_CACHE_PATH, so that
+ * NVRTC's own cache of compiled programs starts empty too):
+ *
+ *   cold       what a default install sees on first use: an empty user cache
+ *              over the read-only tier shipped with the library (the GEMM
+ *              fallbacks precompiled by the build, found beside the library:
+ *              here <build>/share/tokitai-jit/cache, from this program's
+ *              place; docs/cache.md), so no call waits for a compile;
+ *   bare       nothing at all: an empty user cache and no read-only tier
+ *              (tk_config_set_cache_lower ""), the first call of each layout
+ *              compiles its universal kernel on the caller's thread;
+ *   fallbacks  no read-only tier either, the GEMM's fast fallbacks built
+ *              first (below);
+ *   warm       the folder given with --warm-cache, filled beforehand by
+ *              `tokitai-jit --precompile` of the default manifest.
+ *
+ * Each configuration's header names the read-only tiers it searched; a
+ * table at the end puts the stable/async configurations side by side (step
+ * 1, the first 20 steps against the loaded step, compiles on the caller's
+ * thread, fallback calls). Per step it prints the wall time of the step (enqueue to
  * stream sync), the compiles on the caller's thread, the calls served by a
  * fallback kernel and the time callers waited for compiles. Then it waits for
  * the background builds, re-runs the last half of the steps (same routing)
@@ -23,8 +38,9 @@
  * (events; median of 7 samples of 10 back-to-back runs). One output per step is checked against
  * cuBLAS's.
  *
- * "fallbacks" (stable/async/fallbacks): a cold cache in which the GEMM's fast
- * fallbacks were built first (on other N and K; not timed). The summary gives
+ * "fallbacks" (stable/async/fallbacks): an empty cache with no read-only tier
+ * in which the GEMM's fast fallbacks were built first (on other N and K; not
+ * timed). The summary gives
  * the step from which no call fell back and when (no_fallback_from_step,
  * no_fallback_after_s, counted from the first step's start, settling
  * included), and the first 20 steps' mean against the loaded step
@@ -289,15 +305,23 @@ static const char *policy_text(tk_policy p)
     return p == TK_POLICY_EXACT ? "exact" : p == TK_POLICY_GENERIC ? "generic" : "stable";
 }
 
-/* "cold": an empty cache; "warm": --warm-cache (the default precompile);
- * "fallbacks": an empty cache into which the GEMM's fast fallbacks (one per
- * layout and tile width, src/ops/gemm/plan.c tk__gemm_plan_fast) were built
- * first by calls of other N and K than the model's: the model's own kernels
- * are all cold. */
+/* "cold": an empty user cache over the shipped tier (the library's
+ * default); "warm": --warm-cache (the default precompile); "fallbacks": an
+ * empty cache and no read-only tier, into which the GEMM's fast fallbacks
+ * (one per layout and tile width, src/ops/gemm/plan.c tk__gemm_plan_fast)
+ * were built first by calls of other N and K than the model's: the model's
+ * own kernels are all cold; "bare": an empty cache and no read-only tier. */
+enum { CACHE_COLD = 0, CACHE_WARM = 1, CACHE_FALLBACKS = 2, CACHE_BARE = 3 };
 static const char *cache_text(int warm)
 {
-    return warm == 1 ? "warm" : warm == 2 ? "fallbacks" : "cold";
+    return warm == CACHE_WARM        ? "warm"
+           : warm == CACHE_FALLBACKS ? "fallbacks"
+           : warm == CACHE_BARE      ? "bare"
+                                     : "cold";
 }
+
+/* The child's write end of a pipe to the parent, for its cold-start line. */
+static int g_report_fd = -1;
 
 /* Builds the fast fallbacks of the three layouts, both tile widths: a call
  * of each op on a kernel output of 16384 x 2048 (256-wide tiles) and of
@@ -336,7 +360,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
 {
     tk_config *cfg = NULL;
     char why[512] = "", dir[] = "/tmp/tk-dynamic-XXXXXX";
-    const char *cache = warm == 1 ? c->warm_cache : mkdtemp(dir);
+    const char *cache = warm == CACHE_WARM ? c->warm_cache : mkdtemp(dir);
     static int64_t m[MAX_LAYERS][EXPERTS];
     static call calls[MAX_CALLS];
     static double step_ms[MAX_STEPS];
@@ -347,7 +371,7 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     tk_context_stats s0 = TK_STRUCT_INIT(tk_context_stats);
     tk_context_stats s1 = TK_STRUCT_INIT(tk_context_stats);
 
-    if (warm != 1 && cache != NULL) {
+    if (warm != CACHE_WARM && cache != NULL) {
         /* A fresh node: NVRTC 12.9+ keeps its own cache of compiled programs in
          * the driver's compute cache (~/.nv/ComputeCache), which would make a
          * kernel any earlier run compiled come back in ~30 ms. */
@@ -361,6 +385,17 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
         tk_config_set_build_mode(cfg, mode) != TK_OK ||
         tk_config_set_backend(cfg, c->stub ? TK_BACKEND_STUB : TK_BACKEND_CUDA) != TK_OK)
         return 1;
+    /* bare and fallbacks: not even the tier shipped with the library */
+    if ((warm == CACHE_BARE || warm == CACHE_FALLBACKS) &&
+        tk_config_set_cache_lower(cfg, "") != TK_OK)
+        return 1;
+    char tiers[1024] = "none";
+    {
+        tk_cache *tc = NULL;
+        if (tk_cache_open(cfg, &tc) == TK_OK && *tk_cache_lower_tiers(tc))
+            snprintf(tiers, sizeof tiers, "%s", tk_cache_lower_tiers(tc));
+        tk_cache_close(tc);
+    }
     g_stub = c->stub;
     if (tk_context_create(cfg, &g_ctx, why, sizeof why) != TK_OK) {
         printf("skipped: no GPU device (%s)\n", why);
@@ -373,12 +408,13 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
     }
     bufs_make(c, &b);
     CHECK(tk_stream_sync(g_ctx, NULL));
-    if (warm == 2)
+    if (warm == CACHE_FALLBACKS)
         prime_fallbacks();
 
     const char *mode_text = mode == TK_BUILD_ASYNC ? "async" : "sync";
     if (!c->quiet) {
-        printf("\n### %s / %s / %s cache\n\n", policy_text(policy), mode_text, cache_text(warm));
+        printf("\n### %s / %s / %s cache\n\nread-only tiers: %s\n\n", policy_text(policy),
+               mode_text, cache_text(warm), tiers);
         printf("| step | ms | caller compiles | fallback calls | wait ms | builds pending |\n");
         printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
     }
@@ -527,8 +563,19 @@ static int run_config(const bench_cfg *c, tk_policy policy, tk_build_mode mode, 
            last_fb_step + 1, last_fb_ms / 1e3, first20 / (steps < 20 ? steps : 20),
            first20 / (steps < 20 ? steps : 20) / (loaded / half), ok ? "pass" : "FAIL");
     fflush(stdout);
+    if (g_report_fd >= 0) {
+        char line[512];
+        int len = snprintf(line, sizeof line, "%s %s %s|%s|%.1f|%.3f|%.3f|%.3f|%llu|%llu|%d\n",
+                           policy_text(policy), mode_text, cache_text(warm), tiers, step_ms[0],
+                           first20 / (steps < 20 ? steps : 20), loaded / half,
+                           first20 / (steps < 20 ? steps : 20) / (loaded / half),
+                           (unsigned long long)compiles_total, (unsigned long long)fallback_total,
+                           last_fb_step + 1);
+        if (len > 0 && write(g_report_fd, line, (size_t)len) != len)
+            fprintf(stderr, "could not report to the parent\n");
+    }
     tk_context_destroy(g_ctx);
-    if (warm != 1) {
+    if (warm != CACHE_WARM) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         if (system(cmd) != 0)
@@ -579,19 +626,22 @@ int main(int argc, char **argv)
         tk_build_mode mode;
         int warm, steps;
     } runs[] = {
-        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 0, 0},  {TK_POLICY_STABLE, TK_BUILD_SYNC, 0, 0},
-        {TK_POLICY_GENERIC, TK_BUILD_ASYNC, 0, 0}, {TK_POLICY_GENERIC, TK_BUILD_SYNC, 0, 0},
-        {TK_POLICY_EXACT, TK_BUILD_ASYNC, 0, 0},   {TK_POLICY_EXACT, TK_BUILD_SYNC, 0, 3},
-        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 1, 0},  {TK_POLICY_STABLE, TK_BUILD_SYNC, 1, 0},
-        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 2, 0},
+        {TK_POLICY_STABLE, TK_BUILD_ASYNC, 0, 0}, {TK_POLICY_STABLE, TK_BUILD_ASYNC, 3, 0},
+        {TK_POLICY_STABLE, TK_BUILD_SYNC, 0, 0},  {TK_POLICY_GENERIC, TK_BUILD_ASYNC, 0, 0},
+        {TK_POLICY_GENERIC, TK_BUILD_SYNC, 0, 0}, {TK_POLICY_EXACT, TK_BUILD_ASYNC, 0, 0},
+        {TK_POLICY_EXACT, TK_BUILD_SYNC, 0, 3},   {TK_POLICY_STABLE, TK_BUILD_ASYNC, 1, 0},
+        {TK_POLICY_STABLE, TK_BUILD_SYNC, 1, 0},  {TK_POLICY_STABLE, TK_BUILD_ASYNC, 2, 0},
     };
     int rc_all = 0;
+    /* the children's cold-start lines, for the table at the end */
+    char coldstart[sizeof runs / sizeof runs[0]][512];
+    size_t n_cold = 0;
     printf("# bench/dynamic: %d tokens, %d layers, %d experts top-2, d=%d, ffn=%d, seed %llu\n",
            c.tokens, c.layers, EXPERTS, D_MODEL, D_FF, (unsigned long long)c.seed);
     fflush(stdout);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char name[64];
-        if (runs[i].warm == 1 && c.warm_cache == NULL)
+        if (runs[i].warm == CACHE_WARM && c.warm_cache == NULL)
             continue;
         snprintf(name, sizeof name, "%s/%s/%s", policy_text(runs[i].policy),
                  runs[i].mode == TK_BUILD_ASYNC ? "async" : "sync", cache_text(runs[i].warm));
@@ -600,12 +650,31 @@ int main(int argc, char **argv)
         /* A child per configuration: a fresh process, as a training job. The
          * parent never touches the GPU (CUDA does not survive fork). */
         fflush(stdout);
+        int fds[2] = {-1, -1};
+        if (pipe(fds) != 0)
+            fds[0] = fds[1] = -1;
         pid_t pid = fork();
-        if (pid == 0)
+        if (pid == 0) {
+            if (fds[0] >= 0)
+                close(fds[0]);
+            g_report_fd = fds[1];
             _exit(run_config(&c, runs[i].policy, runs[i].mode, runs[i].warm,
                              runs[i].steps ? runs[i].steps : c.steps));
+        }
+        if (fds[1] >= 0)
+            close(fds[1]);
         int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        const int waited = pid > 0 && waitpid(pid, &status, 0) == pid;
+        if (fds[0] >= 0) {
+            /* one short line, written before the child exits: in the pipe */
+            ssize_t got = read(fds[0], coldstart[n_cold], sizeof coldstart[0] - 1);
+            if (got > 0 && runs[i].policy == TK_POLICY_STABLE && runs[i].mode == TK_BUILD_ASYNC) {
+                coldstart[n_cold][got] = 0;
+                n_cold++;
+            }
+            close(fds[0]);
+        }
+        if (!waited || !WIFEXITED(status)) {
             printf("%s: the run crashed\n", name);
             rc_all = 1;
             continue;
@@ -614,6 +683,24 @@ int main(int argc, char **argv)
             return 77;
         if (WEXITSTATUS(status) != 0)
             rc_all = 1;
+    }
+    if (n_cold > 0) {
+        /* Issue 27's measure: the first 20 steps against the loaded step. */
+        printf("\n## stable / async, side by side: the first steps from each cache\n\n");
+        printf("| cache | read-only tiers | step 1 ms | first 20 ms | loaded ms | first 20 / "
+               "loaded | caller compiles | fallback calls | no fallback from step |\n");
+        printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for (size_t i = 0; i < n_cold; i++) {
+            char *f[9] = {NULL};
+            char *save = NULL, *p = coldstart[i];
+            for (int k = 0; k < 9 && (f[k] = strtok_r(p, "|\n", &save)) != NULL; k++)
+                p = NULL;
+            if (f[8] == NULL)
+                continue;
+            const char *cache = strrchr(f[0], ' ');
+            printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cache ? cache + 1 : f[0],
+                   f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]);
+        }
     }
     printf("\n%s\n", rc_all == 0 ? "all checks passed" : "SOME CHECKS FAILED");
     return rc_all;

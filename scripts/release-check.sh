@@ -101,7 +101,7 @@ grep -E "^\|" "$out/jit.log" | head -12
 fi
 if { has perf || has cold; } && [ "$(left)" -gt 60 ]; then
 echo "== training loop from a cold cache"
-for v in stable/async/fallbacks stable/async/cold; do
+for v in stable/async/bare stable/async/fallbacks stable/async/cold; do
   timeout 90 ./build-gpu/bench/dynamic --only $v --steps 20 >"$out/dynamic-${v//\//-}.log" 2>&1
   echo "dynamic $v exit $?"; grep -E "^\| [0-9]+ \|" "$out/dynamic-${v//\//-}.log" | head -3
   grep -E "^SUMMARY" "$out/dynamic-${v//\//-}.log" | tr ' ' '\n' | grep -E "step1_ms|first20|loaded_ms|caller_compiles|no_fallback_from_step|steady_over"

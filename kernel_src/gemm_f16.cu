@@ -48,6 +48,11 @@
 //                                          loads half of the A tile it shares
 //                                          with its partner and multicasts it
 //                                          to both (one grid block per tile)
+//   TK_PINGPONG (optional, TMA kernel)     1: the consumer warpgroups take
+//                                          alternate tiles of 128 rows of a
+//                                          persistent grid, one storing while
+//                                          the other computes (tma_wgmma.cuh,
+//                                          consume_pp)
 //   TK_PDL (optional, TMA kernel; skinny   launched with programmatic dependent
 //   and small-K kernels on sm_90)          launch: waits for the previous kernel
 //                                          (griddepcontrol.wait) first
@@ -121,6 +126,9 @@ typedef long long tk_i64;
 #endif
 #ifndef TK_CLUSTER
 #define TK_CLUSTER 1
+#endif
+#ifndef TK_PINGPONG
+#define TK_PINGPONG 0
 #endif
 #if (defined(TK_GEMM_REDUCE) || defined(TK_GEMM_SKINNY) || defined(TK_GEMM_SMALLK)) &&             \
     !defined(TK_GEMM_NO_ENTRY)

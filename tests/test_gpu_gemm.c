@@ -344,20 +344,21 @@ END_TEST
  * M, N and K and more than a wave of tiles in every layout (kernel shapes
  * 2100 x 2600, 2100 x 2200, 2200 x 2600 with K = 2200, 2600, 2100), sampled,
  * and with 136 tokens checked in full, with an odd output stride (scalar
- * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid, stream-K (tiles shared
- * across block boundaries), the TMA-store (also on widths that are not
- * whole 64-column chunks: the rest from registers) and staged epilogues, split-K on
- * both kernels (the reduce kernel after a one-wave split grid launched as its
- * programmatic dependent), tile widths of the TMA kernel from 64 to 256
- * columns (K-major B: 176 and 208 too), 64-row tiles (the consumer
+ * stores at the ends of rows), in sync build mode (no call on a fallback): the persistent grid,
+ * stream-K (tiles shared across block boundaries), the TMA-store (also on widths that are not whole
+ * 64-column chunks: the rest from registers) and staged epilogues, split-K on both kernels (the
+ * reduce kernel after a one-wave split grid launched as its programmatic dependent), tile widths of
+ * the TMA kernel from 64 to 256 columns (K-major B: 176 and 208 too), 64-row tiles (the consumer
  * warpgroups on alternate K steps, summed through shared memory; widths
  * whose halves are odd multiples of 8, split, swapped), 256-row
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
  * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it;
  * also on a persistent grid, each tile but a block's last stored from
  * registers),
- * and clusters of two blocks sharing A by multicast (K-major and M-major A,
- * odd column-tile counts whose last cluster has a block with no tile). */
+ * clusters of two blocks sharing A by multicast (K-major and M-major A,
+ * odd column-tile counts whose last cluster has a block with no tile), and
+ * ping-pong tiles (persist=3: the consumer warpgroups on alternate tiles,
+ * unswapped and swapped, K-major widths that are not whole 64-column boxes). */
 START_TEST(test_every_configuration)
 {
     static const char *const configs[] = {
@@ -408,6 +409,11 @@ START_TEST(test_every_configuration)
         "tma bn=128 persist=0 epi=0 split=1 bm=256 cl=2",
         "tma bn=48 persist=0 epi=0 split=1 swap=1 cl=2",
         "tma bn=96 persist=0 epi=0 split=1 bm=256 swap=1 cl=2",
+        "tma bn=128 persist=3 epi=0 split=1",
+        "tma bn=64 persist=3 epi=0 split=1",
+        "tma bn=80 persist=3 epi=0 split=1",
+        "tma bn=112 persist=3 epi=0 split=1 swap=1",
+        "tma bn=48 persist=3 epi=0 split=1 swap=1",
         "mma tile=1 split=2",
     };
     const shape big = {2100, 2600, 2200, 2, 0, 1};
@@ -450,7 +456,7 @@ START_TEST(test_skinny)
     static const shape shapes_sk[] = {
         {4097, 8, 1024, 2, 1, 0}, {5000, 5, 1000, 2, 0, 0}, {4096, 1, 2056, 0, 0, 0},
         {70, 8, 1024, 0, 0, 0},   {1000, 6, 1000, 2, 1, 0}, {3100, 8, 1024, 0, 0, 0},
-        {6001, 7, 24, 2, 1, 0},  {4099, 8, 8, 0, 1, 0},
+        {6001, 7, 24, 2, 1, 0},   {4099, 8, 8, 0, 1, 0},
     };
     static const shape shapes_wg[] = {
         {1817, 8, 1024, 0, 0, 0}, {64, 8, 1024, 0, 0, 0},   {300, 8, 1000, 0, 1, 0},

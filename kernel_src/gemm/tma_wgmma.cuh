@@ -612,6 +612,115 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         bulk_wait_all(); // the staging buffers live until the stores have read them
 }
 
+// Ping-pong consumers (TK_PINGPONG): each consumer warpgroup computes whole
+// 128 x BN tiles of its own, the block's tiles j = 0, 1, 2, ... (the
+// producer's order, tk_work) going to warpgroup j % 2, so that one
+// warpgroup's epilogue runs while the other's wgmmas keep the tensor cores
+// busy (the cooperative form has both warpgroups store at once, the tensor
+// cores idle meanwhile). Tile j's K step kt is the block's step j * KT + kt
+// (every tile has all KT steps: no stream-K); each stage is read by one
+// warpgroup, which alone releases it. The main loops take turns (a named
+// barrier each way): a warpgroup waits on tile j's stages only once the
+// other has seen tile j - 1's last one land, since a parity wait more than a
+// whole ring ahead of the barrier's phase would pass on an earlier phase.
+// The producer loads tile j + 1 right after tile j, so the next main loop
+// finds its first stages full. A warpgroup holds 128 rows (two 64-row wgmmas per K step, B
+// shared) by BN columns: BN accumulators a thread, BN <= 128 for registers.
+// The epilogue stores from registers (8-byte fp16 quads where C allows it),
+// SWAP transposed.
+template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
+__device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT, tk_i64 M,
+                                           tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
+                                           void *C)
+{
+    constexpr int BM = 128, BK = 64, MI = 2;
+    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+    constexpr int NACC1 = BN / 2, NACC = MI * NACC1;
+    static_assert(BN <= 128, "ping-pong tiles: BN accumulators a thread, at most 128");
+    static_assert(!TK_PINGPONG || (!TK_EPI_TMA && !TK_STREAMK && !TK_SPLITK && TK_CLUSTER == 1),
+                  "ping-pong: whole tiles on a persistent grid, stored from registers");
+    const int tid = threadIdx.x;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = (tid >> 7) - 1;
+    const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
+    const bool h4 = !SWAP && OUT16 && VEC && BN % 16 == 0 && ((unsigned long long)C % 8 == 0) &&
+                    (ldc % 4 == 0);
+    tk_work work;
+    work.init(tma_grid_tiles(tiles_m, tiles_n), KT);
+    tk_i64 t;
+    int k0, k1;
+    bool more;
+    for (int j = 0; work.take(t, k0, k1, more); ++j) {
+        if ((j & 1) != cw)
+            continue;
+        tk_i64 tm, tn;
+        bool phantom;
+        tma_tile_of(t, tiles_m, tiles_n, &tm, &tn, &phantom);
+        const int m0 = tile_origin(tm, BM, M), n0 = tile_origin(tn, BN, N);
+        float acc[NACC];
+#pragma unroll
+        for (int i = 0; i < NACC; ++i)
+            acc[i] = 0.f;
+        const int i0 = j * KT;
+        // The other warpgroup's main loop of tile j - 1 is past its last
+        // wait: every step before i0 has landed, so that this warpgroup's
+        // parity waits below are never a whole ring ahead of a stage's
+        // barrier (named barriers 4 + w, 256 threads: the other warpgroup
+        // arrives, this one waits).
+        if (j > 0)
+            asm volatile("bar.sync %0, 256;\n" ::"r"(4 + cw) : "memory");
+        int mine = -1;
+        for (int kt = 0; kt < KT; ++kt) {
+            const int i = i0 + kt;
+            const int s = i % STAGES;
+            bar_wait(bars + 8 * s, (i / STAGES) & 1);
+            const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+            fence_regs<NACC>(acc);
+            fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                unsigned long long db;
+                if (BKM)
+                    db = desc(sb + kk * 32, 16, 1024);
+                else
+                    db = desc(sb + kk * 16 * 128, BK * 128, 1024);
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    unsigned long long da;
+                    if (AK)
+                        da = desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
+                    else
+                        da = desc(sa + mi * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+                    mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
+                }
+            }
+            commit();
+            wait<1>(); // the previous step is done: its stage is free
+            fence_regs<NACC>(acc);
+            if (mine >= 0 && (tid & 127) == 0)
+                bar_arrive(bars + 8 * (STAGES + mine % STAGES));
+            mine = i;
+        }
+        if (more) // the block's next tile is the other warpgroup's: its turn
+            asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - cw) : "memory");
+        wait<0>();
+        fence_regs<NACC>(acc);
+        // the last stage too: the other warpgroup's tiles follow in the ring
+        if (mine >= 0 && (tid & 127) == 0)
+            bar_arrive(bars + 8 * (STAGES + mine % STAGES));
+        const tk_i64 rbase = m0 + warp_in_wg * 16 + (lane >> 2);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            if (h4)
+                store_acc_h4<BN>(acc + mi * NACC1, (unsigned short *)C, ldc, M, N, rbase + 64 * mi,
+                                 n0, lane);
+            else
+                store_acc_regs<BN, OUT16, VEC, SWAP>(acc + mi * NACC1, C, ldc, M, N,
+                                                     rbase + 64 * mi, n0, lane);
+        }
+    }
+}
+
 // Producer and consumers of gemm_body_tma once the barriers are set up.
 template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *mB,
@@ -672,6 +781,10 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                 }
             }
         }
+    } else if constexpr (TK_PINGPONG) {
+        static_assert(BM == 128, "ping-pong: 128-row tiles");
+        consume_pp<BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(sbase, bars, KT, M, N, tiles_m, tiles_n,
+                                                          ldc, C);
     } else {
         consume_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(sbase, bars, KT, M, N, tiles_m,
                                                                tiles_n, ldc, C, mC, skw, tag);
@@ -697,7 +810,7 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     // full[s] at bars + 8 s (one arrival: the producer's expect_tx), empty[s]
     // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup of every
     // block of the cluster: all of them read what the stage's copies wrote;
-    // 64-row tiles: one, the warpgroup whose K step it held).
+    // 64-row tiles and ping-pong: one, the warpgroup whose K step it held).
     const unsigned bars = sbase + STAGES * STAGE_BYTES + (TK_EPI_TMA ? 32768u : 0u);
     int kt0, KT;
     tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
@@ -710,7 +823,7 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)mC) : "memory");
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
-            bar_init(bars + 8 * (STAGES + s), (BM == 64 ? 1 : 2) * TK_CLUSTER);
+            bar_init(bars + 8 * (STAGES + s), (BM == 64 || TK_PINGPONG ? 1 : 2) * TK_CLUSTER);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }

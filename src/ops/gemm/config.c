@@ -12,7 +12,7 @@
  *
  * A configuration is what the planner decides beyond layout and alignment:
  * kernel (TMA wgmma or mma.sync), tile, grid (a block per tile, persistent,
- * stream-K), epilogue, split-K factor.
+ * stream-K, ping-pong: persist=0..3), epilogue, split-K factor.
  * The heuristics above choose one; a tuning record (tokitai-jit --tune,
  * tk_op_tune) replaces that choice for a shape class: the op, its N and K
  * (fixed by the model) and a class of M (tokens): 16-row steps up to 128,
@@ -99,7 +99,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
         return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 &&
                (c->bm == 64 || c->bm == 128 || c->bm == 256) &&
                (c->bm != 256 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
-               c->persist >= 0 && c->persist <= 2 && (c->cluster == 0 || c->cluster == 2) &&
+               c->persist >= 0 && c->persist <= 3 && (c->cluster == 0 || c->cluster == 2) &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (strcmp(text, "skinny") == 0) {
@@ -172,6 +172,11 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->epi && (!p->c16 || c->swap || c->bm != 128))
             return 0;
         if (c->persist == 2 && (c->swap || c->bm != 128))
+            return 0;
+        /* ping-pong: a warpgroup per 128-row tile, its accumulators in
+         * registers, stored from them */
+        if (c->persist == 3 &&
+            (c->bm != 128 || c->bn > PP_BN_MAX || c->epi || c->splits > 1 || c->cluster > 1))
             return 0;
         /* clusters: a block per tile, unsplit */
         if (c->cluster > 1 && (c->persist || c->splits > 1))

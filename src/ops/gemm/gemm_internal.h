@@ -54,6 +54,16 @@ typedef struct gemm_tile {
 #ifndef TK_GEMM_SWAP
 #define TK_GEMM_SWAP 1
 #endif
+/* Ping-pong consumers (persist 3) in the heuristics: 0 never (the default:
+ * on an H100 the ping-pong tiles, at most 128 wide, lost to the cooperative
+ * 128 x 256 ones: bench/gemm-measurements.md), 1 where plan.c's cost model
+ * prefers them, 2 wherever they fit (for measuring them). Tuning records may
+ * name them whatever this is. */
+#ifndef TK_GEMM_PINGPONG
+#define TK_GEMM_PINGPONG 0
+#endif
+/* Widest ping-pong tile: a warpgroup holds 128 x BN fp32 accumulators. */
+#define PP_BN_MAX 128
 /* TMA kernel epilogue staged through shared memory (TK_EPI_SMEM in the
  * kernel); build with -DTK_GEMM_EPI_SMEM=0 for the register-pair stores. */
 #ifndef TK_GEMM_EPI_SMEM
@@ -86,10 +96,13 @@ typedef struct gemm_plan {
     int tma;                     /* ... in its TMA form (tensor maps as arguments) */
     int wg_bm, wg_bn, wg_stages; /* wg_bm: 128; 64 or 256 on the TMA kernel */
     int swap;                    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
-    int skinny;                  /* N <= 8 on a skinny kernel: 1 the forward, 2 the weight gradient (plan_skinny) */
-    int smallk;                  /* K <= SMALLK_K_MAX on its own kernel (plan_smallk) */
+    int skinny;  /* N <= 8 on a skinny kernel: 1 the forward, 2 the weight gradient (plan_skinny) */
+    int smallk;  /* K <= SMALLK_K_MAX on its own kernel (plan_smallk) */
     int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
-                  * 2 the same grid sharing the K steps of all tiles (stream-K) */
+                  * 2 the same grid sharing the K steps of all tiles (stream-K);
+                  * 3 the same grid, its consumer warpgroups on alternate tiles
+                  * (ping-pong: 128 rows, at most 128 columns, unsplit,
+                  * stored from registers; TK_PINGPONG) */
     int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
     int cluster; /* tma: 2 clusters of two blocks on adjacent column tiles, each
                   * loading half of their shared A tile for both (TK_CLUSTER);
@@ -111,7 +124,7 @@ typedef struct gemm_cfg {
     int skinny;  /* 1: a skinny kernel, the kind that fits (plan_skinny); nothing else applies */
     int smallk;  /* 1: the small-K kernel (plan_smallk); nothing else applies */
     int tile;    /* mma.sync: index into tk__gemm_nv_tiles */
-    int persist; /* tma: 1 persistent grid, 2 stream-K */
+    int persist; /* tma: 1 persistent grid, 2 stream-K, 3 ping-pong */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
     int cluster; /* tma, a block per tile: 2 clusters of two sharing A; 0 none */
     int splits;  /* split-K factor; 1: none */

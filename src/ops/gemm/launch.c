@@ -130,6 +130,8 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
             add_def(d, "TK_EPI_TMA", 1);
         if (p->tma && p->persist == 2)
             add_def(d, "TK_STREAMK", 1);
+        if (p->tma && p->persist == 3)
+            add_def(d, "TK_PINGPONG", 1);
         if (plan_pdl(p))
             add_def(d, "TK_PDL", 1);
         if (p->tma && p->group16)
@@ -211,7 +213,7 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
         *smem = 0;
         return;
     }
-    if (p->skinny == 2) { /* 8 values of m per block, all the tokens; the */
+    if (p->skinny == 2) {         /* 8 values of m per block, all the tokens; the */
         *blocks = (p->M + 7) / 8; /* threads' rings: TK_SKW_STAGES (12) x 256 x 32 B */
         *threads = 256;
         *smem = 12u * 256u * 32u;

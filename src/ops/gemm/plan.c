@@ -206,9 +206,9 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_
  * at 0.97 of cuBLAS): 0.76 at 64 columns to 0.94 from 128 on. */
 /* 128-row swapped tiles: narrower widths, for token counts whose 256-row
  * tiles would leave most of the chip idle. Their throughput weights, from
- * tokitai-jit --tune on an H100 with cold operands (bench/gemm-measurements.md): fwd N=1024 K=2816 at 1152
- * tokens 120 tiles of 128 x 80 in 16.3 us against 18.4 for 72 of 128 x 128; 48 wide at 768 tokens
- * and 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
+ * tokitai-jit --tune on an H100 with cold operands (bench/gemm-measurements.md): fwd N=1024 K=2816
+ * at 1152 tokens 120 tiles of 128 x 80 in 16.3 us against 18.4 for 72 of 128 x 128; 48 wide at 768
+ * tokens and 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
 #define SWAP128_BN_MIN 32
 #define SWAP128_BN_MAX 96
 /* 64-row swapped tiles: ks_eff x this (the 128-row swapped tiles ran at
@@ -261,6 +261,49 @@ void tk__gemm_plan_swap(gemm_plan *p)
         p->moving = 1 - p->moving;
     p->swap = !p->swap;
 }
+
+/* Ping-pong tiles (persist 3, TK_PINGPONG): each consumer warpgroup on a
+ * 128 x BN tile of its own, one storing while the other computes, so that
+ * the epilogue leaves the tensor cores busy. Their throughput per tile area
+ * against the cooperative 128 x 256 tile's (1.0), by width: the weights
+ * first guessed, before measuring. Off by default (TK_GEMM_PINGPONG 0): on
+ * an H100 (bench/sweep seed 2026, same call) the heuristics with these
+ * weights took geomean 1.026 -> 1.012 and ping-pong wherever it fits 0.924;
+ * fwd 821x50304x1024 535 -> 416 TFLOP/s on 128 x 128 ping-pong tiles, grad_a
+ * 13959x1024x2816 655 -> 627. A 128-wide tile loads a third more bytes per
+ * FLOP than a 256-wide one, and a warpgroup's registers hold at most 128
+ * columns of 128 rows. */
+static double pp_eff(int bn, int swap)
+{
+    const double e = bn >= 128   ? 1.0
+                     : bn >= 112 ? 0.97
+                     : bn >= 96  ? 0.94
+                     : bn >= 80  ? 0.89
+                     : bn >= 64  ? 0.82
+                     : bn >= 48  ? 0.72
+                                 : 0.58;
+    return swap ? e * 0.95 : e; /* swapped: transposed register stores */
+}
+
+/* The ping-pong width for a kernel M x N (rounds x area / throughput, ties
+ * to the wider), its cost in *cost; widths in steps of 16 with K-major B,
+ * of 64 with N-major B (its boxes). */
+static int pp_pick_bn(int64_t M, int64_t N, int b_kmajor, int swap, int64_t sms, double *cost)
+{
+    int best = 0;
+    for (int bn = PP_BN_MAX; bn >= 32; bn -= b_kmajor ? 16 : 64) {
+        const double c = wave_cost(M, N, 128, bn, sms, pp_eff(bn, swap));
+        if (best == 0 || c < *cost * 0.999) {
+            best = bn;
+            *cost = c;
+        }
+    }
+    return best;
+}
+
+/* Ping-pong plans win when they save at least this share of the cost
+ * (TK_GEMM_PINGPONG 2: whenever they fit, for measuring them). */
+#define PP_GAIN 0.97
 
 /* Swapped plans win when they save at least this share of the cost. */
 #define SWAP_GAIN 0.92
@@ -316,6 +359,18 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                 tk__gemm_plan_swap(p);
                 p->wg_bm = bm;
                 p->wg_bn = bn;
+                cost = swap_cost;
+            }
+        }
+        /* ping-pong tiles in the plan's orientation (plan_grid keeps
+         * persist 3 for an unsplit plan) */
+        if (TK_GEMM_PINGPONG && p->wg_bm != 64) {
+            double pp_cost = 0;
+            const int bn = pp_pick_bn(p->M, p->N, p->b_kmajor, p->swap, sms, &pp_cost);
+            if (TK_GEMM_PINGPONG == 2 || pp_cost < cost * PP_GAIN) {
+                p->wg_bm = 128;
+                p->wg_bn = bn;
+                p->persist = 3;
             }
         }
         p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn);
@@ -554,8 +609,7 @@ int tk__gemm_skinny_fits(const gemm_plan *p)
 int tk__gemm_skinny_wgrad_fits(const gemm_plan *p)
 {
     return TK_GEMM_SKINNY && !p->amd && !p->simple && !p->a_kmajor && !p->b_kmajor && !p->swap &&
-           p->N <= SKINNY_N_MAX && p->aligned && p->M >= SKINNY_WGRAD_M_MIN &&
-           p->K < INT32_MAX;
+           p->N <= SKINNY_N_MAX && p->aligned && p->M >= SKINNY_WGRAD_M_MIN && p->K < INT32_MAX;
 }
 
 /* p on a skinny kernel whatever its row count: kind 1 (the forward) or 2
@@ -639,11 +693,16 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
 void tk__gemm_plan_grid(gemm_plan *p)
 {
+    const int pp = p->tma && p->persist == 3 && p->splits == 1 && p->wg_bm == 128;
     p->persist = 0;
     p->epi_tma = 0;
     p->group16 = p->tma && p->moving != 1 && p->N >= GROUP16_N_MIN;
     if (!p->tma || p->splits != 1)
         return;
+    if (pp) { /* plan_wgmma's ping-pong tiles: a persistent grid, stored from registers */
+        p->persist = 3;
+        return;
+    }
     if (p->swap || p->wg_bm != 128) /* a block per tile, stored from the ring */
         return;
     p->epi_tma = TK_GEMM_EPI_TMA && p->c16;

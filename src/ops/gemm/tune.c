@@ -15,10 +15,12 @@
  * Candidates of a class: the heuristics' plan, the skinny and small-K
  * kernels where they fit, swapped 256-, 128- and 64-row tiles (for each
  * round count its narrowest width; 256 and 128 rows also in clusters of
- * two), the TMA kernel with 64- to 256-column tiles (persistent grid or
+ * two and on a persistent grid), the TMA kernel with 64- to 256-column tiles (persistent grid or
  * not, when there is more than a wave of tiles; each epilogue; in clusters
  * of two sharing A), K-major B's widths 144-240 (persistent or not, each
- * epilogue), 64-row tiles (for each round count its narrowest width), the
+ * epilogue), ping-pong tiles up to 128 wide (unswapped and swapped, for
+ * each round count its narrowest width), 64-row tiles (for each round
+ * count its narrowest width), the
  * TMA kernel split 2..8 ways on 64- and 128-row tiles 64, 128 and 256 wide when
  * its tiles fill less than the chip, the three smaller mma.sync tiles
  * unsplit and split 2 or 4 ways (on sm_90 only when the output has few
@@ -78,8 +80,9 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     if (tk__gemm_plan_apply(&q, &cfg))
         n = tune_add(c, n, &q);
     /* swapped 256-, 128- and 64-row tiles: for each round count, its
-     * narrowest width, alone and (not 64 rows) in clusters of two; 128-row
-     * tiles also on a persistent grid where they make more than a round */
+     * narrowest width, alone and (not 64 rows) in clusters of two; 256- and
+     * 128-row tiles also on a persistent grid where they make more than a
+     * round */
     for (int bm = 256; tma_ok && bm >= 64; bm /= 2)
         for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0; bn <= (bm == 256 ? SWAP_BN_MAX : 256);
              bn += 16) {
@@ -95,11 +98,29 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
                 if (tk__gemm_plan_apply(&q, &cfg))
                     n = tune_add(c, n, &q);
             }
-            if (bm == 128 && rounds > 1) {
-                cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .persist = 1, .splits = 1};
+            if (bm != 64 && rounds > 1) {
+                cfg =
+                    (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .persist = 1, .splits = 1};
                 q = *base;
                 if (tk__gemm_plan_apply(&q, &cfg))
                     n = tune_add(c, n, &q);
+            }
+        }
+    /* ping-pong tiles (persist 3), unswapped and swapped: 128 rows, for
+     * each round count its narrowest width up to PP_BN_MAX (N-major B:
+     * whole 64-column boxes) */
+    for (int sw = 0; tma_ok && sw <= 1; sw++)
+        for (int bn = 32, last = 0; bn <= PP_BN_MAX; bn += 16) {
+            const int64_t km = sw ? o.N : o.M, kn = sw ? o.M : o.N;
+            const int64_t rounds =
+                (((km + 127) / 128) * ((kn + bn - 1) / bn) + base->sms - 1) / base->sms;
+            if (rounds == last)
+                continue;
+            cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .swap = sw, .persist = 3, .splits = 1};
+            q = *base;
+            if (tk__gemm_plan_apply(&q, &cfg)) {
+                n = tune_add(c, n, &q);
+                last = (int)rounds;
             }
         }
     for (int b = 0; tma_ok && b < N_TMA_BNS; b++) {

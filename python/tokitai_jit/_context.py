@@ -432,7 +432,9 @@ class Context:
     - ``build_mode``: ``"async"`` (the default: a generic kernel serves a call
       while the specialised one builds in the background) or ``"sync"``.
     - ``cache_dir``: cache root; ``cache_lower``: read-only caches searched
-      after it (a path or a list); ``cache_max_size``: bytes or ``"2G"``;
+      after it (a path or a list; ``"shipped"`` is the tier shipped with the
+      library, the default; ``[]`` or ``"none"``: none at all);
+      ``cache_max_size``: bytes or ``"2G"``;
       ``cache_read_only``, ``cache_disabled``.
     - ``device``: ordinal, ``"cuda:1"`` or a ``torch.device``.
     - ``backend``: ``"auto"``, ``"cuda"``, ``"hip"`` or ``"stub"`` (testing:

@@ -11,7 +11,7 @@
  *   TMA_KB_EFF          K-major B widths 144..240              tma_pick_bn
  *   ks_eff_tab          64-row tiles by width                  ks_eff
  *   SWAP_BN_MIN/MAX     256-row swapped tiles' widths          (gemm_internal.h)
- *   SWAP128_BN_MIN/MAX  128-row swapped tiles' widths          swap_pick_bn
+ *   SWAP128_BN_MIN/MAX, SWAP128_WIDE_MIN  128-row swapped widths  swap_pick_bn
  *   swap_eff, KS_SWAP_EFF  swapped tiles' throughput           swap_pick_bn
  *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
  *   SPLIT_MIN_KT_*, SPLIT_WS_MAX, the split thresholds         plan_split
@@ -211,26 +211,44 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_
  * tokens and 32 wide at 512 close to the 128 x 64 tiles. Untested beyond 96. */
 #define SWAP128_BN_MIN 32
 #define SWAP128_BN_MAX 96
+/* Wide 128-row swapped tiles, 112 to 256 columns, weighed apart
+ * (swap_pick_bn's `wide`; TK_GEMM_SWAP128_WIDE 0 leaves them out): on an
+ * H100 (tokitai-jit --tune, throughput per area against the unswapped
+ * 128 x 256 tile of the same class, bench/gemm-measurements.md) 128 x 144
+ * swapped ran 0.82 at fwd N=1024 K=2816 (2304 tokens: 22.5 us against 24.9
+ * for the 256 x 80 swapped tiles the heuristics took), 128 x 160 0.88 at
+ * K=4096 (2560 tokens: 33.4 against 35.4), 128 x 144 0.92 at grad_a
+ * N=50304 (2176 tokens). */
+#ifndef TK_GEMM_SWAP128_WIDE
+#define TK_GEMM_SWAP128_WIDE 1
+#endif
+#define SWAP128_WIDE_MIN 112
 /* 64-row swapped tiles: ks_eff x this (the 128-row swapped tiles ran at
  * 0.83-0.90 of the unswapped ones' weights: the transposed epilogue) */
 #define KS_SWAP_EFF 0.85
 static double swap_eff(int bm, int bn)
 {
     if (bm == 128)
-        return bn >= 96 ? 0.72 : bn >= 80 ? 0.66 : bn >= 64 ? 0.58 : bn >= 48 ? 0.50 : 0.375;
+        return bn >= 128   ? 0.85
+               : bn >= 112 ? 0.78
+               : bn >= 96  ? 0.72
+               : bn >= 80  ? 0.66
+               : bn >= 64  ? 0.58
+               : bn >= 48  ? 0.50
+                           : 0.375;
     return bn >= 128 ? 0.94 : bn >= 112 ? 0.91 : bn >= 96 ? 0.87 : bn >= 80 ? 0.82 : 0.76;
 }
 
 /* Kernel M x N of the swapped plan (M: the op's N, N: its tokens): the
  * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
- * throughput, and that cost. */
-static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int *bm_out, double *cost_out)
+ * throughput, and that cost; `wide`: among the wide 128-row tiles only. */
+static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int *bm_out, double *cost_out)
 {
     int best = 0, best_bm = 256;
     double best_cost = 0;
-    for (int bm = 256; bm >= 64; bm /= 2) {
-        const int hi = bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
-        const int lo = bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
+    for (int bm = wide ? 128 : 256; bm >= (wide ? 128 : 64); bm /= 2) {
+        const int hi = wide ? 256 : bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
+        const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
         for (int bn = hi; bn >= lo; bn -= 16) {
             const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn) : swap_eff(bm, bn);
             const double cost = wave_cost(M, N, bm, bn, sms, eff);
@@ -351,11 +369,23 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
          * 2.4x slower than on its skinny kernel: boxes of 8 real rows in
          * 64, and no skinny kernel for a swapped plan) */
         if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT && p->N >= 64) {
-            int bm;
-            const int bn = swap_pick_bn(p->N, p->M, sms, &bm, &swap_cost);
+            int bm, wbm;
+            double wide_cost = 0;
+            int bn = swap_pick_bn(p->N, p->M, sms, 0, &bm, &swap_cost);
             const double gain =
                 bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256 : SWAP_GAIN;
-            if (swap_cost < cost * gain) {
+            const int swapped = swap_cost < cost * gain;
+            /* the wide 128-row tiles against the plan so far: at a swapped
+             * plan's cost (both store transposed), at SWAP_GAIN of an
+             * unswapped one's */
+            const int wbn =
+                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, sms, 1, &wbm, &wide_cost) : 0;
+            if (wbn > 0 && wide_cost < (swapped ? swap_cost * 0.999 : cost * SWAP_GAIN)) {
+                bm = wbm, bn = wbn, swap_cost = wide_cost;
+            } else if (!swapped) {
+                bn = 0;
+            }
+            if (bn > 0) {
                 tk__gemm_plan_swap(p);
                 p->wg_bm = bm;
                 p->wg_bn = bn;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# GPU machine (device tool, .devdeps carried): one plan.c build switch
+# measured both ways in one call. AB_FLAG (e.g. TK_GEMM_SWAP128_WIDE) is
+# built as 0 and 1 (build-ab0, build-ab1); the sweep of AB_MANIFEST (its
+# shapes, both builds, interleaved runs) and the random sweep of each of
+# SEEDS (AB_N shapes per op; build-ab1, and build-ab0 with AB_BOTH=1).
+# Tables to $OUT.
+. "$(dirname "$0")/gpu-lib.sh" /tmp/tk-ab-out
+flag=${AB_FLAG:?AB_FLAG names the build switch}
+rc=0
+for v in 0 1; do
+  cmake -S . -B build-ab$v -DCMAKE_PREFIX_PATH="$PWD/.devdeps/root/usr" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS="-D$flag=$v" >/dev/null || exit 1
+  cmake --build build-ab$v -j16 >"$out/build-ab$v.log" 2>&1 || { tail -30 "$out/build-ab$v.log"; exit 1; }
+done
+sweep() { # build tag args...
+  local b=$1 tag=$2; shift 2
+  TOKITAI_JIT_TUNE=off TOKITAI_JIT_CACHE_DIR=/tmp/tk-ab$b timeout "${AB_S:-120}" ./build-ab$b/bench/sweep "$@" \
+    --csv "$out/$tag-ab$b.csv" >"$out/$tag-ab$b.md" 2>&1 || rc=1
+  echo "== $tag, $flag=$b"; sed -n '/^| op /,/^| all/p' "$out/$tag-ab$b.md"
+}
+if [ -n "${AB_MANIFEST:-}" ]; then
+  for r in 1 2; do for b in 0 1; do sweep $b "man$r" --manifest "$AB_MANIFEST" --count 0; done; done
+fi
+for seed in ${SEEDS:-}; do
+  sweep 1 "s$seed" --random "${AB_N:-36}" --seed "$seed"
+  [ "${AB_BOTH:-0}" = 1 ] && sweep 0 "s$seed" --random "${AB_N:-36}" --seed "$seed"
+done
+exit $rc

@@ -284,7 +284,7 @@ static tk_status hip_check_target(const char *target, char *canon, size_t size, 
     while (*f == ':') {
         f++;
         size_t fl = strcspn(f, ":");
-        if (!((fl == 7 && strncmp(f, "sramecc", 6) == 0) ||
+        if (!((fl == 8 && strncmp(f, "sramecc", 7) == 0) ||
               (fl == 6 && strncmp(f, "xnack", 5) == 0)) ||
             (f[fl - 1] != '+' && f[fl - 1] != '-'))
             return tk__err_set(err, TK_UNSUPPORTED,

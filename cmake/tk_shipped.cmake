@@ -12,7 +12,8 @@
 # TK_SHIPPED_ARCHS (default sm_80;sm_90): the targets; sm_* need NVRTC (the
 #   CUDA toolkit: CUDA_PATH, CUDA_HOME, /usr/local/cuda, or the library
 #   path, as the library looks for it), gfx* need hipRTC (ROCm's
-#   libamdhip64). Empty: nothing is shipped.
+#   libamdhip64) and the full target id the devices report, which keys
+#   hold (gfx90a:sramecc+:xnack-). Empty: nothing is shipped.
 #
 # The step reruns when the library, the tool or a kernel source changes; it
 # compiles only the kernels whose keys changed and removes the entries no

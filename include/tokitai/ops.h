@@ -194,7 +194,8 @@ TK_API tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims
  * alignment, while its own kernel is built (TK_BUILD_ASYNC; see "Build
  * mode" above). op is one operator, or TK_OP_COUNT for all of them. They
  * are the same under every policy. Works on an offline-target context.
- * n_compiled / n_cached (may be NULL) count kernels, each once.
+ * n_compiled / n_cached (may be NULL) count each operator's kernels once (a
+ * kernel two operators share counts for both).
  *
  *   GEMM (each op): the universal kernel of each alignment class (operands
  *     16-byte aligned or not, output pairs aligned or not): 4 on NVIDIA

@@ -67,6 +67,9 @@
 //                                          bound by the write of C
 //   TK_GEMM_REDUCE                         instead of the GEMM: the split-K
 //                                          reduction kernel (gemm/reduce.cuh)
+//   TK_GEMM_PAD                            instead of the GEMM: the staging
+//                                          copy of an operand whose rows are
+//                                          not 16-byte aligned (gemm/pad.cuh)
 //
 // Every size is handled: loads are predicated with zero fill, stores guarded.
 // Offsets are 64-bit.
@@ -84,6 +87,7 @@
 //   tma_wgmma.cuh      the TMA wgmma kernel and its forms (TK_WGMMA=2)
 //   portable.cuh       AMD (MFMA, portable) and NVIDIA below sm_80
 //   reduce.cuh         the split-K reduction (TK_GEMM_REDUCE)
+//   pad.cuh            the staging copy of unaligned operands (TK_GEMM_PAD)
 
 #ifndef TK_A_KMAJOR
 #define TK_A_KMAJOR 1
@@ -130,7 +134,8 @@ typedef long long tk_i64;
 #ifndef TK_PINGPONG
 #define TK_PINGPONG 0
 #endif
-#if (defined(TK_GEMM_REDUCE) || defined(TK_GEMM_SKINNY) || defined(TK_GEMM_SMALLK)) &&             \
+#if (defined(TK_GEMM_REDUCE) || defined(TK_GEMM_SKINNY) || defined(TK_GEMM_SMALLK) ||              \
+     defined(TK_GEMM_PAD)) &&                                                                     \
     !defined(TK_GEMM_NO_ENTRY)
 #define TK_GEMM_NO_ENTRY 1
 #endif
@@ -253,3 +258,7 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
 #include "gemm/reduce.cuh"
 }
 #endif /* TK_GEMM_REDUCE */
+
+#ifdef TK_GEMM_PAD
+#include "gemm/pad.cuh"
+#endif /* TK_GEMM_PAD */

@@ -38,7 +38,7 @@ echo "build done at $((SECONDS - t0)) s"
 if has suites; then
 echo "== correctness (parallel)"
 lim=$(($(left) - ${TK_AFTER_SUITES:-170}))
-cases=${TK_GEMM_CASES:-exact_small exact_large generic offsets checked skinny smallk configurations}
+cases=${TK_GEMM_CASES:-exact_small exact_large generic offsets checked skinny smallk staged configurations}
 for c in $cases; do
   CK_RUN_CASE=$c timeout "$lim" ./build-gpu/tests/test_gpu_gemm >"$out/gemm-$c.log" 2>&1 &
 done

@@ -661,10 +661,11 @@ START_TEST(test_special_files_refused)
     /* --push --bundle (no server needed: the bundle is refused first). */
     const char *const bundles[] = {fifo, "/dev/zero"};
     for (int i = 0; i < 2; i++) {
-        rc = cli_bounded(&err, "--push", "--bundle", bundles[i], "--remote",
-                         "redis://127.0.0.1:1");
-        ck_assert_msg(rc == CLI_FAIL && strstr(err, "not a regular file"), "--push --bundle %s: "
-                      "exit %d: %s", bundles[i], rc, err);
+        rc = cli_bounded(&err, "--push", "--bundle", bundles[i], "--remote", "redis://127.0.0.1:1");
+        ck_assert_msg(rc == CLI_FAIL && strstr(err, "not a regular file"),
+                      "--push --bundle %s: "
+                      "exit %d: %s",
+                      bundles[i], rc, err);
         free(err);
     }
     printf("special files (FIFO and /dev/zero as --manifest, --import, --push --bundle, a FIFO as "
@@ -883,7 +884,7 @@ START_TEST(test_progress_on_a_terminal)
 }
 END_TEST
 
-/* --fallbacks: every operator's fallback kernels (the stub: 68), once per
+/* --fallbacks: every operator's fallback kernels (the stub: 69), once per
  * target whatever the policies; --ops narrows them; a second run compiles
  * nothing; --prune-others removes the entries the run did not use; the
  * manifest line `fallbacks` does what the option does. */
@@ -897,18 +898,18 @@ START_TEST(test_fallbacks)
     ck_assert_msg(rc == CLI_OK, "exit %d: %s%s", rc, out, err);
     ck_assert_msg(strstr(out, "precompiling 7 jobs (7 operators' fallbacks x 1 targets)"), "%s",
                   out);
-    ck_assert_msg(strstr(out, "stub gemm_f16_fwd fallbacks: compiled 4, found 0"), "%s", out);
+    ck_assert_msg(strstr(out, "stub gemm_f16_fwd fallbacks: compiled 5, found 0"), "%s", out);
     ck_assert_msg(strstr(out, "stub embedding_f16_fwd fallbacks: compiled 36, found 0"), "%s", out);
     ck_assert_msg(strstr(out, "stub softmax_f16_fwd fallbacks: no kernels"), "%s", out);
-    ck_assert_int_eq(kernels_compiled(out), 68);
-    ck_assert_int_eq(n_entries(g_root), 68);
+    ck_assert_int_eq(kernels_compiled(out), 69);
+    ck_assert_int_eq(n_entries(g_root), 69);
     free(out), free(err);
     /* again, under two policies: the same 7 jobs, nothing to compile */
     rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--arch", "stub", "--policy", "exact",
                  "--cache-dir", g_root, NULL);
     ck_assert_int_eq(rc, CLI_OK);
     ck_assert_int_eq(kernels_compiled(out), 0);
-    ck_assert_int_eq(kernels_cached(out), 68);
+    ck_assert_int_eq(kernels_cached(out), 69);
     free(out), free(err);
     char path[1024];
     write_manifest("fb.tkm", "arch stub\npolicy stable exact\nfallbacks gemm_f16_grad_b\n", path,
@@ -925,7 +926,7 @@ START_TEST(test_fallbacks)
     rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--ops",
                  "gemm_f16_fwd,embedding_f16_bwd", "--arch", "stub", "--cache-dir", g_root2, NULL);
     ck_assert_int_eq(rc, CLI_OK);
-    ck_assert_int_eq(kernels_compiled(out), 24);
+    ck_assert_int_eq(kernels_compiled(out), 25);
     free(out), free(err);
 
     /* --prune-others: a softmax kernel of an earlier run goes, the
@@ -934,19 +935,19 @@ START_TEST(test_fallbacks)
     ck_assert_int_eq(
         cli_run(NULL, NULL, "--precompile", "--manifest", path, "--cache-dir", g_root, NULL),
         CLI_OK);
-    ck_assert_int_eq(n_entries(g_root), 69);
+    ck_assert_int_eq(n_entries(g_root), 70);
     rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--arch", "stub", "--cache-dir", g_root,
                  NULL);
     ck_assert_int_eq(rc, CLI_OK);
     ck_assert_ptr_null(strstr(out, "removed"));
-    ck_assert_int_eq(n_entries(g_root), 69);
+    ck_assert_int_eq(n_entries(g_root), 70);
     free(out), free(err);
     rc = cli_run(&out, &err, "--precompile", "--fallbacks", "--arch", "stub", "--prune-others",
                  "--cache-dir", g_root, NULL);
     ck_assert_int_eq(rc, CLI_OK);
     ck_assert_msg(strstr(out, "removed 1 entry the run neither compiled nor found from"), "%s",
                   out);
-    ck_assert_int_eq(n_entries(g_root), 68);
+    ck_assert_int_eq(n_entries(g_root), 69);
     free(out), free(err);
 
     /* usage errors */

@@ -521,6 +521,38 @@ START_TEST(test_checked_run)
 }
 END_TEST
 
+/* Operands whose rows are not 16-byte aligned, in calls large enough to be
+ * staged into the workspace with padded rows (src/ops/gemm/plan.c
+ * tk__gemm_plan_stage): d_model 700 packed (rows of 1400 bytes), odd
+ * leading dimensions, GPT-2's vocabulary of 50257; each op, in sync build
+ * mode (the staging kernel and the aligned kernels compiled for the call),
+ * then the same calls in async mode on a fresh context (the first ones may
+ * run unstaged while the staging kernel builds). Sampled against fp64; the
+ * workspace must have held a staged operand. */
+START_TEST(test_staged)
+{
+    static const shape st[] = {
+        {2000, 1024, 700, 0, 0, 1},
+        {1500, 2003, 1024, 1, 1, 1},
+        {700, 50257, 1024, 0, 0, 1},
+    };
+    for (int mode = 0; mode < 2; mode++) {
+        tk_context *ctx =
+            gpu_ctx_mode(TK_POLICY_STABLE, mode == 0 ? TK_BUILD_SYNC : TK_BUILD_ASYNC);
+        for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+            run_case(ctx, TK_OP_GEMM_F16_FWD, &st[i]);
+            run_case(ctx, TK_OP_GEMM_F16_GRAD_A, &st[i]);
+            run_case(ctx, TK_OP_GEMM_F16_GRAD_B, &st[i]);
+        }
+        tk_context_stats s = TK_STRUCT_INIT(tk_context_stats);
+        tk_assert_status(tk_context_get_stats(ctx, &s), TK_OK);
+        /* at least A of the first shape, 2000 rows padded to 704 halves */
+        ck_assert_uint_ge(s.workspace_peak, (uint64_t)2000 * 704 * 2);
+        tk_context_destroy(ctx);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     /* One case per part (CK_RUN_CASE=exact_small ... runs one). */
@@ -536,6 +568,7 @@ static Suite *suite(void)
         {"configurations", test_every_configuration},
         {"skinny", test_skinny},
         {"smallk", test_smallk},
+        {"staged", test_staged},
     };
     Suite *s = suite_create("gpu_gemm");
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {

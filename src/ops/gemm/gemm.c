@@ -104,7 +104,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                           const void *d_a, int64_t lda, const char *a_name, const char *lda_name,
                           const void *d_b, int64_t ldb, const char *b_name, const char *ldb_name,
                           void *d_c, int64_t ldc, const char *c_name, const char *ldc_name,
-                          void *stream)
+                          void *stream, int stage_ok)
 {
     gemm_plan p, u, f;
     gemm_desc d, ud, fd, rd;
@@ -147,14 +147,18 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
             return st;
     }
     tk__gemm_plan_target(ctx, &p);
-    tk__gemm_plan_alignment(&p, d_a, d_b, d_c);
+    /* operands whose rows are not 16-byte aligned: staged into the
+     * workspace when the call is large enough (tk__gemm_plan_stage) */
+    const int staged = stage_ok && tk__gemm_plan_stage(&p, d_a, d_b);
+    tk__gemm_plan_alignment(&p, p.stage_a ? TK__GEMM_STAGED_PTR : d_a,
+                            p.stage_b ? TK__GEMM_STAGED_PTR : d_b, d_c);
     tk__gemm_plan_wgmma(&p);
     tk__gemm_plan_split(&p);
     tk__gemm_plan_grid(&p);
     tk__gemm_plan_skinny(&p);
     tk__gemm_plan_smallk(&p);
     if (!tk__gemm_plan_tuned(ctx, &p) && tk__gemm_tune_mode() == TUNE_AUTO && p.aligned && !p.amd &&
-        !p.simple) {
+        !p.simple && !staged) {
         /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the
          * caller's buffers and stream, then plan again with the record */
         tk__gemm_tune_call(ctx, &p, d_a, d_b, d_c, stream);
@@ -229,6 +233,21 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                 return st;
         }
     }
+    if (staged) {
+        /* the staging copy's kernel, got after the call's own (which the
+         * checked run reports); not ready yet (its build queued): this call
+         * runs on the caller's operands as they are */
+        tk_kernel *pad = NULL;
+        gemm_desc pd;
+        tk__gemm_build_pad_desc(&pd);
+        st = tk__op_kernel_ready(ctx, &pd.desc, &pad);
+        if (st == TK_NOT_FOUND)
+            return gemm_run(ctx, op, M, N, K, d_a, lda, a_name, lda_name, d_b, ldb, b_name,
+                            ldb_name, d_c, ldc, c_name, ldc_name, stream, 0);
+        if (st != TK_OK)
+            return st;
+        return tk__gemm_exec_staged(ctx, &p, kernel, reduce, pad, d_a, d_b, d_c, stream);
+    }
     return tk__gemm_exec(ctx, &p, kernel, reduce, d_a, d_b, d_c, stream);
 }
 
@@ -237,7 +256,7 @@ tk_status tk_gemm_f16_fwd(tk_context *ctx, int64_t M, int64_t N, int64_t K, cons
                           void *stream)
 {
     return gemm_run(ctx, TK_OP_GEMM_F16_FWD, M, N, K, d_A, lda, "d_A", "lda", d_B, ldb, "d_B",
-                    "ldb", d_C, ldc, "d_C", "ldc", stream);
+                    "ldb", d_C, ldc, "d_C", "ldc", stream, 1);
 }
 
 tk_status tk_gemm_f16_grad_a(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_grad_C,
@@ -245,7 +264,7 @@ tk_status tk_gemm_f16_grad_a(tk_context *ctx, int64_t M, int64_t N, int64_t K, c
                              int64_t ldga, void *stream)
 {
     return gemm_run(ctx, TK_OP_GEMM_F16_GRAD_A, M, N, K, d_grad_C, ldgc, "d_grad_C", "ldgc", d_B,
-                    ldb, "d_B", "ldb", d_grad_A, ldga, "d_grad_A", "ldga", stream);
+                    ldb, "d_B", "ldb", d_grad_A, ldga, "d_grad_A", "ldga", stream, 1);
 }
 
 tk_status tk_gemm_f16_grad_b(tk_context *ctx, int64_t M, int64_t N, int64_t K, const void *d_A,
@@ -253,7 +272,7 @@ tk_status tk_gemm_f16_grad_b(tk_context *ctx, int64_t M, int64_t N, int64_t K, c
                              int64_t ldgb, void *stream)
 {
     return gemm_run(ctx, TK_OP_GEMM_F16_GRAD_B, M, N, K, d_A, lda, "d_A", "lda", d_grad_C, ldgc,
-                    "d_grad_C", "ldgc", d_grad_B, ldgb, "d_grad_B", "ldgb", stream);
+                    "d_grad_C", "ldgc", d_grad_B, ldgb, "d_grad_B", "ldgb", stream, 1);
 }
 
 /* Distinct kernels of a precompile (descriptions compared in full). */
@@ -386,6 +405,14 @@ tk_status tk__gemm_precompile_fallbacks(tk_context *ctx, tk_op op, unsigned *n_c
                 }
             }
         }
+    }
+    /* the staging copy of unaligned operands (tk__gemm_plan_stage), which
+     * has no fallback of its own: shared by the three operators, listed
+     * with the forward's */
+    if (op == TK_OP_GEMM_F16_FWD && !p.amd && !p.simple) {
+        gemm_desc pd;
+        tk__gemm_build_pad_desc(&pd);
+        desc_set_add(set, &pd);
     }
     for (int i = 0; st == TK_OK && i < set->n; i++)
         st = tk__op_kernel(ctx, &set->d[i].desc, NULL, n_compiled, n_cached);

@@ -62,6 +62,13 @@ typedef struct gemm_tile {
 #ifndef TK_GEMM_PINGPONG
 #define TK_GEMM_PINGPONG 0
 #endif
+/* 1: operands whose rows are not 16-byte aligned are staged into the
+ * workspace, rows padded, for the aligned kernels (plan.c
+ * tk__gemm_plan_stage); build with -DTK_GEMM_STAGE=0 to run them on the
+ * scalar-load kernels. */
+#ifndef TK_GEMM_STAGE
+#define TK_GEMM_STAGE 1
+#endif
 /* Widest ping-pong tile: a warpgroup holds 128 x BN fp32 accumulators. */
 #define PP_BN_MAX 128
 /* TMA kernel epilogue staged through shared memory (TK_EPI_SMEM in the
@@ -113,7 +120,12 @@ typedef struct gemm_plan {
     int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
     gemm_tile tile;
     int64_t om, on, ok; /* the op's own M, N, K (tuning records are keyed on them) */
-    int64_t sms;        /* multiprocessors of the device (NV_SMS offline) */
+    /* Staged operands (tk__gemm_plan_stage): the kernel's A (B) is first
+     * copied into the workspace with lda (ldb) = its row length rounded up
+     * to 8 halves; src_lda (src_ldb) is the caller's leading dimension. */
+    int stage_a, stage_b;
+    int64_t src_lda, src_ldb;
+    int64_t sms; /* multiprocessors of the device (NV_SMS offline) */
 } gemm_plan;
 
 typedef struct gemm_cfg {
@@ -173,6 +185,11 @@ void tk__gemm_plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p);
 void tk__gemm_plan_alignment(gemm_plan *p, const void *a, const void *b, const void *c);
 void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u);
 int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f);
+int tk__gemm_plan_stage(gemm_plan *p, const void *a, const void *b);
+void tk__gemm_plan_unstage(gemm_plan *p);
+/* The pointer plan_alignment is given for a staged operand (the
+ * workspace is 256-byte aligned). */
+#define TK__GEMM_STAGED_PTR ((const void *)(uintptr_t)256)
 void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
                                     gemm_plan *p);
 
@@ -194,9 +211,15 @@ int tk__gemm_plan_fallback(const gemm_plan *p, gemm_plan *f);
 void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d);
 int tk__gemm_desc_same(const gemm_desc *a, const gemm_desc *b);
 void tk__gemm_build_reduce_desc(const gemm_plan *p, gemm_desc *d);
+void tk__gemm_build_pad_desc(gemm_desc *d);
 void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads, unsigned *smem);
 tk_status tk__gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, tk_kernel *reduce,
                         const void *d_a, const void *d_b, void *d_c, void *stream);
+/* tk__gemm_exec of a plan with staged operands: pad (the staging copy's
+ * kernel) copies them into the workspace first; d_a, d_b are the caller's. */
+tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel,
+                               tk_kernel *reduce, tk_kernel *pad, const void *d_a, const void *d_b,
+                               void *d_c, void *stream);
 
 /* tune.c */
 void tk__gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b, void *d_c,

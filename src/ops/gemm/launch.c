@@ -182,6 +182,16 @@ void tk__gemm_build_reduce_desc(const gemm_plan *p, gemm_desc *d)
     add_def(d, "TK_OUT_F16", p->out_f16);
 }
 
+/* The staging copy's kernel (kernel_src/gemm/pad.cuh): nothing baked. */
+void tk__gemm_build_pad_desc(gemm_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->desc.source_name = "gemm_f16";
+    d->desc.entry = "tk_gemm_pad";
+    d->desc.defines = d->defs;
+    add_def(d, "TK_GEMM_PAD", 1);
+}
+
 #define REDUCE_THREADS 256u
 
 static int64_t reduce_blocks(const gemm_plan *p)
@@ -255,25 +265,85 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
 tk_status tk__gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, tk_kernel *reduce,
                         const void *d_a, const void *d_b, void *d_c, void *stream)
 {
+    return tk__gemm_exec_staged(ctx, p, kernel, reduce, NULL, d_a, d_b, d_c, stream);
+}
+
+#define PAD_THREADS 256u
+
+/* Copies the kernel operand of rows x cols halves at src (leading dimension
+ * lds) into dst with leading dimension ldd (a multiple of 8). */
+static tk_status pad_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *pad, const void *src,
+                            int64_t lds, void *dst, int64_t ldd, int64_t rows, int64_t cols,
+                            void *stream)
+{
+    const int64_t items = rows * (ldd / 8);
+    int64_t b = (items + PAD_THREADS - 1) / PAD_THREADS;
+    if (b > p->sms * 16)
+        b = p->sms * 16;
+    const unsigned grid[3] = {(unsigned)(b > 0 ? b : 1), 1, 1};
+    const unsigned block[3] = {PAD_THREADS, 1, 1};
+    long long ls = lds, ld = ldd, r = rows, c = cols;
+    void *args[] = {(void *)&src, &ls, &dst, &ld, &r, &c};
+    return tk_kernel_launch(ctx, pad, grid, block, 0, stream, args);
+}
+
+static size_t round256(size_t n)
+{
+    return (n + 255u) & ~(size_t)255u;
+}
+
+tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel,
+                               tk_kernel *reduce, tk_kernel *pad, const void *d_a, const void *d_b,
+                               void *d_c, void *stream)
+{
     int64_t blocks;
     unsigned threads, smem;
     tk_status st;
     tk__gemm_launch_dims(p, &blocks, &threads, &smem);
-    if (p->splits > 1) {
+    /* Workspace, one piece for the call (its lock is not re-entrant): the
+     * staged operands, then the split partials or stream-K's fix-up area. */
+    const int sa = pad != NULL && p->stage_a, sb = pad != NULL && p->stage_b;
+    const int64_t a_rows = p->a_kmajor ? p->M : p->K, a_cols = p->a_kmajor ? p->K : p->M;
+    const int64_t b_rows = p->b_kmajor ? p->N : p->K, b_cols = p->b_kmajor ? p->K : p->N;
+    const size_t a_bytes = sa ? round256((size_t)a_rows * (size_t)p->lda * 2u) : 0;
+    const size_t b_bytes = sb ? round256((size_t)b_rows * (size_t)p->ldb * 2u) : 0;
+    size_t work = 0;
+    if (p->splits > 1)
+        work = (size_t)p->splits * (size_t)p->M * (size_t)p->N * 4u;
+    else if (p->tma && p->persist == 2) /* a flag and a partial tile (128 x BN fp32) per block */
+        work = (size_t)blocks * (8u + (size_t)p->wg_bm * (size_t)p->wg_bn * 4u);
+    if (a_bytes + b_bytes + work == 0)
+        return gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, NULL,
+                           stream);
+    char *ws = NULL;
+    st = tk__op_workspace_acquire(ctx, stream, a_bytes + b_bytes + work, (void **)&ws);
+    if (st != TK_OK)
+        return st;
+    /* the kernel's A is the caller's B side when swapped (gemm_launch swaps back) */
+    const void *ka = p->swap ? d_b : d_a, *kb = p->swap ? d_a : d_b;
+    if (sa) {
+        st = pad_launch(ctx, p, pad, ka, p->src_lda, ws, p->lda, a_rows, a_cols, stream);
+        ka = ws;
+    }
+    if (st == TK_OK && sb) {
+        st = pad_launch(ctx, p, pad, kb, p->src_ldb, ws + a_bytes, p->ldb, b_rows, b_cols, stream);
+        kb = ws + a_bytes;
+    }
+    d_a = p->swap ? kb : ka;
+    d_b = p->swap ? ka : kb;
+    void *wk = ws + a_bytes + b_bytes;
+    if (st != TK_OK) {
+        /* nothing more enqueued */
+    } else if (p->splits > 1) {
         /* Both kernels first (by the caller), so a compile failure enqueues
          * nothing. */
-        void *ws = NULL;
-        st = tk__op_workspace_acquire(ctx, stream,
-                                      (size_t)p->splits * (size_t)p->M * (size_t)p->N * 4u, &ws);
-        if (st != TK_OK)
-            return st;
-        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, ws, p->N, NULL, stream);
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, wk, p->N, NULL, stream);
         if (st == TK_OK) {
             const unsigned rgrid[3] = {(unsigned)reduce_blocks(p), 1, 1};
             const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};
             long long m = p->M, n = p->N, lc = p->ldc;
             int splits = p->splits;
-            void *rargs[] = {&ws, &d_c, &m, &n, &lc, &splits};
+            void *rargs[] = {&wk, &d_c, &m, &n, &lc, &splits};
             /* After a split grid of one wave, the reduce is launched as its
              * programmatic dependent: it is launched while the split kernel
              * runs and starts summing as it completes (the kernel waits in
@@ -285,21 +355,15 @@ tk_status tk__gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, 
             else
                 st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);
         }
-        tk__op_workspace_release(ctx);
-        return st;
+    } else if (p->tma && p->persist == 2) {
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc,
+                         work ? wk : NULL, stream);
+    } else {
+        st =
+            gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, NULL, stream);
     }
-    if (p->tma && p->persist == 2) {
-        /* stream-K: a flag and a partial tile (128 x BN fp32) per block */
-        void *ws = NULL;
-        st = tk__op_workspace_acquire(
-            ctx, stream, (size_t)blocks * (8u + (size_t)p->wg_bm * (size_t)p->wg_bn * 4u), &ws);
-        if (st != TK_OK)
-            return st;
-        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, ws, stream);
-        tk__op_workspace_release(ctx);
-        return st;
-    }
-    return gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, d_c, p->ldc, NULL, stream);
+    tk__op_workspace_release(ctx);
+    return st;
 }
 
 /* Launches the GEMM kernel of p into c (leading dimension ldc: the output's,

@@ -275,6 +275,8 @@ void tk__gemm_plan_swap(gemm_plan *p)
     t = p->M, p->M = p->N, p->N = t;
     t = p->lda, p->lda = p->ldb, p->ldb = t;
     k = p->a_kmajor, p->a_kmajor = p->b_kmajor, p->b_kmajor = k;
+    k = p->stage_a, p->stage_a = p->stage_b, p->stage_b = k;
+    t = p->src_lda, p->src_lda = p->src_ldb, p->src_ldb = t;
     if (p->moving != 2)
         p->moving = 1 - p->moving;
     p->swap = !p->swap;
@@ -767,6 +769,41 @@ void tk__gemm_plan_op(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
         p->a_kmajor = 0, p->b_kmajor = 0, p->out_f16 = 1;
         break;
     }
+}
+
+/* Operands whose rows do not start on 16-byte boundaries (a pointer off 16
+ * bytes, or a leading dimension that is not a multiple of 8: d_model 700,
+ * GPT-2's vocabulary of 50257) keep the fast kernels off (16-byte copies,
+ * tensor maps): the scalar-load mma.sync kernel ran grad_b 9000x1024x700
+ * at 0.09 of cuBLAS on an H100. On NVIDIA sm_80 and up, a call of at least
+ * STAGE_MIN_FLOP copies each such operand into the workspace first, rows
+ * padded to a multiple of 8 halves (one read and one write of it: about 9
+ * us for a 9000 x 700 operand at 3 TB/s), and runs the aligned kernels on
+ * the copy. Before tk__gemm_plan_alignment (pass TK__GEMM_STAGED_PTR for a
+ * staged operand); 1 when an operand is staged. */
+#define STAGE_MIN_FLOP ((int64_t)1 << 28)
+int tk__gemm_plan_stage(gemm_plan *p, const void *a, const void *b)
+{
+    p->stage_a = p->stage_b = 0;
+    p->src_lda = p->lda, p->src_ldb = p->ldb;
+    if (!TK_GEMM_STAGE || p->amd || p->simple || p->M <= 0 || p->N <= 0 || p->K <= 0 ||
+        2.0 * (double)p->M * (double)p->N * (double)p->K < (double)STAGE_MIN_FLOP)
+        return 0;
+    const int64_t a_cols = p->a_kmajor ? p->K : p->M, b_cols = p->b_kmajor ? p->K : p->N;
+    p->stage_a = ((uintptr_t)a % 16) != 0 || p->lda % 8 != 0;
+    p->stage_b = ((uintptr_t)b % 16) != 0 || p->ldb % 8 != 0;
+    if (p->stage_a)
+        p->lda = (a_cols + 7) / 8 * 8;
+    if (p->stage_b)
+        p->ldb = (b_cols + 7) / 8 * 8;
+    return p->stage_a || p->stage_b;
+}
+
+/* Back to the caller's operands (the staging copy's kernel is not ready). */
+void tk__gemm_plan_unstage(gemm_plan *p)
+{
+    p->lda = p->src_lda, p->ldb = p->src_ldb;
+    p->stage_a = p->stage_b = 0;
 }
 
 void tk__gemm_plan_alignment(gemm_plan *p, const void *a, const void *b, const void *c)

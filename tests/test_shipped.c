@@ -5,7 +5,8 @@
  * - The set: on the stub backend, every op's count and a second run that
  *   compiles nothing; with NVRTC (skipped, with a line saying so, where it
  *   is missing), the GEMM forward's set for sm_90 (4 universal kernels, 6
- *   TMA fast fallbacks, 3 at each tile width) and for sm_80 (the 4 only).
+ *   TMA fast fallbacks, 3 at each tile width, the staging copy of
+ *   unaligned operands) and for sm_80 (the 4 and the staging copy).
  * - Finding the tier: tk__cache_shipped_from on folder layouts; then the
  *   real thing, from a copy of this program placed in a tree with the tier
  *   beside it (bin/ and share/ of an install, or share/ beside the program

@@ -246,7 +246,12 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
                             ldb_name, d_c, ldc, c_name, ldc_name, stream, 0);
         if (st != TK_OK)
             return st;
-        return tk__gemm_exec_staged(ctx, &p, kernel, reduce, pad, d_a, d_b, d_c, stream);
+        st = tk__gemm_exec_staged(ctx, &p, kernel, reduce, pad, d_a, d_b, d_c, stream);
+        if (st != TK__GEMM_STAGE_NO_ROOM)
+            return st;
+        /* no device memory for the copies: speed lost, not the call */
+        return gemm_run(ctx, op, M, N, K, d_a, lda, a_name, lda_name, d_b, ldb, b_name, ldb_name,
+                        d_c, ldc, c_name, ldc_name, stream, 0);
     }
     return tk__gemm_exec(ctx, &p, kernel, reduce, d_a, d_b, d_c, stream);
 }

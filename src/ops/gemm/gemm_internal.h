@@ -216,7 +216,10 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
 tk_status tk__gemm_exec(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel, tk_kernel *reduce,
                         const void *d_a, const void *d_b, void *d_c, void *stream);
 /* tk__gemm_exec of a plan with staged operands: pad (the staging copy's
- * kernel) copies them into the workspace first; d_a, d_b are the caller's. */
+ * kernel) copies them into the workspace first; d_a, d_b are the caller's.
+ * TK__GEMM_STAGE_NO_ROOM, nothing enqueued, when the device has no room for
+ * the staged copies (the call then runs on the operands as they are). */
+#define TK__GEMM_STAGE_NO_ROOM ((tk_status)-1000)
 tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *kernel,
                                tk_kernel *reduce, tk_kernel *pad, const void *d_a, const void *d_b,
                                void *d_c, void *stream);

@@ -318,7 +318,7 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
     char *ws = NULL;
     st = tk__op_workspace_acquire(ctx, stream, a_bytes + b_bytes + work, (void **)&ws);
     if (st != TK_OK)
-        return st;
+        return st == TK_OUT_OF_MEMORY && (sa || sb) ? TK__GEMM_STAGE_NO_ROOM : st;
     /* the kernel's A is the caller's B side when swapped (gemm_launch swaps back) */
     const void *ka = p->swap ? d_b : d_a, *kb = p->swap ? d_a : d_b;
     if (sa) {

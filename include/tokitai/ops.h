@@ -202,7 +202,9 @@ TK_API tk_status tk_op_precompile(tk_context *ctx, tk_op op, const int64_t *dims
  *     sm_80 and later, 1 below sm_80 and on AMD; on sm_90 also the fast
  *     fallbacks (the TMA kernel, M, N, K at run time), 128 and 256 columns
  *     wide, for each output alignment (unaligned, paired, TMA-stored): 6.
- *     sm_90: 30 kernels for the three ops; sm_80: 12.
+ *     The forward's set also holds the staging copy of unaligned operands
+ *     (NVIDIA sm_80 and later), which the three ops share. sm_90: 31
+ *     kernels for the three ops; sm_80: 13.
  *   embedding forward: the GENERIC kernel of every variant (vector width
  *     1, 2, 4, 8 x threads per row 1..256): 36; backward: the GENERIC
  *     gather of every variant (4 x 4) and the 4 sort kernels: 20.

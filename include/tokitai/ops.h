@@ -19,6 +19,13 @@
  *  - fp16 pointers need 2-byte alignment (TK_MISALIGNED otherwise), int32 /
  *    uint32 pointers 4-byte; wider alignment, when present, selects 16-byte
  *    vector variants, and its absence selects narrower ones, never an error.
+ *    GEMM operands whose rows do not start on 16-byte boundaries (a
+ *    leading dimension that is not a multiple of 8, or a pointer off 16
+ *    bytes) are copied, in calls of 2^28 FLOP or more on NVIDIA sm_80+, into
+ *    the context's operator workspace with padded rows before the call's
+ *    kernel runs (one more launch and a read and a write of that operand,
+ *    on the caller's stream); without device memory for the copy the call
+ *    runs on the operands as they are.
  *
  * Specialisation policies (tk_config_set_policy) and what each bakes.
  *

@@ -37,8 +37,10 @@
  * Alignment: fp16 operands need 2-byte aligned pointers and the fp32 output
  * 4-byte ones (TK_MISALIGNED otherwise). The fast variant's 16-byte cp.async
  * loads need both inputs 16-byte aligned with leading dimensions multiple of
- * 8; anything else gets the scalar-load variant of the same kernel (slower,
- * never an error).
+ * 8; a large call stages a misaligned operand into the workspace with padded
+ * rows (plan.c tk__gemm_plan_stage; launch.c tk__gemm_exec_staged); anything
+ * else gets the scalar-load variant of the same kernel (slower, never an
+ * error).
  *
  * Files: gemm.c (this: the entry points, validation, the kernel choice of
  * a call and its fallback, precompile), plan.c (the heuristics and their

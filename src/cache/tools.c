@@ -218,16 +218,20 @@ typedef struct list_ctx {
     tk_status status;
 } list_ctx;
 
-static int list_one(void *p, const char *path, enum file_kind kind, const char *hex)
+/* Reads the head of the entry file at path (named hex) and hands its
+ * listing to fn (the user tier's files checked as its own: not a read-only
+ * tier's). Returns 0 for a file that is no entry this walk can read, else
+ * what fn returned; 1, with TK_OUT_OF_MEMORY in *status, when its strings
+ * could not be copied. */
+typedef int (*entry_info_fn)(void *user, const char *path, const tk_cache_entry_info *info);
+static int with_entry_info(const char *path, const char *hex, int read_only_tier, entry_info_fn fn,
+                           void *user, tk_status *status)
 {
-    list_ctx *c = p;
-    if (kind != FILE_ENTRY)
-        return 0;
     struct stat st;
     tk__entry_view v;
     uint8_t *buf = NULL;
     const char *why;
-    if (read_head(path, !c->read_only_tier, &st, &v, &buf, &why) != TK_OK)
+    if (read_head(path, !read_only_tier, &st, &v, &buf, &why) != TK_OK)
         return 0;
     char fp[33];
     tk__fp_hex(v.fp_hi, v.fp_lo, fp);
@@ -237,15 +241,30 @@ static int list_one(void *p, const char *path, enum file_kind kind, const char *
     if (strings) {
         tk_cache_entry_info info;
         char hash[33];
-        fill_info(&info, hex, path, s, &v, &st, c->read_only_tier, hash);
-        stop = c->visit(c->user, &info);
+        fill_info(&info, hex, path, s, &v, &st, read_only_tier, hash);
+        stop = fn(user, path, &info);
     } else if (strcmp(fp, hex) == 0) {
-        c->status = TK_OUT_OF_MEMORY;
+        *status = TK_OUT_OF_MEMORY;
         stop = 1;
     }
     free(strings);
     free(buf);
     return stop;
+}
+
+static int list_visit(void *p, const char *path, const tk_cache_entry_info *info)
+{
+    (void)path;
+    const list_ctx *c = p;
+    return c->visit(c->user, info);
+}
+
+static int list_one(void *p, const char *path, enum file_kind kind, const char *hex)
+{
+    list_ctx *c = p;
+    if (kind != FILE_ENTRY)
+        return 0;
+    return with_entry_info(path, hex, c->read_only_tier, list_visit, c, &c->status);
 }
 
 /* Walks the user tier, then each lower tier. */
@@ -726,39 +745,25 @@ typedef struct remove_ctx {
     tk_status status;
 } remove_ctx;
 
+static int remove_visit(void *p, const char *path, const tk_cache_entry_info *info)
+{
+    remove_ctx *c = p;
+    if (c->select(c->user, info)) {
+        if (tk__cache_unlink(path) == 0)
+            c->removed++;
+        else if (errno != ENOENT)
+            c->failed = 1, c->err = errno;
+    }
+    return 0;
+}
+
+/* (a file that is no entry we can read: --verify and --prune deal with it) */
 static int remove_one(void *p, const char *path, enum file_kind kind, const char *hex)
 {
     remove_ctx *c = p;
     if (kind != FILE_ENTRY)
         return 0;
-    struct stat st;
-    tk__entry_view v;
-    uint8_t *buf = NULL;
-    const char *why;
-    if (read_head(path, 1, &st, &v, &buf, &why) != TK_OK)
-        return 0; /* not an entry we can read: --verify and --prune deal with it */
-    char fp[33];
-    tk__fp_hex(v.fp_hi, v.fp_lo, fp);
-    const char *s[TK__ENTRY_N_STRINGS];
-    char *strings = strcmp(fp, hex) == 0 ? view_strings(&v, s) : NULL;
-    int stop = 0;
-    if (strings) {
-        tk_cache_entry_info info;
-        char hash[33];
-        fill_info(&info, hex, path, s, &v, &st, 0, hash);
-        if (c->select(c->user, &info)) {
-            if (tk__cache_unlink(path) == 0)
-                c->removed++;
-            else if (errno != ENOENT)
-                c->failed = 1, c->err = errno;
-        }
-    } else if (strcmp(fp, hex) == 0) {
-        c->status = TK_OUT_OF_MEMORY;
-        stop = 1;
-    }
-    free(strings);
-    free(buf);
-    return stop;
+    return with_entry_info(path, hex, 0, remove_visit, c, &c->status);
 }
 
 tk_status tk_cache_remove(tk_cache *cache, tk_cache_select_fn select, void *user,
@@ -1205,10 +1210,9 @@ static tk_status bundle_walk(tk_cache *cache, bundle *b, bundle_entry_fn fn,
         *rejected += count;
         if (bad)
             bad(user, path, "bundle declares more records than its size can hold");
-        return tk__cache_fail(cache, TK_CORRUPT,
-                              "%s: declares %llu records, but %llu bytes hold at most %llu", path,
-                              (unsigned long long)count, (unsigned long long)b->size,
-                              (unsigned long long)most);
+        return tk__cache_fail(
+            cache, TK_CORRUPT, "%s: declares %llu records, but %llu bytes hold at most %llu", path,
+            (unsigned long long)count, (unsigned long long)b->size, (unsigned long long)most);
     }
     uint8_t *bytes = NULL;
     tk_status st = TK_OK;

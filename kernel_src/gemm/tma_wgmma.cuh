@@ -319,6 +319,33 @@ __device__ __forceinline__ void sk_wait(const unsigned long long *flag, unsigned
     } while (v != tag);
 }
 
+// The wgmmas of one K step (64) of a ring stage: A at sa, B at sb (the
+// producer's layouts), for each 16-deep slice the MI 64-row blocks of A from
+// block mb0 on against the same slice of B, accumulators acc + mi * BN / 2.
+template <int BN, int MI, bool AK, bool BKM>
+__device__ __forceinline__ void mma_kstep(float *acc, unsigned sa, unsigned sb, int mb0)
+{
+    constexpr int BK = 64;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+        unsigned long long db;
+        if (BKM)
+            db = desc(sb + kk * 32, 16, 1024);
+        else
+            db = desc(sb + kk * 16 * 128, BK * 128, 1024);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const int mb = mb0 + mi; // 64-row block of the tile
+            unsigned long long da;
+            if (AK)
+                da = desc(sa + mb * 64 * 128 + kk * 32, 16, 1024);
+            else
+                da = desc(sa + mb * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+            mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * (BN / 2), da, db);
+        }
+    }
+}
+
 // Consumer warpgroups 1-2 of gemm_body_tma: wgmma on each full stage, then
 // the epilogue, for each segment of the block's work (tk_work). A function
 // of its own so that the producer / consumer split is one if / else
@@ -383,24 +410,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
             fence_regs<NACC>(acc);
             fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
-                unsigned long long db;
-                if (BKM)
-                    db = desc(sb + kk * 32, 16, 1024);
-                else
-                    db = desc(sb + kk * 16 * 128, BK * 128, 1024);
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    const int mb = KS ? 0 : cw * MI + mi; // 64-row block of the tile
-                    unsigned long long da;
-                    if (AK)
-                        da = desc(sa + mb * 64 * 128 + kk * 32, 16, 1024);
-                    else
-                        da = desc(sa + mb * BK * 128 + kk * 16 * 128, BK * 128, 1024);
-                    mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
-                }
-            }
+            mma_kstep<BN, MI, AK, BKM>(acc, sa, sb, KS ? 0 : cw * MI);
             commit();
             wait<1>(); // this warpgroup's previous step is done: its stage is free
             fence_regs<NACC>(acc);
@@ -677,23 +687,7 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
             const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
             fence_regs<NACC>(acc);
             fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
-                unsigned long long db;
-                if (BKM)
-                    db = desc(sb + kk * 32, 16, 1024);
-                else
-                    db = desc(sb + kk * 16 * 128, BK * 128, 1024);
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    unsigned long long da;
-                    if (AK)
-                        da = desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
-                    else
-                        da = desc(sa + mi * BK * 128 + kk * 16 * 128, BK * 128, 1024);
-                    mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * NACC1, da, db);
-                }
-            }
+            mma_kstep<BN, MI, AK, BKM>(acc, sa, sb, 0);
             commit();
             wait<1>(); // the previous step is done: its stage is free
             fence_regs<NACC>(acc);

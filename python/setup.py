@@ -4,10 +4,16 @@
 
 1. the library: ``$TOKITAI_JIT_LIBRARY_DIR`` (a folder holding
    libtokitai_jit.so.1, such as a build tree) is copied when set; otherwise
-   CMake builds the parent tree's ``tokitai_jit`` target alone (Release, no
-   tests, no benchmarks) in a folder of the build. The library goes into the
-   package as ``libtokitai_jit.so.1`` and ``_install_paths.py`` names it, so
-   the installed package loads it with no environment variable.
+   CMake builds the parent tree's ``tokitai_jit`` target (Release, no
+   tests, no benchmarks) in a folder of the build, and the fallback kernels
+   it ships (target ``tk_shipped_cache``, where NVRTC or hipRTC is there to
+   compile them). The library goes into the package as
+   ``libtokitai_jit.so.1`` and ``_install_paths.py`` names it, so the
+   installed package loads it with no environment variable; the shipped
+   tier beside the library (``share/tokitai-jit/cache``) goes into the
+   package beside it, where the library finds it: a first run after
+   ``pip install`` takes its fallback kernels from there instead of
+   compiling one on the caller's thread.
 2. the C extension ``tokitai_jit._fast`` (the operators' call path of
    tokitai_jit.torch); optional: without a C compiler or Python headers the
    package keeps its ctypes path. ``TOKITAI_JIT_NO_EXTENSION=1`` skips it.
@@ -30,6 +36,7 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SONAME = "libtokitai_jit.so.1"
+SHIPPED = os.path.join("share", "tokitai-jit", "cache")
 
 
 def _library(build_temp: str) -> str:
@@ -52,6 +59,9 @@ def _library(build_temp: str) -> str:
     jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
     subprocess.check_call(cfg)
     subprocess.check_call([cmake, "--build", bdir, "--target", "tokitai_jit", "-j", jobs])
+    # The shipped tier: a target only where a kernel compiler was found.
+    if subprocess.call([cmake, "--build", bdir, "--target", "tk_shipped_cache", "-j", jobs]) != 0:
+        print("note: no shipped fallback kernels built (no NVRTC or hipRTC at configure time?)")
     path = os.path.join(bdir, SONAME)
     if not os.path.isfile(path):
         sys.exit("the CMake build made no %s in %s" % (SONAME, bdir))
@@ -72,6 +82,14 @@ class BuildPy(build_py):
         os.chmod(dst, 0o755)
         with open(os.path.join(dst_dir, "_install_paths.py"), "w", encoding="utf-8") as f:
             f.write("# Written by setup.py: the library bundled in this package.\nLIBRARY = %r\n" % SONAME)
+        # The read-only tier of fallback kernels beside the library, without
+        # the user-cache bookkeeping (lock folder, statistics, leftovers).
+        tier = os.path.join(os.path.dirname(os.path.realpath(src)), SHIPPED)
+        dst_tier = os.path.join(dst_dir, SHIPPED)
+        shutil.rmtree(dst_tier, ignore_errors=True)
+        if os.path.isdir(tier):
+            shutil.copytree(tier, dst_tier, ignore=shutil.ignore_patterns("locks", "stats", ".tmp.*"))
+            print("bundled the shipped fallback kernels from %s" % tier)
 
 
 class OptionalBuildExt(build_ext):

@@ -31,6 +31,20 @@ assert here.startswith(sys.prefix), ("imported from", here, "not the venv", sys.
 path = tj.library_path()
 assert os.path.dirname(path) == here, ("library", path, "not the bundled one in", here)
 print("library:", path, tj.library_version())
+# The shipped tier of fallback kernels: bundled beside the library when the
+# build had one (TK_WANT_TIER=1), and then the tier the library finds.
+import ctypes
+lib = ctypes.CDLL(path)
+lib.tk_cache_shipped_tier.restype = ctypes.c_char_p
+found = (lib.tk_cache_shipped_tier() or b"").decode()
+bundled = os.path.join(here, "share", "tokitai-jit", "cache")
+if os.environ.get("TK_WANT_TIER") == "1":
+    n = sum(len(fs) for _, _, fs in os.walk(bundled))
+    assert os.path.isdir(bundled) and n > 0, ("no shipped tier bundled in", bundled)
+    assert found == bundled, ("the library found", found, "not", bundled)
+    print("shipped tier: bundled and found,", n, "files")
+else:
+    print("shipped tier: none expected; found %r" % found)
 with tj.Context(backend="stub", cache_dir=os.path.join(os.getcwd(), "cache")) as ctx:
     c = ctx.gemm_f16_fwd(ctx.empty((4, 8)), ctx.empty((8, 16)))
     assert (c.shape, c.dtype) == ((4, 16), "float32")
@@ -83,6 +97,14 @@ def main() -> int:
         env["TOKITAI_JIT_LIBRARY_DIR"] = os.path.abspath(libdir)
     subprocess.check_call([py, "-m", "pip", "install", "-q", "--no-build-isolation", "./python"], cwd=src, env=env)
     env.pop("TOKITAI_JIT_LIBRARY_DIR", None)
+    # a tier is expected where the library handed over has one, or where
+    # setup.py's own build could compile one (a kernel compiler here)
+    if libdir:
+        want = os.path.isdir(os.path.join(libdir, "share", "tokitai-jit", "cache"))
+    else:
+        want = any(os.path.isdir(os.path.join(root, "share", "tokitai-jit", "cache"))
+                   for root, _, _ in os.walk(os.path.join(src, "python", "build")))
+    env["TK_WANT_TIER"] = "1" if want else "0"
     rc = subprocess.call([py, "-c", INSIDE], cwd=work, env=env)
     print("pip install + import + stub backend:", "ok" if rc == 0 else "FAILED (%d)" % rc)
     return rc

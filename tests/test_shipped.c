@@ -159,17 +159,23 @@ static int count_kind(void *user, const tk_cache_entry_info *e)
     return 0;
 }
 
-static kinds kinds_in(const char *cache, const char *arch)
+/* Lists the cache at dir (as its user cache) to fn. */
+static void list_cache(const char *dir, tk_cache_visit_fn fn, void *user)
 {
-    kinds k = {0, 0, 0, 0, 0, 0, 0, arch};
     tk_config *cfg = NULL;
     tk_cache *c = NULL;
     tk_assert_status(tk_config_create(&cfg), TK_OK);
-    tk_assert_status(tk_config_set_cache_dir(cfg, cache), TK_OK);
+    tk_assert_status(tk_config_set_cache_dir(cfg, dir), TK_OK);
     tk_assert_status(tk_cache_open(cfg, &c), TK_OK);
-    tk_assert_status(tk_cache_list(c, count_kind, &k), TK_OK);
+    tk_assert_status(tk_cache_list(c, fn, user), TK_OK);
     tk_cache_close(c);
     tk_config_destroy(cfg);
+}
+
+static kinds kinds_in(const char *cache, const char *arch)
+{
+    kinds k = {0, 0, 0, 0, 0, 0, 0, arch};
+    list_cache(cache, count_kind, &k);
     return k;
 }
 
@@ -531,14 +537,7 @@ START_TEST(corrupt_entry_is_a_miss)
     char *exe = make_tree("inst", 1, &tier);
     char *rt = real_of(tier);
     first_entry f = {""};
-    tk_config *cfg = NULL;
-    tk_cache *c = NULL;
-    tk_assert_status(tk_config_create(&cfg), TK_OK);
-    tk_assert_status(tk_config_set_cache_dir(cfg, tier), TK_OK);
-    tk_assert_status(tk_cache_open(cfg, &c), TK_OK);
-    tk_assert_status(tk_cache_list(c, find_fwd_universal, &f), TK_OK);
-    tk_cache_close(c);
-    tk_config_destroy(cfg);
+    list_cache(tier, find_fwd_universal, &f);
     ck_assert_msg(f.path[0], "no universal forward kernel in %s", tier);
 
     /* bytes flipped in the middle: the checksum fails */

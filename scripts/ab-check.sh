@@ -13,6 +13,18 @@ for v in 0 1; do
     -DCMAKE_C_FLAGS="-D$flag=$v" >/dev/null || exit 1
   cmake --build build-ab$v -j16 >"$out/build-ab$v.log" 2>&1 || { tail -30 "$out/build-ab$v.log"; exit 1; }
 done
+# AB_TEST_CONFIGS (a test_gpu_gemm configuration substring): those
+# configurations checked on build-ab1 first; AB_TEST_CASES: those cases too.
+if [ -n "${AB_TEST_CONFIGS:-}" ]; then
+  TK_TEST_CONFIGS=$AB_TEST_CONFIGS CK_RUN_CASE=configurations timeout "${AB_TEST_S:-200}" \
+    ./build-ab1/tests/test_gpu_gemm >"$out/gemm-configs.log" 2>&1
+  echo "== configurations '$AB_TEST_CONFIGS': exit $?"
+  grep -E "^[0-9]+%|Assert|:F:|:E:" "$out/gemm-configs.log" | head -8
+fi
+for c in ${AB_TEST_CASES:-}; do
+  CK_RUN_CASE=$c timeout "${AB_TEST_S:-200}" ./build-ab1/tests/test_gpu_gemm >"$out/gemm-$c.log" 2>&1
+  echo "== test_gpu_gemm $c: exit $?"; grep -E "^[0-9]+%|Assert|:F:|:E:" "$out/gemm-$c.log" | head -4
+done
 sweep() { # build tag args...
   local b=$1 tag=$2; shift 2
   TOKITAI_JIT_TUNE=off TOKITAI_JIT_CACHE_DIR=/tmp/tk-ab$b timeout "${AB_S:-120}" ./build-ab$b/bench/sweep "$@" \

@@ -354,7 +354,8 @@ END_TEST
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
  * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it;
  * also on a persistent grid, each tile but a block's last stored from
- * registers),
+ * registers, and with the transposed TMA-store epilogue, 128 and 256 rows,
+ * persistent or not),
  * clusters of two blocks sharing A by multicast (K-major and M-major A,
  * odd column-tile counts whose last cluster has a block with no tile), and
  * ping-pong tiles (persist=3: the consumer warpgroups on alternate tiles,
@@ -403,6 +404,10 @@ START_TEST(test_every_configuration)
         "tma bn=32 persist=0 epi=0 split=1 swap=1",
         "tma bn=208 persist=1 epi=0 split=1 swap=1",
         "tma bn=128 persist=1 epi=0 split=1 swap=1",
+        "tma bn=208 persist=1 epi=1 split=1 swap=1",
+        "tma bn=80 persist=0 epi=1 split=1 swap=1",
+        "tma bn=144 persist=1 epi=1 split=1 bm=256 swap=1",
+        "tma bn=112 persist=0 epi=1 split=1 bm=256 swap=1",
         "tma bn=64 persist=0 epi=1 split=1 cl=2",
         "tma bn=128 persist=0 epi=0 split=1 cl=2",
         "tma bn=192 persist=0 epi=1 split=1 cl=2",

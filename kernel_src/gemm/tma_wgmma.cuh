@@ -254,6 +254,83 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk
     }
 }
 
+// TMA-store epilogue of swapped tiles (TK_EPI_TMA with TK_SWAP): the tile is
+// C^T, its rows C's columns and its columns C's rows. Each consumer
+// warpgroup stores its BM / 2 rows on its own: for each 64-row block, each
+// box column of CW = 128 / ES of them (fp16: the block, fp32: half of it),
+// each 64 of its BN columns, the accumulators go transposed into one of the
+// warpgroup's two 8 KiB buffers (64 C rows x 128 bytes, 128-byte swizzle:
+// a warp's 2- or 4-byte stores reach 4 C rows at distinct 16-byte columns,
+// no bank conflicts), then its first thread stores them as boxes of CW C
+// columns x 16 C rows (the host's map; whole boxes, since BN is a multiple
+// of 16) while the warpgroup goes on. A buffer is rewritten only after the
+// store that read it two chunks ago has read it (`chunk`, counted across
+// the block's tiles: the buffer's parity). fp32: a chunk's rows are those
+// of two of the four warps (warp-uniform), the other two only wait.
+template <int BM, int BN, bool OUT16, int NACC>
+__device__ __forceinline__ void store_acc_tma_t(const float (&acc)[NACC], const tk_tmap *mC,
+                                                unsigned stg, int &chunk, int m0, int n0, int cw,
+                                                int warp_in_wg, int lane, int tid)
+{
+    constexpr int ES = OUT16 ? 2 : 4;
+    constexpr int CW = 128 / ES, RCH = 64 / CW;
+    constexpr int MI = BM / 128, NACC1 = BN / 2;
+    constexpr int TR = 64, NT = (BN + TR - 1) / TR;
+    static_assert(BN % 16 == 0, "swapped TMA-store epilogue: whole 16-row boxes");
+    const bool issuer = (tid & 127) == 0;
+    const unsigned mine = stg + (unsigned)cw * 16384u;
+    const int rw = warp_in_wg * 16 + (lane >> 2); // the thread's row (h = 0) in a 64-row block
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int rc = 0; rc < RCH; ++rc) {
+#pragma unroll
+            for (int tc = 0; tc < NT; ++tc, ++chunk) {
+                const int rows = BN - tc * TR < TR ? BN - tc * TR : TR;
+                const unsigned buf = mine + (unsigned)(chunk & 1) * 8192u;
+                if (issuer)
+                    bulk_wait_read<1>();
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+                if (warp_in_wg * 16 / CW == rc || RCH == 1) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int cb = ((rw + 8 * h) % CW) * ES; // byte in a box row
+#pragma unroll
+                        for (int jj = 0; jj < TR / 8; ++jj) {
+                            if (jj * 8 >= rows)
+                                break;
+                            const int j = tc * (TR / 8) + jj;
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                const int tr = jj * 8 + (lane & 3) * 2 + e; // C row in the buffer
+                                const unsigned off =
+                                    buf + (unsigned)(tr * 128 +
+                                                     ((((cb >> 4) ^ (tr & 7)) << 4) | (cb & 15)));
+                                const float v = acc[mi * NACC1 + 4 * j + 2 * h + e];
+                                if (OUT16)
+                                    asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(off),
+                                                 "h"(tkg::to_h(v))
+                                                 : "memory");
+                                else
+                                    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(off), "f"(v)
+                                                 : "memory");
+                            }
+                        }
+                    }
+                }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+                if (issuer) {
+                    const int c0 = m0 + cw * (BM / 2) + 64 * mi + rc * CW;
+                    for (int b = 0; b < rows / 16; ++b)
+                        tma_store2d(mC, buf + (unsigned)b * 2048u, c0, n0 + tc * TR + 16 * b);
+                    bulk_commit();
+                }
+            }
+        }
+    }
+}
+
 // The work of one block of the TMA kernel, as segments (tile, first K step,
 // end K step). Whole tiles blockIdx.x, + gridDim.x, ... (one when the grid
 // has a block per tile, several on a persistent grid); or, stream-K
@@ -376,8 +453,9 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     static_assert(!KS || (!TK_EPI_TMA && !TK_STREAMK && TK_CLUSTER == 1),
                   "64-row tiles: a block per tile, register or staged epilogue");
     static_assert(!KS || BN % 16 == 0, "64-row tiles: each warpgroup stores half of the columns");
-    static_assert(BM == 128 || (!TK_EPI_TMA && !TK_STREAMK), "256-row tiles: register or staged epilogue");
-    static_assert(!SWAP || (!TK_EPI_TMA && !TK_STREAMK && !TK_SPLITK), "swapped tiles: plain grid");
+    static_assert(BM == 128 || ((!TK_EPI_TMA || SWAP) && !TK_STREAMK),
+                  "256-row tiles: register or staged epilogue, or swapped TMA-store");
+    static_assert(!SWAP || (!TK_STREAMK && !TK_SPLITK), "swapped tiles: whole tiles, unsplit");
     static_assert(TK_CLUSTER == 1 || (TK_CLUSTER == 2 && !TK_STREAMK && !TK_SPLITK),
                   "clusters of two, a block per tile");
     const int tid = threadIdx.x;
@@ -505,6 +583,11 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         // its first accumulator's row in 64-row block mi: rbase + 64 mi.
         const tk_i64 row0 = m0 + (KS ? 0 : cw * (BM / 2)), col0 = n0 + (KS ? cw * EW : 0);
         const tk_i64 rbase = row0 + warp_in_wg * 16 + (lane >> 2);
+        if constexpr (TK_EPI_TMA && SWAP) {
+            store_acc_tma_t<BM, BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0,
+                                           cw, warp_in_wg, lane, tid);
+            continue;
+        }
         if constexpr (TK_EPI_TMA && BM == 128) {
             store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
                                      warp_in_wg, lane, tid, C, ldc, M, N);
@@ -618,7 +701,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             }
         }
     }
-    if (TK_EPI_TMA && tid == 128)
+    if (TK_EPI_TMA && (tid & 127) == 0)
         bulk_wait_all(); // the staging buffers live until the stores have read them
 }
 

@@ -168,8 +168,9 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->splits > 1 && (c->persist || c->epi || c->swap))
             return 0;
         /* (its chunks are 128 bytes of a row; a width's remainder leaves
-         * from registers) */
-        if (c->epi && (!p->c16 || c->swap || c->bm != 128))
+         * from registers; swapped tiles, 128 or 256 rows, store boxes of 16
+         * of C's rows) */
+        if (c->epi && (!p->c16 || (c->swap ? c->bm == 64 || !TK_GEMM_SWAP_EPI : c->bm != 128)))
             return 0;
         if (c->persist == 2 && (c->swap || c->bm != 128))
             return 0;
@@ -186,7 +187,7 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->persist == 2 && ((q.M + 127) / 128) * ((q.N + c->bn - 1) / c->bn) <= p->sms)
             return 0;
         q.wgmma = 1, q.tma = 1, q.wg_bm = c->bm, q.wg_bn = c->bn;
-        q.wg_stages = tk__gemm_tma_stages(c->bm, c->bn);
+        q.wg_stages = tk__gemm_tma_stages(c->bm, c->bn, c->epi);
         q.persist = c->persist;
         q.epi_tma = c->epi;
         q.cluster = c->cluster;

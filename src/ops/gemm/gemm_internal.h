@@ -42,6 +42,14 @@ typedef struct gemm_tile {
 #ifndef TK_GEMM_EPI_TMA
 #define TK_GEMM_EPI_TMA 1
 #endif
+/* 1: swapped TMA tiles (128 and 256 rows) store C with the bulk tensor
+ * copy engine too, transposed through two staging buffers per consumer
+ * warpgroup, and take a persistent grid where they make more than a wave
+ * (tk__gemm_plan_grid); build with -DTK_GEMM_SWAP_EPI=0 for a block per
+ * tile stored through the ring, as before. */
+#ifndef TK_GEMM_SWAP_EPI
+#define TK_GEMM_SWAP_EPI 1
+#endif
 /* 1: N <= 8 runs on the skinny kernels, the forward and the weight gradient
  * (plan_skinny); build with -DTK_GEMM_SKINNY=0 to keep it on the tiled
  * kernels. */
@@ -168,7 +176,7 @@ typedef struct gemm_desc {
 extern const gemm_tile tk__gemm_nv_tiles[N_TILES];
 void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p);
 extern const int tk__gemm_tma_bns[N_TMA_BNS];
-int tk__gemm_tma_stages(int bm, int bn);
+int tk__gemm_tma_stages(int bm, int bn, int epi);
 void tk__gemm_plan_swap(gemm_plan *p);
 void tk__gemm_plan_wgmma(gemm_plan *p);
 int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N);

@@ -408,8 +408,12 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             memset(&mc, 0, sizeof mc);
             if (p->epi_tma) {
                 const unsigned es = p->out_f16 ? 2u : 4u;
-                st = tmap_get(ctx, &mc, d_c, (uint64_t)p->M, (uint64_t)p->N, (uint64_t)ldc * es,
-                              128u / es, 128, es);
+                /* swapped: C's rows are the kernel's columns, stored in
+                 * boxes of 16 of them */
+                st = p->swap ? tmap_get(ctx, &mc, d_c, (uint64_t)p->N, (uint64_t)p->M,
+                                        (uint64_t)ldc * es, 128u / es, 16, es)
+                             : tmap_get(ctx, &mc, d_c, (uint64_t)p->M, (uint64_t)p->N,
+                                        (uint64_t)ldc * es, 128u / es, 128, es);
                 if (st != TK_OK)
                     return st;
             }

@@ -109,12 +109,13 @@ static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 
 /* Ring stages for a TMA tile: as many as fit (at most 8) beside the
  * barriers in 227 KiB, and beside the TMA-store staging (32 KiB) for
- * 128-row tiles: 8 for 64 columns, 6 for 128, 4 for 192 and 256; 256-row
- * tiles (no TMA store): 4 up to 192 columns. */
-int tk__gemm_tma_stages(int bm, int bn)
+ * 128-row tiles (whichever epilogue they take): 8 for 64 columns, 6 for
+ * 128, 4 for 192 and 256; 256-row tiles: 4 up to 192 columns, 3 with the
+ * (swapped) TMA-store epilogue (epi). */
+int tk__gemm_tma_stages(int bm, int bn, int epi)
 {
     const int stage = (bm + bn) * 64 * 2;
-    const int s = (232448 - 2048 - (bm == 128 ? 32768 : 0)) / stage;
+    const int s = (232448 - 2048 - (bm == 128 || epi ? 32768 : 0)) / stage;
     return s > 8 ? 8 : s;
 }
 
@@ -405,7 +406,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                 p->persist = 3;
             }
         }
-        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn);
+        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, 0);
         return;
     }
     if (p->tile.bm != tk__gemm_nv_tiles[0].bm || p->tile.bn != tk__gemm_nv_tiles[0].bn)
@@ -507,7 +508,7 @@ void tk__gemm_plan_split(gemm_plan *p)
             if (s >= 2) {
                 p->splits = (int)s;
                 p->wg_bn = 64;
-                p->wg_bm = (int)bm, p->wg_stages = tk__gemm_tma_stages((int)bm, 64);
+                p->wg_bm = (int)bm, p->wg_stages = tk__gemm_tma_stages((int)bm, 64, 0);
             }
             return;
         }
@@ -530,7 +531,7 @@ void tk__gemm_plan_split(gemm_plan *p)
             if (s >= 2) {
                 p->splits = (int)s;
                 p->wg_bn = 256;
-                p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 256);
+                p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 256, 0);
             }
             return;
         }
@@ -548,7 +549,7 @@ void tk__gemm_plan_split(gemm_plan *p)
             const int w = p->N <= 64 ? 64 : 128;
             p->splits = (int)s;
             p->wg_bn = w;
-            p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, w);
+            p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, w, 0);
         }
         return;
     }
@@ -575,7 +576,7 @@ void tk__gemm_plan_split(gemm_plan *p)
         p->wgmma = 1;
         p->tma = 1;
         p->wg_bn = 128;
-        p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 128);
+        p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 128, 0);
     }
 }
 
@@ -735,9 +736,13 @@ void tk__gemm_plan_grid(gemm_plan *p)
         p->persist = 3;
         return;
     }
-    if (p->swap || p->wg_bm != 128) /* a block per tile, stored from the ring */
-        return;
+    if (p->swap ? p->wg_bm == 64 || !TK_GEMM_SWAP_EPI : p->wg_bm != 128)
+        return; /* a block per tile, stored from the ring */
     p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
+    if (p->swap && !p->epi_tma) /* no other epilogue of a persistent swapped tile is fast */
+        return;
+    if (p->epi_tma && p->wg_bm == 256) /* room for the staging buffers */
+        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, 1);
     /* not for a single K step: the tiles are all epilogue, and a block per
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
@@ -861,7 +866,7 @@ int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
                        wave_cost(f->M, f->N, 128, 128, sms, tma_bn_eff[1]) * 0.999
                    ? 256
                    : 128;
-    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn);
+    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, 0);
     f->persist = 1;
     f->epi_tma = TK_GEMM_EPI_TMA && f->c16;
     return 1;

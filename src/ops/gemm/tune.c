@@ -15,7 +15,7 @@
  * Candidates of a class: the heuristics' plan, the skinny and small-K
  * kernels where they fit, swapped 256-, 128- and 64-row tiles (for each
  * round count its narrowest width; 256 and 128 rows also in clusters of
- * two and on a persistent grid), the TMA kernel with 64- to 256-column tiles (persistent grid or
+ * two, on a persistent grid, and with the TMA-store epilogue), the TMA kernel with 64- to 256-column tiles (persistent grid or
  * not, when there is more than a wave of tiles; each epilogue; in clusters
  * of two sharing A), K-major B's widths 144-240 (persistent or not, each
  * epilogue), ping-pong tiles up to 128 wide (unswapped and swapped, for
@@ -94,6 +94,15 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
             for (int cl = 0; cl <= (bm == 64 ? 0 : 2); cl += 2) {
                 cfg =
                     (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .swap = 1, .cluster = cl, .splits = 1};
+                q = *base;
+                if (tk__gemm_plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
+            }
+            /* the transposed TMA-store epilogue, a block per tile and on a
+             * persistent grid (the heuristics' form of swapped tiles) */
+            for (int persist = 0; bm != 64 && persist <= (rounds > 1); persist++) {
+                cfg = (gemm_cfg){
+                    .tma = 1, .bn = bn, .bm = bm, .swap = 1, .persist = persist, .epi = 1, .splits = 1};
                 q = *base;
                 if (tk__gemm_plan_apply(&q, &cfg))
                     n = tune_add(c, n, &q);

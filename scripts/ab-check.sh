@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU machine (device tool, .devdeps carried): one plan.c build switch
-# measured both ways in one call. AB_FLAG (e.g. TK_GEMM_SWAP128_WIDE) is
-# built as 0 and 1 (build-ab0, build-ab1); the sweep of AB_MANIFEST (its
+# measured both ways in one call. AB_FLAG (e.g. TK_GEMM_SWAP128_WIDE; or
+# several, space-separated, all set alike) is built as 0 and 1 (build-ab0, build-ab1); the sweep of AB_MANIFEST (its
 # shapes, both builds, interleaved runs) and the random sweep of each of
 # SEEDS (AB_N shapes per op; build-ab1, and build-ab0 with AB_BOTH=1).
 # Tables to $OUT.
@@ -10,7 +10,8 @@ flag=${AB_FLAG:?AB_FLAG names the build switch}
 rc=0
 for v in 0 1; do
   cmake -S . -B build-ab$v -DCMAKE_PREFIX_PATH="$PWD/.devdeps/root/usr" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_FLAGS="-D$flag=$v" -DTK_SHIP_FALLBACKS=OFF >/dev/null || exit 1
+    -DCMAKE_C_FLAGS="$(for f in $flag; do printf ' -D%s=%s' "$f" "$v"; done)" \
+    -DTK_SHIP_FALLBACKS=OFF >/dev/null || exit 1
   # the sweep and the GEMM suite only (both builds alike: no shipped tier)
   cmake --build build-ab$v -j16 --target bench_sweep test_gpu_gemm >"$out/build-ab$v.log" 2>&1 ||
     { tail -30 "$out/build-ab$v.log"; exit 1; }

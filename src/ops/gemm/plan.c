@@ -243,7 +243,27 @@ static double swap_eff(int bm, int bn)
 /* Kernel M x N of the swapped plan (M: the op's N, N: its tokens): the
  * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
  * throughput, and that cost; `wide`: among the wide 128-row tiles only. */
-static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int *bm_out, double *cost_out)
+/* Swapped 128-row tiles this wide or wider store with the TMA-store
+ * epilogue (TK_GEMM_SWAP_EPI), on a persistent grid past a wave. H100,
+ * bench/sweep of bench/swapepi-check.tkm, the two epilogues in one call:
+ * fwd 156-170 x 50304 x 1024 (128 x 160-176, five rounds) 0.97 -> 1.03 of
+ * cuBLAS, fwd 6533-6549 x 1024 x 2816-3072 (128 x 208) 0.95 -> 0.97, one
+ * round of 128 x 160 +1-3%; but 128 x 80 in one round 3-7% slower (four
+ * chunks of 16-64 rows, two barriers each, for a short tile), and 256-row
+ * tiles, which keep 3 ring stages beside the buffers instead of 4, 4-11%
+ * slower (fwd 4305-13367 x 1024 x 2816-4096, fwd 295-543 x 50304 x 1024), so
+ * those keep a block per tile stored through the ring. */
+#define SWAP_EPI_BN_MIN 128
+/* Wide 128-row swapped tiles that make more than a round, where they store
+ * with the TMA-store epilogue on a persistent grid (plan_grid: `epi`),
+ * weigh this much (TK_GEMM_SWAP_WIDE_EPI 0: swap_eff's, as before): the
+ * unswapped K-major tiles' TMA_KB_EFF less the transposed stores. */
+#ifndef TK_GEMM_SWAP_WIDE_EPI
+#define TK_GEMM_SWAP_WIDE_EPI 1
+#endif
+#define SWAP_EPI_EFF 0.90
+static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int epi, int *bm_out,
+                        double *cost_out)
 {
     int best = 0, best_bm = 256;
     double best_cost = 0;
@@ -251,7 +271,11 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int *bm_out
         const int hi = wide ? 256 : bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
         const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
         for (int bn = hi; bn >= lo; bn -= 16) {
-            const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn) : swap_eff(bm, bn);
+            const int persist_epi = TK_GEMM_SWAP_WIDE_EPI && epi && wide && bn >= SWAP_EPI_BN_MIN &&
+                                    ((M + bm - 1) / bm) * ((N + bn - 1) / bn) > sms;
+            const double eff = bm == 64      ? KS_SWAP_EFF * ks_eff(bn)
+                               : persist_epi ? SWAP_EPI_EFF
+                                             : swap_eff(bm, bn);
             const double cost = wave_cost(M, N, bm, bn, sms, eff);
             if (best == 0 || cost < best_cost * 0.999) {
                 best = bn;
@@ -374,7 +398,9 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
         if (TK_GEMM_SWAP && p->moving == 0 && p->a_kmajor && p->M <= M_CLASS_LIMIT && p->N >= 64) {
             int bm, wbm;
             double wide_cost = 0;
-            int bn = swap_pick_bn(p->N, p->M, sms, 0, &bm, &swap_cost);
+            /* the wide tiles' TMA-store epilogue (plan_grid) */
+            const int epi = TK_GEMM_SWAP_EPI && TK_GEMM_EPI_TMA && p->c16;
+            int bn = swap_pick_bn(p->N, p->M, sms, 0, 0, &bm, &swap_cost);
             const double gain =
                 bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256 : SWAP_GAIN;
             const int swapped = swap_cost < cost * gain;
@@ -382,7 +408,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
              * plan's cost (both store transposed), at SWAP_GAIN of an
              * unswapped one's */
             const int wbn =
-                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, sms, 1, &wbm, &wide_cost) : 0;
+                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, sms, 1, epi, &wbm, &wide_cost) : 0;
             if (wbn > 0 && wide_cost < (swapped ? swap_cost * 0.999 : cost * SWAP_GAIN)) {
                 bm = wbm, bn = wbn, swap_cost = wide_cost;
             } else if (!swapped) {
@@ -736,13 +762,11 @@ void tk__gemm_plan_grid(gemm_plan *p)
         p->persist = 3;
         return;
     }
-    if (p->swap ? p->wg_bm == 64 || !TK_GEMM_SWAP_EPI : p->wg_bm != 128)
+    if (p->wg_bm != 128 || (p->swap && (!TK_GEMM_SWAP_EPI || p->wg_bn < SWAP_EPI_BN_MIN)))
         return; /* a block per tile, stored from the ring */
     p->epi_tma = TK_GEMM_EPI_TMA && p->c16;
     if (p->swap && !p->epi_tma) /* no other epilogue of a persistent swapped tile is fast */
         return;
-    if (p->epi_tma && p->wg_bm == 256) /* room for the staging buffers */
-        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, 1);
     /* not for a single K step: the tiles are all epilogue, and a block per
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */

@@ -262,6 +262,20 @@ static double swap_eff(int bm, int bn)
 #define TK_GEMM_SWAP_WIDE_EPI 1
 #endif
 #define SWAP_EPI_EFF 0.90
+/* ... and against 256-row swapped tiles with K < SWAP_GAIN_256_MIN_K they
+ * are taken up to this share of those tiles' cost (TK_GEMM_SWAP_SHORT_K 0:
+ * when cheaper). */
+#ifndef TK_GEMM_SWAP_SHORT_K
+#define TK_GEMM_SWAP_SHORT_K 1
+#endif
+#define SWAP_256_SHORT_K 1.08
+/* Whether the swapped 128 x bn tiles of a kernel M x N store with the
+ * TMA-store epilogue on a persistent grid (plan_grid), epi: C allows it. */
+static int swap_persist_epi(int64_t M, int64_t N, int bn, int64_t sms, int epi)
+{
+    return TK_GEMM_SWAP_WIDE_EPI && epi && bn >= SWAP_EPI_BN_MIN &&
+           ((M + 127) / 128) * ((N + bn - 1) / bn) > sms;
+}
 static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int epi, int *bm_out,
                         double *cost_out)
 {
@@ -271,11 +285,9 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int epi, in
         const int hi = wide ? 256 : bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
         const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
         for (int bn = hi; bn >= lo; bn -= 16) {
-            const int persist_epi = TK_GEMM_SWAP_WIDE_EPI && epi && wide && bn >= SWAP_EPI_BN_MIN &&
-                                    ((M + bm - 1) / bm) * ((N + bn - 1) / bn) > sms;
-            const double eff = bm == 64      ? KS_SWAP_EFF * ks_eff(bn)
-                               : persist_epi ? SWAP_EPI_EFF
-                                             : swap_eff(bm, bn);
+            const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn)
+                               : wide && swap_persist_epi(M, N, bn, sms, epi) ? SWAP_EPI_EFF
+                                                                            : swap_eff(bm, bn);
             const double cost = wave_cost(M, N, bm, bn, sms, eff);
             if (best == 0 || cost < best_cost * 0.999) {
                 best = bn;
@@ -409,7 +421,15 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
              * unswapped one's */
             const int wbn =
                 TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, sms, 1, epi, &wbm, &wide_cost) : 0;
-            if (wbn > 0 && wide_cost < (swapped ? swap_cost * 0.999 : cost * SWAP_GAIN)) {
+            /* a swapped plan of 256-row tiles stores each tile after its
+             * main loop (a block per tile); on a short reduction that
+             * weighs more than the wide tiles' persistent grid */
+            const double vs_swapped =
+                TK_GEMM_SWAP_SHORT_K && bm == 256 && p->K < SWAP_GAIN_256_MIN_K && wbn > 0 &&
+                        swap_persist_epi(p->N, p->M, wbn, sms, epi)
+                    ? SWAP_256_SHORT_K
+                    : 0.999;
+            if (wbn > 0 && wide_cost < (swapped ? swap_cost * vs_swapped : cost * SWAP_GAIN)) {
                 bm = wbm, bn = wbn, swap_cost = wide_cost;
             } else if (!swapped) {
                 bn = 0;

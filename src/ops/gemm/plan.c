@@ -257,14 +257,27 @@ static double swap_eff(int bm, int bn)
 /* Wide 128-row swapped tiles that make more than a round, where they store
  * with the TMA-store epilogue on a persistent grid (plan_grid: `epi`),
  * weigh this much (TK_GEMM_SWAP_WIDE_EPI 0: swap_eff's, as before): the
- * unswapped K-major tiles' TMA_KB_EFF less the transposed stores. */
+ * unswapped K-major tiles' TMA_KB_EFF less the transposed stores. H100,
+ * bench/sweep of bench/swapwide-check.tkm (the shapes among 2,000 random
+ * ones whose plan it is) against the code before the swapped TMA-store
+ * epilogue, in one call, two runs: geomean 0.930 -> 0.968 of cuBLAS, 10 ->
+ * 3 shapes under 0.90, none slower beyond 1.3% (fwd 389-412 x 50304 x 1024
+ * 0.83 -> 0.91, fwd 1580-1599 x 4096 x 1024 0.86 -> 1.00, fwd 130-203 x
+ * 50304 x 1024 0.92-0.97 -> 1.01-1.04); seed 11: fwd 0.989 -> 0.999, grad_a
+ * 0.992 -> 1.002. */
 #ifndef TK_GEMM_SWAP_WIDE_EPI
 #define TK_GEMM_SWAP_WIDE_EPI 1
 #endif
 #define SWAP_EPI_EFF 0.90
-/* ... and against 256-row swapped tiles with K < SWAP_GAIN_256_MIN_K they
- * are taken up to this share of those tiles' cost (TK_GEMM_SWAP_SHORT_K 0:
- * when cheaper). */
+/* ... and against 256-row swapped tiles that make more than a round with
+ * K < SWAP_GAIN_256_MIN_K they are taken up to this share of those tiles'
+ * cost (TK_GEMM_SWAP_SHORT_K 0: when cheaper). H100, bench/sweep of
+ * bench/swapshortk-check.tkm, both ways in one call (two runs each): the 18
+ * shapes this rule changes 5.8% faster (fwd 300-333 x 50304 x 1024 0.83-0.86
+ * -> 0.90-0.93 of cuBLAS, fwd 3097x4096x1024 0.85 -> 0.95, at worst +1.6%
+ * time); where the 256-row tiles made one round (36 shapes, no epilogue of
+ * theirs to hide) the wide tiles were 0.9% slower, so those keep them.
+ * Seeds 2026 / 7 (108 shapes each): fwd 1.001 -> 1.011 / 1.040 -> 1.054. */
 #ifndef TK_GEMM_SWAP_SHORT_K
 #define TK_GEMM_SWAP_SHORT_K 1
 #endif
@@ -422,10 +435,12 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             const int wbn =
                 TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, sms, 1, epi, &wbm, &wide_cost) : 0;
             /* a swapped plan of 256-row tiles stores each tile after its
-             * main loop (a block per tile); on a short reduction that
-             * weighs more than the wide tiles' persistent grid */
+             * main loop (a block per tile); past a round and on a short
+             * reduction that weighs more than the wide tiles' persistent
+             * grid */
             const double vs_swapped =
                 TK_GEMM_SWAP_SHORT_K && bm == 256 && p->K < SWAP_GAIN_256_MIN_K && wbn > 0 &&
+                        ((p->N + 255) / 256) * ((p->M + bn - 1) / bn) > sms &&
                         swap_persist_epi(p->N, p->M, wbn, sms, epi)
                     ? SWAP_256_SHORT_K
                     : 0.999;

@@ -158,20 +158,45 @@ static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, doubl
     return (double)((tiles + sms - 1) / sms) * bm * bn / eff;
 }
 
-static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
+/* Stream-K for the last rounds (TK_GEMM_SK_TAIL, persist 2): a persistent
+ * grid of 128-row tiles that makes two rounds or more takes its last two as
+ * stream-K shares (the kernel's tk_work), where that costs less than the
+ * partial last round: floor(rounds) + the last round's fraction + the fix-up
+ * (a partial tile written by one block and read by another, about
+ * SK_FIX_STEPS K steps' time) against ceil(rounds). The cost in rounds of
+ * `tiles` on sms multiprocessors with kt K steps each, and whether stream-K
+ * gives it. */
+#ifndef TK_GEMM_SK_TAIL
+#define TK_GEMM_SK_TAIL 1
+#endif
+#define SK_FIX_STEPS 4.0
+static double grid_rounds(int64_t tiles, int64_t sms, int64_t kt, int *sk)
+{
+    const int64_t whole = tiles / sms;
+    const double dp = (double)((tiles + sms - 1) / sms);
+    const double skr = (double)tiles / (double)sms + SK_FIX_STEPS / (double)(kt > 0 ? kt : 1);
+    *sk = TK_GEMM_SK_TAIL && whole >= 2 && tiles % sms != 0 && kt > 1 && skr < dp - 0.05;
+    return *sk ? skr : dp;
+}
+
+static int tma_pick_bn(int64_t M, int64_t N, int64_t K, int b_kmajor, int64_t sms, int *bm_out,
                        double *cost_out)
 {
-    int best = 256;
+    int best = 256, sk;
     double best_cost = 0;
+    const int64_t kt = (K + 63) / 64;
     for (int i = N_TMA_BNS - 1; i >= 0; i--) {
-        const double cost = wave_cost(M, N, 128, tk__gemm_tma_bns[i], sms, tma_bn_eff[i]);
+        const int bn = tk__gemm_tma_bns[i];
+        const double cost = grid_rounds(((M + 127) / 128) * ((N + bn - 1) / bn), sms, kt, &sk) *
+                            128 * bn / tma_bn_eff[i];
         if (i == N_TMA_BNS - 1 || cost < best_cost * 0.999) {
             best = tk__gemm_tma_bns[i];
             best_cost = cost;
         }
     }
     for (int bn = 240; b_kmajor && bn > 128; bn -= 16) {
-        const double cost = wave_cost(M, N, 128, bn, sms, TMA_KB_EFF);
+        const double cost =
+            grid_rounds(((M + 127) / 128) * ((N + bn - 1) / bn), sms, kt, &sk) * 128 * bn / TMA_KB_EFF;
         if (bn != 192 && cost < best_cost * 0.999) {
             best = bn;
             best_cost = cost;
@@ -414,7 +439,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
         double cost, swap_cost;
         p->wgmma = 1;
         p->tma = 1;
-        p->wg_bn = tma_pick_bn(p->M, p->N, p->b_kmajor, sms, &p->wg_bm, &cost);
+        p->wg_bn = tma_pick_bn(p->M, p->N, p->K, p->b_kmajor, sms, &p->wg_bm, &cost);
         /* tokens on the kernel's M, A K-major (the swapped B then is); the
          * token counts a precompile enumerates; the op's N a whole 64-row
          * tile at least (the router's N = 8 swapped onto 64-row tiles ran
@@ -506,6 +531,13 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
  * 512 on mma.sync),
  * at most SPLIT_MAX, fp32 partials within SPLIT_WS_MAX. On sm_90 (aligned,
  * kernel M and N >= 128) the split runs on the TMA kernel with 128x128 tiles. */
+/* Long reductions split on tiles of the width that fills the wave best
+ * (plan_split; TK_GEMM_SPLIT_WIDTH 0: 256 always), where it saves this share
+ * of the cost (the K-major widths' weight is provisional). */
+#ifndef TK_GEMM_SPLIT_WIDTH
+#define TK_GEMM_SPLIT_WIDTH 1
+#endif
+#define SPLIT_WIDTH_GAIN 0.97
 void tk__gemm_plan_split(gemm_plan *p)
 {
     int64_t bm, bn, bk, tiles, kt, s;
@@ -588,11 +620,29 @@ void tk__gemm_plan_split(gemm_plan *p)
          * offsets (bench/gemm-measurements.md). */
         const int64_t tiles256 = ((p->M + 127) / 128) * ((p->N + 255) / 256);
         if (kt >= 128 && tiles256 * 8 >= NV_SMS && tiles256 * 2 <= NV_SMS) {
-            s = tk__gemm_split_clamp(NV_SMS / tiles256 < 8 ? NV_SMS / tiles256 : 8, kt, p->M, p->N);
-            if (s >= 2) {
-                p->splits = (int)s;
-                p->wg_bn = 256;
-                p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 256, 0);
+            /* The width (TK_GEMM_SPLIT_WIDTH: 128, 192 or 256, with K-major B
+             * 144-240 too) and the split count whose one wave costs least
+             * per block: 128 x bn / throughput / splits. */
+            int best_bn = 256;
+            int64_t best_s = 0;
+            double best_cost = 0;
+            for (int w = 256; w >= 128; w -= 16) {
+                const int i = w == 256 ? N_TMA_BNS - 1 : w == 192 ? N_TMA_BNS - 2 : w == 128 ? 1 : -1;
+                if (w != 256 && (!TK_GEMM_SPLIT_WIDTH || (i < 0 && !p->b_kmajor)))
+                    continue;
+                const int64_t t = ((p->M + 127) / 128) * ((p->N + w - 1) / w);
+                const int64_t sw =
+                    tk__gemm_split_clamp(NV_SMS / t < 8 ? NV_SMS / t : 8, kt, p->M, p->N);
+                if (sw < 2)
+                    continue;
+                const double cost = 128.0 * w / (i >= 0 ? tma_bn_eff[i] : TMA_KB_EFF) / (double)sw;
+                if (best_s == 0 || cost < best_cost * SPLIT_WIDTH_GAIN)
+                    best_bn = w, best_s = sw, best_cost = cost;
+            }
+            if (best_s >= 2) {
+                p->splits = (int)best_s;
+                p->wg_bn = best_bn;
+                p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, best_bn, 0);
             }
             return;
         }
@@ -805,7 +855,13 @@ void tk__gemm_plan_grid(gemm_plan *p)
     /* not for a single K step: the tiles are all epilogue, and a block per
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
-    p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS && p->K > 64;
+    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+    p->persist = tiles > NV_SMS && p->K > 64;
+    int sk = 0;
+    if (p->persist && !p->swap)
+        grid_rounds(tiles, p->sms > 0 ? p->sms : NV_SMS, (p->K + 63) / 64, &sk);
+    if (sk)
+        p->persist = 2;
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */

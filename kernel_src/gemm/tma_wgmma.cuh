@@ -334,28 +334,22 @@ __device__ __forceinline__ void store_acc_tma_t(const float (&acc)[NACC], const 
 // The work of one block of the TMA kernel, as segments (tile, first K step,
 // end K step). Whole tiles blockIdx.x, + gridDim.x, ... (one when the grid
 // has a block per tile, several on a persistent grid); or, stream-K
-// (TK_STREAMK), whole tiles so for all rounds of the grid but the last two
-// (data-parallel: none when the tiles make less than two rounds), then the
-// block's share [b * total / G, (b + 1) * total / G) of the remaining total
-// = tiles x KT K steps in tile-major order: a tile cut by a block boundary
-// is begun (K step 0 on) by block b, its "owner", and ended by block b + 1,
-// which starts its share with it. Those tiles number G to 2 G - 1, so every
-// share is at least KT steps long and a tile spans two blocks at most.
+// (TK_STREAMK), the block's share [b * total / G, (b + 1) * total / G) of the
+// total = tiles x KT K steps in tile-major order: a tile cut by a block
+// boundary is begun (K step 0 on) by block b, its "owner", and ended by
+// block b + 1, which starts with it. The host makes every share at least KT
+// steps long, so a tile spans two blocks at most.
 struct tk_work {
-    tk_i64 tiles, next, end, dp_next, dp_end;
+    tk_i64 tiles, next, end;
     int KT;
     __device__ __forceinline__ void init(tk_i64 tiles_, int KT_)
     {
         tiles = tiles_;
         KT = KT_;
-        dp_next = blockIdx.x;
-        dp_end = 0;
         if (TK_STREAMK) {
-            const tk_i64 g = gridDim.x, b = blockIdx.x, rounds = tiles / g;
-            dp_end = rounds >= 2 ? (rounds - 1) * g : 0;
-            const tk_i64 total = (tiles - dp_end) * KT;
-            next = dp_end * KT + b * total / g;
-            end = dp_end * KT + (b + 1) * total / g;
+            const tk_i64 total = tiles * KT, g = gridDim.x, b = blockIdx.x;
+            next = b * total / g;
+            end = (b + 1) * total / g;
         } else {
             next = blockIdx.x;
             end = tiles;
@@ -364,14 +358,6 @@ struct tk_work {
     // The next segment; false when the block's work is done.
     __device__ __forceinline__ bool take(tk_i64 &t, int &k0, int &k1, bool &more)
     {
-        if (TK_STREAMK && dp_next < dp_end) { // a whole tile; the stream-K share follows
-            t = dp_next;
-            k0 = 0;
-            k1 = KT;
-            dp_next += gridDim.x;
-            more = true;
-            return true;
-        }
         if (next >= end)
             return false;
         if (TK_STREAMK) {

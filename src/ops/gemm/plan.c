@@ -158,45 +158,20 @@ static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, doubl
     return (double)((tiles + sms - 1) / sms) * bm * bn / eff;
 }
 
-/* Stream-K for the last rounds (TK_GEMM_SK_TAIL, persist 2): a persistent
- * grid of 128-row tiles that makes two rounds or more takes its last two as
- * stream-K shares (the kernel's tk_work), where that costs less than the
- * partial last round: floor(rounds) + the last round's fraction + the fix-up
- * (a partial tile written by one block and read by another, about
- * SK_FIX_STEPS K steps' time) against ceil(rounds). The cost in rounds of
- * `tiles` on sms multiprocessors with kt K steps each, and whether stream-K
- * gives it. */
-#ifndef TK_GEMM_SK_TAIL
-#define TK_GEMM_SK_TAIL 1
-#endif
-#define SK_FIX_STEPS 4.0
-static double grid_rounds(int64_t tiles, int64_t sms, int64_t kt, int *sk)
-{
-    const int64_t whole = tiles / sms;
-    const double dp = (double)((tiles + sms - 1) / sms);
-    const double skr = (double)tiles / (double)sms + SK_FIX_STEPS / (double)(kt > 0 ? kt : 1);
-    *sk = TK_GEMM_SK_TAIL && whole >= 2 && tiles % sms != 0 && kt > 1 && skr < dp - 0.05;
-    return *sk ? skr : dp;
-}
-
-static int tma_pick_bn(int64_t M, int64_t N, int64_t K, int b_kmajor, int64_t sms, int *bm_out,
+static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
                        double *cost_out)
 {
-    int best = 256, sk;
+    int best = 256;
     double best_cost = 0;
-    const int64_t kt = (K + 63) / 64;
     for (int i = N_TMA_BNS - 1; i >= 0; i--) {
-        const int bn = tk__gemm_tma_bns[i];
-        const double cost = grid_rounds(((M + 127) / 128) * ((N + bn - 1) / bn), sms, kt, &sk) *
-                            128 * bn / tma_bn_eff[i];
+        const double cost = wave_cost(M, N, 128, tk__gemm_tma_bns[i], sms, tma_bn_eff[i]);
         if (i == N_TMA_BNS - 1 || cost < best_cost * 0.999) {
             best = tk__gemm_tma_bns[i];
             best_cost = cost;
         }
     }
     for (int bn = 240; b_kmajor && bn > 128; bn -= 16) {
-        const double cost =
-            grid_rounds(((M + 127) / 128) * ((N + bn - 1) / bn), sms, kt, &sk) * 128 * bn / TMA_KB_EFF;
+        const double cost = wave_cost(M, N, 128, bn, sms, TMA_KB_EFF);
         if (bn != 192 && cost < best_cost * 0.999) {
             best = bn;
             best_cost = cost;
@@ -439,7 +414,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
         double cost, swap_cost;
         p->wgmma = 1;
         p->tma = 1;
-        p->wg_bn = tma_pick_bn(p->M, p->N, p->K, p->b_kmajor, sms, &p->wg_bm, &cost);
+        p->wg_bn = tma_pick_bn(p->M, p->N, p->b_kmajor, sms, &p->wg_bm, &cost);
         /* tokens on the kernel's M, A K-major (the swapped B then is); the
          * token counts a precompile enumerates; the op's N a whole 64-row
          * tile at least (the router's N = 8 swapped onto 64-row tiles ran
@@ -525,19 +500,22 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
     return (kt + per - 1) / per;
 }
 
+/* Long reductions split on tiles of the width that fills the wave best
+ * (plan_split; TK_GEMM_SPLIT_WIDTH 0: 256 always), where it saves this share
+ * of the cost (the K-major widths' weight is provisional). H100, bench/sweep
+ * seed 2026 in two calls: grad_a 1584x50304x1024 on 130 blocks of 128 x 208
+ * split 2 (13 x 5 tiles) 0.94 of cuBLAS, against 0.85 on 104 of 128 x 256. */
+#ifndef TK_GEMM_SPLIT_WIDTH
+#define TK_GEMM_SPLIT_WIDTH 1
+#endif
+#define SPLIT_WIDTH_GAIN 0.97
+
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave
  * of the chip and K is long. Splits = SMs / tiles (one wave at most), each
  * split at least SPLIT_MIN_KT_* K tiles (1024 of K on the TMA kernel, 256 or
  * 512 on mma.sync),
  * at most SPLIT_MAX, fp32 partials within SPLIT_WS_MAX. On sm_90 (aligned,
  * kernel M and N >= 128) the split runs on the TMA kernel with 128x128 tiles. */
-/* Long reductions split on tiles of the width that fills the wave best
- * (plan_split; TK_GEMM_SPLIT_WIDTH 0: 256 always), where it saves this share
- * of the cost (the K-major widths' weight is provisional). */
-#ifndef TK_GEMM_SPLIT_WIDTH
-#define TK_GEMM_SPLIT_WIDTH 1
-#endif
-#define SPLIT_WIDTH_GAIN 0.97
 void tk__gemm_plan_split(gemm_plan *p)
 {
     int64_t bm, bn, bk, tiles, kt, s;
@@ -855,13 +833,7 @@ void tk__gemm_plan_grid(gemm_plan *p)
     /* not for a single K step: the tiles are all epilogue, and a block per
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
-    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
-    p->persist = tiles > NV_SMS && p->K > 64;
-    int sk = 0;
-    if (p->persist && !p->swap)
-        grid_rounds(tiles, p->sms > 0 ? p->sms : NV_SMS, (p->K + 63) / 64, &sk);
-    if (sk)
-        p->persist = 2;
+    p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS && p->K > 64;
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */

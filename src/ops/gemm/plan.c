@@ -282,6 +282,12 @@ static double swap_eff(int bm, int bn)
 #define TK_GEMM_SWAP_SHORT_K 1
 #endif
 #define SWAP_256_SHORT_K 1.08
+/* ... and against unswapped plans at this share of their cost
+ * (TK_GEMM_SWAP_WIDE_GAIN 0: SWAP_GAIN, as other swapped plans). */
+#ifndef TK_GEMM_SWAP_WIDE_GAIN
+#define TK_GEMM_SWAP_WIDE_GAIN 1
+#endif
+#define SWAP_WIDE_EPI_GAIN (TK_GEMM_SWAP_WIDE_GAIN ? 0.999 : SWAP_GAIN)
 /* Whether the swapped 128 x bn tiles of a kernel M x N store with the
  * TMA-store epilogue on a persistent grid (plan_grid), epi: C allows it. */
 static int swap_persist_epi(int64_t M, int64_t N, int bn, int64_t sms, int epi)
@@ -444,7 +450,12 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                         swap_persist_epi(p->N, p->M, wbn, sms, epi)
                     ? SWAP_256_SHORT_K
                     : 0.999;
-            if (wbn > 0 && wide_cost < (swapped ? swap_cost * vs_swapped : cost * SWAP_GAIN)) {
+            /* ... and against an unswapped plan, wide tiles on their
+             * persistent TMA-store grid at SWAP_WIDE_EPI_GAIN */
+            const double vs_unswapped = wbn > 0 && swap_persist_epi(p->N, p->M, wbn, sms, epi)
+                                            ? SWAP_WIDE_EPI_GAIN
+                                            : SWAP_GAIN;
+            if (wbn > 0 && wide_cost < (swapped ? swap_cost * vs_swapped : cost * vs_unswapped)) {
                 bm = wbm, bn = wbn, swap_cost = wide_cost;
             } else if (!swapped) {
                 bn = 0;

@@ -352,7 +352,8 @@ END_TEST
  * warpgroups on alternate K steps, summed through shared memory; widths
  * whose halves are odd multiples of 8, split, swapped), 256-row
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
- * grad_a; grad_b keeps the heuristics' plan, as the record does not fit it;
+ * grad_a; grad_b too where the width is whole 64-column boxes, its B then
+ * N-major, else it keeps the heuristics' plan;
  * also on a persistent grid, each tile but a block's last stored from
  * registers, and with the transposed TMA-store epilogue, 128 and 256 rows,
  * persistent or not),
@@ -408,6 +409,8 @@ START_TEST(test_every_configuration)
         "tma bn=80 persist=0 epi=1 split=1 swap=1",
         "tma bn=144 persist=1 epi=1 split=1 bm=256 swap=1",
         "tma bn=112 persist=0 epi=1 split=1 bm=256 swap=1",
+        "tma bn=192 persist=0 epi=1 split=1 swap=1",
+        "tma bn=192 persist=1 epi=1 split=1 swap=1",
         "tma bn=64 persist=0 epi=1 split=1 cl=2",
         "tma bn=128 persist=0 epi=0 split=1 cl=2",
         "tma bn=192 persist=0 epi=1 split=1 cl=2",

@@ -153,9 +153,10 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
          * a block per tile, stored from the ring or registers, no clusters */
         if (c->bm == 64 && (c->epi || c->persist || c->cluster > 1))
             return 0;
-        /* swapped: tokens on the kernel's M before, B K-major after */
+        /* swapped: tokens on the kernel's M before, B K-major after; or
+         * tokens on the reduction (grad_b: a swap for the tiles' fit) */
         if (c->swap) {
-            if (!TK_GEMM_SWAP || q.moving != 0 || !q.a_kmajor)
+            if (!TK_GEMM_SWAP || (q.moving == 0 ? !q.a_kmajor : q.moving != 2 || !TK_GEMM_SWAP_FIT))
                 return 0;
             tk__gemm_plan_swap(&q);
         }

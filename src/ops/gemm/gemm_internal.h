@@ -50,6 +50,13 @@ typedef struct gemm_tile {
 #ifndef TK_GEMM_SWAP_EPI
 #define TK_GEMM_SWAP_EPI 1
 #endif
+/* 1: a weight gradient (tokens on the reduction) takes the swapped
+ * orientation, C^T = B^T A^T, where its tiles fill the chip better
+ * (tk__gemm_plan_wgmma); build with -DTK_GEMM_SWAP_FIT=0 to keep it
+ * unswapped. */
+#ifndef TK_GEMM_SWAP_FIT
+#define TK_GEMM_SWAP_FIT 1
+#endif
 /* 1: N <= 8 runs on the skinny kernels, the forward and the weight gradient
  * (plan_skinny); build with -DTK_GEMM_SKINNY=0 to keep it on the tiled
  * kernels. */

@@ -473,6 +473,24 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                 cost = swap_cost;
             }
         }
+        /* A weight gradient (tokens on the reduction, both orientations
+         * alike for precompiles) whose output fills the chip better in
+         * tiles of the other orientation takes it, at SWAP_GAIN (the
+         * swapped tiles store transposed): grad_b x 1024 x 3072, a 3072 x
+         * 1024 output, in 128 tiles of 128 x 192 swapped, against 96 of
+         * 128 x 256 (144 of 128 x 192 unswapped: two rounds). */
+        if (TK_GEMM_SWAP && TK_GEMM_SWAP_FIT && p->moving == 2 && !p->swap && p->N >= 64 &&
+            p->M >= 64) {
+            int fbm;
+            double fit_cost;
+            const int fbn = tma_pick_bn(p->N, p->M, p->a_kmajor, sms, &fbm, &fit_cost);
+            if (fit_cost < cost * SWAP_GAIN) {
+                tk__gemm_plan_swap(p);
+                p->wg_bm = fbm;
+                p->wg_bn = fbn;
+                cost = fit_cost;
+            }
+        }
         /* ping-pong tiles in the plan's orientation (plan_grid keeps
          * persist 3 for an unsplit plan) */
         if (TK_GEMM_PINGPONG && p->wg_bm != 64) {

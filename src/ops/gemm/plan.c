@@ -149,18 +149,6 @@ static double ks_eff(int bn)
 {
     return ks_eff_tab[bn / 16 - 1];
 }
-/* ... on a reduction of K >= KS_LONG_K, times KS_LONG_K_GAIN
- * (TK_GEMM_KS_LONG_K 0: not): the two warpgroups' partial tiles are summed
- * once per tile, a smaller share of a long main loop. */
-#ifndef TK_GEMM_KS_LONG_K
-#define TK_GEMM_KS_LONG_K 1
-#endif
-#define KS_LONG_K 4096
-#define KS_LONG_K_GAIN 1.08
-static double ks_eff_k(int bn, int64_t K)
-{
-    return ks_eff(bn) * (TK_GEMM_KS_LONG_K && K >= KS_LONG_K ? KS_LONG_K_GAIN : 1.0);
-}
 
 /* Cost of an M x N output in bm x bn tiles of throughput eff per area:
  * rounds (the tiles each multiprocessor takes in turn) x tile area / eff. */
@@ -170,7 +158,7 @@ static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, doubl
     return (double)((tiles + sms - 1) / sms) * bm * bn / eff;
 }
 
-static int tma_pick_bn(int64_t M, int64_t N, int64_t K, int b_kmajor, int64_t sms, int *bm_out,
+static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
                        double *cost_out)
 {
     int best = 256;
@@ -195,7 +183,7 @@ static int tma_pick_bn(int64_t M, int64_t N, int64_t K, int b_kmajor, int64_t sm
      * N < 64: boxes of B mostly zero fill, loaded by twice the tiles (fwd
      * 2048 x 8 x 1024: 64 x 64 tiles 7.6 us, 128 x 64 6.2) */
     for (int bn = 256; N >= 64 && bn >= 64; bn -= b_kmajor ? 16 : 64) {
-        const double cost = wave_cost(M, N, 64, bn, sms, ks_eff_k(bn, K));
+        const double cost = wave_cost(M, N, 64, bn, sms, ks_eff(bn));
         if (cost < best_cost * 0.999) {
             best = bn;
             best_cost = cost;
@@ -313,8 +301,8 @@ static int swap_persist_epi(int64_t M, int64_t N, int bn, int64_t sms, int epi)
     return TK_GEMM_SWAP_WIDE_EPI && epi && bn >= SWAP_EPI_BN_MIN &&
            ((M + 127) / 128) * ((N + bn - 1) / bn) > sms;
 }
-static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, int epi,
-                        int *bm_out, double *cost_out)
+static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int epi, int *bm_out,
+                        double *cost_out)
 {
     int best = 0, best_bm = 256;
     double best_cost = 0;
@@ -322,7 +310,7 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, 
         const int hi = wide ? 256 : bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
         const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
         for (int bn = hi; bn >= lo; bn -= 16) {
-            const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff_k(bn, K)
+            const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn)
                                : wide && swap_persist_epi(M, N, bn, sms, epi) ? SWAP_EPI_EFF
                                                                             : swap_eff(bm, bn);
             const double cost = wave_cost(M, N, bm, bn, sms, eff);
@@ -438,7 +426,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
         double cost, swap_cost;
         p->wgmma = 1;
         p->tma = 1;
-        p->wg_bn = tma_pick_bn(p->M, p->N, p->K, p->b_kmajor, sms, &p->wg_bm, &cost);
+        p->wg_bn = tma_pick_bn(p->M, p->N, p->b_kmajor, sms, &p->wg_bm, &cost);
         /* tokens on the kernel's M, A K-major (the swapped B then is); the
          * token counts a precompile enumerates; the op's N a whole 64-row
          * tile at least (the router's N = 8 swapped onto 64-row tiles ran
@@ -449,7 +437,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             double wide_cost = 0;
             /* the wide tiles' TMA-store epilogue (plan_grid) */
             const int epi = TK_GEMM_SWAP_EPI && TK_GEMM_EPI_TMA && p->c16;
-            int bn = swap_pick_bn(p->N, p->M, p->K, sms, 0, 0, &bm, &swap_cost);
+            int bn = swap_pick_bn(p->N, p->M, sms, 0, 0, &bm, &swap_cost);
             const double gain =
                 bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256 : SWAP_GAIN;
             const int swapped = swap_cost < cost * gain;
@@ -457,7 +445,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
              * plan's cost (both store transposed), at SWAP_GAIN of an
              * unswapped one's */
             const int wbn =
-                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, p->K, sms, 1, epi, &wbm, &wide_cost) : 0;
+                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, sms, 1, epi, &wbm, &wide_cost) : 0;
             /* a swapped plan of 256-row tiles stores each tile after its
              * main loop (a block per tile); past a round and on a short
              * reduction that weighs more than the wide tiles' persistent
@@ -500,7 +488,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             p->M >= 64) {
             int fbm;
             double fit_cost;
-            const int fbn = tma_pick_bn(p->N, p->M, p->K, p->a_kmajor, sms, &fbm, &fit_cost);
+            const int fbn = tma_pick_bn(p->N, p->M, p->a_kmajor, sms, &fbm, &fit_cost);
             if (fit_cost < cost * SWAP_GAIN) {
                 tk__gemm_plan_swap(p);
                 p->wg_bm = fbm;

@@ -301,8 +301,21 @@ static int swap_persist_epi(int64_t M, int64_t N, int bn, int64_t sms, int epi)
     return TK_GEMM_SWAP_WIDE_EPI && epi && bn >= SWAP_EPI_BN_MIN &&
            ((M + 127) / 128) * ((N + bn - 1) / bn) > sms;
 }
-static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int epi, int *bm_out,
-                        double *cost_out)
+/* Wide swapped tiles with the TMA-store epilogue on a reduction of
+ * SWAP_LONG_K or more (TK_GEMM_SWAP_LONG_K): their transposed stores, once
+ * per tile, are a negligible share of its time, so they weigh as the
+ * unswapped K-major tiles (TMA_KB_EFF) and are taken over unswapped plans
+ * when cheaper. */
+#ifndef TK_GEMM_SWAP_LONG_K
+#define TK_GEMM_SWAP_LONG_K 1
+#endif
+#define SWAP_LONG_K 16384
+static int swap_long_k(int64_t K, int bn, int epi)
+{
+    return TK_GEMM_SWAP_LONG_K && epi && K >= SWAP_LONG_K && bn >= SWAP_EPI_BN_MIN;
+}
+static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, int epi,
+                        int *bm_out, double *cost_out)
 {
     int best = 0, best_bm = 256;
     double best_cost = 0;
@@ -311,6 +324,7 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t sms, int wide, int epi, in
         const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
         for (int bn = hi; bn >= lo; bn -= 16) {
             const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn)
+                               : wide && swap_long_k(K, bn, epi) ? TMA_KB_EFF
                                : wide && swap_persist_epi(M, N, bn, sms, epi) ? SWAP_EPI_EFF
                                                                             : swap_eff(bm, bn);
             const double cost = wave_cost(M, N, bm, bn, sms, eff);
@@ -437,7 +451,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             double wide_cost = 0;
             /* the wide tiles' TMA-store epilogue (plan_grid) */
             const int epi = TK_GEMM_SWAP_EPI && TK_GEMM_EPI_TMA && p->c16;
-            int bn = swap_pick_bn(p->N, p->M, sms, 0, 0, &bm, &swap_cost);
+            int bn = swap_pick_bn(p->N, p->M, p->K, sms, 0, 0, &bm, &swap_cost);
             const double gain =
                 bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256 : SWAP_GAIN;
             const int swapped = swap_cost < cost * gain;
@@ -445,7 +459,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
              * plan's cost (both store transposed), at SWAP_GAIN of an
              * unswapped one's */
             const int wbn =
-                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, sms, 1, epi, &wbm, &wide_cost) : 0;
+                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, p->K, sms, 1, epi, &wbm, &wide_cost) : 0;
             /* a swapped plan of 256-row tiles stores each tile after its
              * main loop (a block per tile); past a round and on a short
              * reduction that weighs more than the wide tiles' persistent
@@ -458,7 +472,8 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                     : 0.999;
             /* ... and against an unswapped plan, wide tiles on their
              * persistent TMA-store grid at SWAP_WIDE_EPI_GAIN */
-            const double vs_unswapped = wbn > 0 && swap_persist_epi(p->N, p->M, wbn, sms, epi)
+            const double vs_unswapped = wbn > 0 && (swap_persist_epi(p->N, p->M, wbn, sms, epi) ||
+                                                    swap_long_k(p->K, wbn, epi))
                                             ? SWAP_WIDE_EPI_GAIN
                                             : SWAP_GAIN;
             if (wbn > 0 && wide_cost < (swapped ? swap_cost * vs_swapped : cost * vs_unswapped)) {

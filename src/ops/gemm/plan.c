@@ -305,7 +305,11 @@ static int swap_persist_epi(int64_t M, int64_t N, int bn, int64_t sms, int epi)
  * SWAP_LONG_K or more (TK_GEMM_SWAP_LONG_K): their transposed stores, once
  * per tile, are a negligible share of its time, so they weigh as the
  * unswapped K-major tiles (TMA_KB_EFF) and are taken over unswapped plans
- * when cheaper. */
+ * when cheaper. H100, bench/sweep of bench/swaplongk-check.tkm (the 15 of
+ * 2,000 random shapes it changes, all grad_a x 50304 x 1024 at 2090-7268
+ * tokens, and 2153, 2175), both ways in one call, two runs: 0.920 / 0.918
+ * -> 0.971 / 0.970 of cuBLAS, 4-5 -> 0 under 0.90 (2143: 0.85 -> 0.94 on
+ * 120 swapped tiles of 128 x 144); seed 7 grad_a 1.009 -> 1.020. */
 #ifndef TK_GEMM_SWAP_LONG_K
 #define TK_GEMM_SWAP_LONG_K 1
 #endif

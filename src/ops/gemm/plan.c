@@ -240,9 +240,6 @@ static double swap_eff(int bm, int bn)
     return bn >= 128 ? 0.94 : bn >= 112 ? 0.91 : bn >= 96 ? 0.87 : bn >= 80 ? 0.82 : 0.76;
 }
 
-/* Kernel M x N of the swapped plan (M: the op's N, N: its tokens): the
- * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
- * throughput, and that cost; `wide`: among the wide 128-row tiles only. */
 /* Swapped 128-row tiles this wide or wider store with the TMA-store
  * epilogue (TK_GEMM_SWAP_EPI), on a persistent grid past a wave. H100,
  * bench/sweep of bench/swapepi-check.tkm, the two epilogues in one call:
@@ -318,6 +315,10 @@ static int swap_long_k(int64_t K, int bn, int epi)
 {
     return TK_GEMM_SWAP_LONG_K && epi && K >= SWAP_LONG_K && bn >= SWAP_EPI_BN_MIN;
 }
+/* Kernel M x N of the swapped plan (M: the op's N, N: its tokens), K: the
+ * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
+ * throughput, and that cost; `wide`: among the wide 128-row tiles only,
+ * weighed for the TMA-store epilogue where `epi` (C allows it). */
 static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, int epi,
                         int *bm_out, double *cost_out)
 {

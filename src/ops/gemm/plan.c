@@ -311,17 +311,6 @@ static int swap_persist_epi(int64_t M, int64_t N, int bn, int64_t sms, int epi)
 #define TK_GEMM_SWAP_LONG_K 1
 #endif
 #define SWAP_LONG_K 16384
-/* 64-row swapped tiles on a reduction of SWAP_KS_LONG_K or more
- * (TK_GEMM_SWAP_KS_LONG_K) weigh as unswapped 64-row tiles: their
- * transposed stores, once per tile, a small share of its time. */
-#ifndef TK_GEMM_SWAP_KS_LONG_K
-#define TK_GEMM_SWAP_KS_LONG_K 1
-#endif
-#define SWAP_KS_LONG_K 4096
-static int swap_ks_long_k(int64_t K)
-{
-    return TK_GEMM_SWAP_KS_LONG_K && K >= SWAP_KS_LONG_K;
-}
 static int swap_long_k(int64_t K, int bn, int epi)
 {
     return TK_GEMM_SWAP_LONG_K && epi && K >= SWAP_LONG_K && bn >= SWAP_EPI_BN_MIN;
@@ -339,7 +328,7 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, 
         const int hi = wide ? 256 : bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
         const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
         for (int bn = hi; bn >= lo; bn -= 16) {
-            const double eff = bm == 64 ? (swap_ks_long_k(K) ? 1.0 : KS_SWAP_EFF) * ks_eff(bn)
+            const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn)
                                : wide && swap_long_k(K, bn, epi) ? TMA_KB_EFF
                                : wide && swap_persist_epi(M, N, bn, sms, epi) ? SWAP_EPI_EFF
                                                                             : swap_eff(bm, bn);

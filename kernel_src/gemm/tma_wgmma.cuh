@@ -102,6 +102,20 @@ __device__ __forceinline__ int tile_origin(tk_i64 t, int B, tk_i64 dim)
         o = (dim - B + 7) & ~(tk_i64)7; // <= t * B: that is a multiple of 8 above dim - B
     return (int)o;
 }
+// First row and column of block-work index t's BM x BN tile (tma_tile_of,
+// tile_origin), for the producer and the consumers alike; true for a
+// cluster's missing tile.
+template <int BM, int BN>
+__device__ __forceinline__ bool tma_tile_at(tk_i64 t, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 M,
+                                            tk_i64 N, int *m0, int *n0)
+{
+    tk_i64 tm, tn;
+    bool phantom;
+    tma_tile_of(t, tiles_m, tiles_n, &tm, &tn, &phantom);
+    *m0 = tile_origin(tm, BM, M);
+    *n0 = tile_origin(tn, BN, N);
+    return phantom;
+}
 // Blocks (work items) of the TMA kernel's grid: a tile each, pairs of
 // column tiles with TK_CLUSTER 2.
 __device__ __forceinline__ tk_i64 tma_grid_tiles(tk_i64 tiles_m, tk_i64 tiles_n)
@@ -291,7 +305,7 @@ __device__ __forceinline__ void store_acc_tma_t(const float (&acc)[NACC], const 
                 if (issuer)
                     bulk_wait_read<1>();
                 asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
-                if (warp_in_wg * 16 / CW == rc || RCH == 1) {
+                if (warp_in_wg * 16 / CW == rc) {
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         const int cb = ((rw + 8 * h) % CW) * ES; // byte in a box row
@@ -469,10 +483,8 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     int k0, k1;
     bool more;
     while (work.take(t, k0, k1, more)) {
-        tk_i64 tm, tn;
-        bool phantom;
-        tma_tile_of(t, tiles_m, tiles_n, &tm, &tn, &phantom);
-        const int m0 = tile_origin(tm, BM, M), n0 = tile_origin(tn, BN, N);
+        int m0, n0;
+        const bool phantom = tma_tile_at<BM, BN>(t, tiles_m, tiles_n, M, N, &m0, &n0);
         float acc[NACC];
 #pragma unroll
         for (int i = 0; i < NACC; ++i)
@@ -746,10 +758,8 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
     for (int j = 0; work.take(t, k0, k1, more); ++j) {
         if ((j & 1) != cw)
             continue;
-        tk_i64 tm, tn;
-        bool phantom;
-        tma_tile_of(t, tiles_m, tiles_n, &tm, &tn, &phantom);
-        const int m0 = tile_origin(tm, BM, M), n0 = tile_origin(tn, BN, N);
+        int m0, n0;
+        tma_tile_at<BM, BN>(t, tiles_m, tiles_n, M, N, &m0, &n0); // (no clusters: never phantom)
         float acc[NACC];
 #pragma unroll
         for (int i = 0; i < NACC; ++i)
@@ -821,10 +831,8 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
             int k0, k1;
             bool more;
             while (work.take(t, k0, k1, more)) {
-                tk_i64 tm, tn;
-                bool phantom;
-                tma_tile_of(t, tiles_m, tiles_n, &tm, &tn, &phantom);
-                const int m0 = tile_origin(tm, BM, M), n0 = tile_origin(tn, BN, N);
+                int m0, n0;
+                tma_tile_at<BM, BN>(t, tiles_m, tiles_n, M, N, &m0, &n0);
                 for (int kt = k0; kt < k1; ++kt, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) // the consumers released step it - STAGES

@@ -16,11 +16,14 @@
  * against the CPU reference with the tolerance of tests/test_gpu_ops.c.
  *
  *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N[,N...]]
- *           [--odd N] [--seed S] [--offset H]
+ *           [--odd N] [--seed S] [--offset H] [--rows R]
  *
  * --odd N adds N odd column counts drawn log-uniformly from 1024..262144
  * with the seed S (default 1); --offset H moves every pointer H halves
  * past the allocation's start (H odd: no row starts on a 16-byte boundary).
+ * --rows R takes R rows at every width (default: as many as fill 256 MiB;
+ * R is clamped to that), to see how a kernel shape fares at other token
+ * counts than the one that fills the buffer.
  *
  * --sweep also launches the embedded kernels directly with other block,
  * ITERS and cluster shapes than the library picks (the tuning behind
@@ -455,6 +458,7 @@ int main(int argc, char **argv)
     int64_t cols_list[MAX_COLS];
     int n_cols = (int)(sizeof default_cols / sizeof default_cols[0]);
     int n_odd = 0, offset = 0;
+    int64_t rows_opt = 0;
     uint64_t seed = 1;
     memcpy(cols_list, default_cols, sizeof default_cols);
 
@@ -489,6 +493,12 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
+            rows_opt = strtoll(argv[++i], NULL, 10);
+            if (rows_opt < 1) {
+                fprintf(stderr, "--rows: 1 or more\n");
+                return 2;
+            }
         } else if (strcmp(argv[i], "--offset") == 0 && i + 1 < argc) {
             offset = atoi(argv[++i]);
             if (offset < 0 || offset > 64) {
@@ -498,7 +508,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
-                    "N,...] [--odd N] [--seed S] [--offset H]\n",
+                    "N,...] [--odd N] [--seed S] [--offset H] [--rows R]\n",
                     argv[0]);
             return 2;
         }
@@ -573,7 +583,8 @@ int main(int argc, char **argv)
                "-------|-------|\n");
     }
     for (int ci = 0; ci < n_cols; ci++) {
-        const int64_t cols = cols_list[ci], rows = ELEMS / cols;
+        const int64_t cols = cols_list[ci];
+        const int64_t rows = rows_opt > 0 && rows_opt < ELEMS / cols ? rows_opt : ELEMS / cols;
         for (int bwd = 0; bwd <= 1; bwd++) {
             sm_case s;
             memset(&s, 0, sizeof s);

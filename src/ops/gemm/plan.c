@@ -300,17 +300,31 @@ static int swap_persist_epi(int64_t M, int64_t N, int bn, int64_t sms, int epi)
 }
 /* Wide swapped tiles with the TMA-store epilogue on a reduction of
  * SWAP_LONG_K or more (TK_GEMM_SWAP_LONG_K): their transposed stores, once
- * per tile, are a negligible share of its time, so they weigh as the
+ * per tile, are a small share of its time, so they weigh as the
  * unswapped K-major tiles (TMA_KB_EFF) and are taken over unswapped plans
- * when cheaper. H100, bench/sweep of bench/swaplongk-check.tkm (the 15 of
- * 2,000 random shapes it changes, all grad_a x 50304 x 1024 at 2090-7268
- * tokens, and 2153, 2175), both ways in one call, two runs: 0.920 / 0.918
- * -> 0.971 / 0.970 of cuBLAS, 4-5 -> 0 under 0.90 (2143: 0.85 -> 0.94 on
- * 120 swapped tiles of 128 x 144); seed 7 grad_a 1.009 -> 1.020. */
+ * when cheaper. H100, bench/sweep, both ways in one call:
+ *  - from K = 16384: bench/swaplongk-check.tkm (the 15 of 2,000 random
+ *    shapes it changes, all grad_a x 50304 x 1024 at 2090-7268 tokens, and
+ *    2153, 2175), two runs: 0.920 / 0.918 -> 0.971 / 0.970 of cuBLAS, 4-5
+ *    -> 0 under 0.90 (2143: 0.85 -> 0.94 on 120 swapped tiles of 128 x
+ *    144); seed 7 grad_a 1.009 -> 1.020;
+ *  - from K = 2048 (TK_GEMM_SWAP_LONG_K_MIN; before: 16384):
+ *    bench/swapmidk-check.tkm (77 of 3,000 random shapes it changes, K =
+ *    2816-4096), 0.941 -> 0.962 and 0.943 -> 0.972 in two calls, their
+ *    time 0.975x (grad_a 14601x3072x1024 143.0 -> 124.5 us on 528 swapped
+ *    tiles of 128 x 224 instead of 920 of 128 x 128; fwd 14711x1024x2816
+ *    0.83 -> 0.97); the 35 shapes that go from 128 x 128 tiles to the same
+ *    tiles swapped 0.5% faster (-2.3% .. +1.2%); seeds 2026 / 7 / 31: the
+ *    4 / 6 / 4 shapes it changes 0.972x / 0.947x / 0.962x the time, none
+ *    slower (grad_a 2175x4096x1024 0.88 -> 0.93, 2119x3072x1024 0.89 ->
+ *    0.96). */
 #ifndef TK_GEMM_SWAP_LONG_K
 #define TK_GEMM_SWAP_LONG_K 1
 #endif
-#define SWAP_LONG_K 16384
+#ifndef TK_GEMM_SWAP_LONG_K_MIN
+#define TK_GEMM_SWAP_LONG_K_MIN 2048
+#endif
+#define SWAP_LONG_K TK_GEMM_SWAP_LONG_K_MIN
 static int swap_long_k(int64_t K, int bn, int epi)
 {
     return TK_GEMM_SWAP_LONG_K && epi && K >= SWAP_LONG_K && bn >= SWAP_EPI_BN_MIN;

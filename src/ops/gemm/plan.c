@@ -329,6 +329,20 @@ static int swap_long_k(int64_t K, int bn, int epi)
 {
     return TK_GEMM_SWAP_LONG_K && epi && K >= SWAP_LONG_K && bn >= SWAP_EPI_BN_MIN;
 }
+/* ... and the narrow 128-row swapped tiles (32-96 wide) on such a reduction
+ * are taken over unswapped plans at SWAP_WIDE_EPI_GAIN, not SWAP_GAIN
+ * (TK_GEMM_SWAP_NARROW_LONG_K 0: as before). `tokitai-jit --tune -v` of fwd
+ * N=1024 K=4096 and grad_a N=2816 / 4096 K=1024 at 1408-1536 tokens (H100)
+ * picked 128 x 96 swapped tiles, 6-8% faster than the heuristics' 64 x 192
+ * or 128 x 128 swapped ones. bench/sweep of bench/swapnarrow-check.tkm (60
+ * of the 102 of 12,000 random shapes it changes, 1154-1534 tokens, K =
+ * 2816-4096), both ways in one call, two runs: 0.893 / 0.886 -> 0.946 /
+ * 0.957 of cuBLAS, 40-42 -> 9-15 under 0.90, every shape faster (time
+ * 0.936x / 0.938x); seeds 31 / 11: fwd 1282x1024x4096 0.83 -> 0.88, the
+ * rest unchanged. */
+#ifndef TK_GEMM_SWAP_NARROW_LONG_K
+#define TK_GEMM_SWAP_NARROW_LONG_K 1
+#endif
 /* Kernel M x N of the swapped plan (M: the op's N, N: its tokens), K: the
  * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
  * throughput, and that cost; `wide`: among the wide 128-row tiles only,
@@ -472,7 +486,10 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             const int epi = TK_GEMM_SWAP_EPI && TK_GEMM_EPI_TMA && p->c16;
             int bn = swap_pick_bn(p->N, p->M, p->K, sms, 0, 0, &bm, &swap_cost);
             const double gain =
-                bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256 : SWAP_GAIN;
+                TK_GEMM_SWAP_NARROW_LONG_K && bm == 128 && swap_long_k(p->K, SWAP_EPI_BN_MIN, epi)
+                    ? SWAP_WIDE_EPI_GAIN
+                : bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256
+                                                            : SWAP_GAIN;
             const int swapped = swap_cost < cost * gain;
             /* the wide 128-row tiles against the plan so far: at a swapped
              * plan's cost (both store transposed), at SWAP_GAIN of an

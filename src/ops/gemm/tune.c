@@ -21,7 +21,7 @@
  * epilogue), ping-pong tiles up to 128 wide (unswapped and swapped, for
  * each round count its narrowest width), 64-row tiles (for each round
  * count its narrowest width), the
- * TMA kernel split 2..8 ways on 64- and 128-row tiles 64, 128 and 256 wide when
+ * TMA kernel split 2..8 ways on 64- and 128-row tiles 64, 128, 192 and 256 wide when
  * its tiles fill less than the chip, the three smaller mma.sync tiles
  * unsplit and split 2 or 4 ways (on sm_90 only when the output has few
  * tiles; elsewhere always, with the large mma.sync tile too); at most
@@ -187,7 +187,8 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     for (size_t i = 0; tma_ok && t128 < base->sms && i < sizeof tma_splits / sizeof *tma_splits;
          i++) {
         for (int bm = 64; bm <= 128; bm += 64)
-            for (int bn = 64; bn <= 256; bn *= 2) {
+            for (int j = 0; j < N_TMA_BNS; j++) {
+                const int bn = tk__gemm_tma_bns[j];
                 cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .splits = tma_splits[i]};
                 q = *base;
                 if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1)

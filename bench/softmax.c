@@ -388,6 +388,17 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
     /* a cluster of c blocks per row */
     for (unsigned c = 2; clusters && c <= 8; c *= 2) {
         const int64_t per = (nvec + c - 1) / c;
+        /* forward, VEC 8: half as many blocks of 512 threads as hold the
+         * slice in registers, each with up to 2 * itmax vectors, itmax / 2
+         * or itmax of them in registers, the rest in shared memory (fewer,
+         * larger clusters: more of them fit a GPC) */
+        if (!s->bwd && vec == 8 && nvec >= 2048 && per > 512 * itmax && per <= 1024 * itmax) {
+            const unsigned iters = (unsigned)((per + 511) / 512);
+            for (unsigned in_regs = itmax / 2; in_regs <= itmax; in_regs += itmax / 2) {
+                v = (variant){512, 512, iters, c, 0, 0, iters - in_regs, 1, 0};
+                sweep_one(s, &v, x_host, copy);
+            }
+        }
         if (nvec < 2048 || per > 512 * itmax)
             continue;
         for (unsigned g = 64; g <= 1024 && g <= per; g *= 2) {

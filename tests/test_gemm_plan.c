@@ -1,0 +1,195 @@
+/*
+ * The GEMM heuristics (src/ops/gemm/plan.c) on an sm_90 target, without a
+ * GPU: every plan they make for the model's shapes and for random others is
+ * a configuration the tuning records accept and reproduce.
+ *
+ * - The configuration of each plan (tk__gemm_cfg_of_plan) is accepted by
+ *   tk__gemm_plan_apply on the same call, and applying it gives back the
+ *   same configuration and the same tile, ring and grid: a tuning record
+ *   naming it would run the kernel the heuristics run.
+ * - TMA plans: widths in steps of 16 (of 64 where B comes N-major), 64,
+ *   128 or 256 rows, 256-row tiles at most SWAP_BN_MAX wide, at least two
+ *   ring stages that fit shared memory beside the epilogue's staging.
+ * - Swapped plans: only where the tokens are on the kernel's M with A
+ *   K-major before the swap, or grad_b (tokens on the reduction).
+ * - Split plans: no persistent grid, no TMA-store epilogue, no swap; the
+ *   split factor leaves no split empty.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/gemm/gemm_internal.h"
+#include "tk_test.h"
+#include "tokitai/ops.h"
+
+static tk_context *g_ctx;
+
+/* The heuristics' plan of a packed call of op M x N x K on an H100-like
+ * sm_90 target (132 multiprocessors): tk__gemm_plan_packed_heuristic's
+ * steps, with the target's facts set after the stub context's. */
+static void sm90_heuristic(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    tk__gemm_plan_op(op, M, N, K, p);
+    p->lda = p->a_kmajor ? p->K : p->M;
+    p->ldb = p->b_kmajor ? p->K : p->N;
+    p->ldc = p->N;
+    tk__gemm_plan_target(g_ctx, p);
+    p->amd = 0, p->simple = 0, p->sm90 = 1, p->sms = 132;
+    tk__gemm_plan_alignment(p, NULL, NULL, NULL);
+    tk__gemm_plan_wgmma(p);
+    tk__gemm_plan_split(p);
+    tk__gemm_plan_grid(p);
+    tk__gemm_plan_skinny(p);
+    tk__gemm_plan_smallk(p);
+}
+
+/* splitmix64 */
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static const char *op_name(tk_op op)
+{
+    return op == TK_OP_GEMM_F16_FWD ? "fwd" : op == TK_OP_GEMM_F16_GRAD_A ? "grad_a" : "grad_b";
+}
+
+static unsigned g_checked, g_tma, g_swapped, g_split;
+
+static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
+{
+    gemm_plan p, q;
+    gemm_cfg c, c2;
+    char text[128], text2[128];
+    sm90_heuristic(op, M, N, K, &p);
+    tk__gemm_cfg_of_plan(&p, &c);
+    tk__gemm_cfg_text(&c, text, sizeof text);
+    /* a fresh heuristic plan of the same call takes the configuration back */
+    sm90_heuristic(op, M, N, K, &q);
+    ck_assert_msg(tk__gemm_plan_apply(&q, &c), "%s %" PRId64 "x%" PRId64 "x%" PRId64
+                  ": the heuristics' configuration '%s' is refused",
+                  op_name(op), M, N, K, text);
+    tk__gemm_cfg_of_plan(&q, &c2);
+    tk__gemm_cfg_text(&c2, text2, sizeof text2);
+    ck_assert_msg(strcmp(text, text2) == 0,
+                  "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": '%s' applied reads '%s'", op_name(op),
+                  M, N, K, text, text2);
+    ck_assert_int_eq(q.swap, p.swap);
+    ck_assert_int_eq(q.splits, p.splits);
+    ck_assert_int_eq(q.M, p.M);
+    ck_assert_int_eq(q.N, p.N);
+    if (p.tma && !p.skinny && !p.smallk) {
+        ck_assert_int_eq(q.wg_stages, p.wg_stages);
+        g_tma++;
+        ck_assert_msg(p.wg_bn % 16 == 0 && p.wg_bn >= 16 && p.wg_bn <= 256, "%s: width %d",
+                      text, p.wg_bn);
+        ck_assert_msg(p.b_kmajor || p.wg_bn % 64 == 0, "%s: N-major B, width %d", text,
+                      p.wg_bn);
+        ck_assert(p.wg_bm == 64 || p.wg_bm == 128 || p.wg_bm == 256);
+        ck_assert(p.wg_bm != 256 || p.wg_bn <= SWAP_BN_MAX);
+        /* the ring (A and B boxes of 64 K columns) beside the barriers and,
+         * for 128-row tiles or the swapped epilogue, 32 KiB of staging */
+        const int stage = (p.wg_bm + p.wg_bn) * 64 * 2;
+        ck_assert_msg(p.wg_stages >= 2, "%s: %d stages", text, p.wg_stages);
+        ck_assert_msg(p.wg_stages * stage + 2048 + (p.wg_bm == 128 || p.epi_tma ? 32768 : 0) <=
+                          232448,
+                      "%s: %d stages of %d bytes", text, p.wg_stages, stage);
+        if (p.swap) {
+            g_swapped++;
+            gemm_plan o = p;
+            tk__gemm_plan_swap(&o); /* the op's own orientation */
+            ck_assert_msg((o.moving == 0 && o.a_kmajor) || o.moving == 2,
+                          "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": swapped '%s'", op_name(op),
+                          M, N, K, text);
+        }
+        if (p.splits > 1) {
+            g_split++;
+            ck_assert_msg(!p.persist && !p.epi_tma && !p.swap, "split plan '%s'", text);
+            const int64_t kt = (p.K + 63) / 64, per = (kt + p.splits - 1) / p.splits;
+            ck_assert_msg(per * (p.splits - 1) < kt, "'%s': an empty split of %" PRId64 " K tiles",
+                          text, kt);
+        }
+    }
+    g_checked++;
+}
+
+START_TEST(test_model_shapes)
+{
+    /* the model's (N, K) families (d_model 1024, FFN 2816, QKV 3072, 4096,
+     * the vocabulary, the router), token counts 1..16384 in steps that
+     * cross every tile boundary of 16 */
+    static const int64_t fam[][2] = {{2816, 1024}, {1024, 2816}, {3072, 1024}, {1024, 3072},
+                                     {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
+    static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
+    g_checked = g_tma = g_swapped = g_split = 0;
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
+        for (size_t o = 0; o < 3; o++)
+            for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
+                check_shape(ops[o], m, fam[f][0], fam[f][1]);
+    /* every kind of plan checked above was reached */
+    ck_assert_uint_gt(g_tma, g_checked / 2);
+    ck_assert_uint_gt(g_swapped, 100);
+    ck_assert_uint_gt(g_split, 100);
+}
+END_TEST
+
+START_TEST(test_random_shapes)
+{
+    /* other shapes: each dimension log-uniform in 1..65536, a multiple of 8
+     * (aligned: the TMA kernels) three times in four */
+    static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
+    uint64_t s = 2026;
+    for (int i = 0; i < 20000; i++) {
+        int64_t d[3];
+        for (int j = 0; j < 3; j++) {
+            const double u = (double)(rnd(&s) >> 11) / 9007199254740992.0;
+            int64_t v = (int64_t)(1.0 + 65535.0 * u * u * u * u);
+            if (rnd(&s) % 4 != 0)
+                v = (v + 7) / 8 * 8;
+            d[j] = v;
+        }
+        check_shape(ops[rnd(&s) % 3], d[0], d[1], d[2]);
+    }
+}
+END_TEST
+
+static void setup(void)
+{
+    tk_config *cfg = NULL;
+    char why[256] = "";
+    tk_assert_status(tk_config_create(&cfg), TK_OK);
+    tk_assert_status(tk_config_set_backend(cfg, TK_BACKEND_STUB), TK_OK);
+    tk_assert_status(tk_config_set_cache_disabled(cfg, 1), TK_OK);
+    tk_status st = tk_context_create(cfg, &g_ctx, why, sizeof why);
+    ck_assert_msg(st == TK_OK, "%s", why);
+    tk_config_destroy(cfg);
+}
+
+static void teardown(void)
+{
+    tk_context_destroy(g_ctx);
+    g_ctx = NULL;
+}
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("gemm_plan");
+    TCase *tc = tcase_create("heuristics");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_model_shapes);
+    tcase_add_test(tc, test_random_shapes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tk_test_main(suite());
+}

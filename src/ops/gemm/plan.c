@@ -330,7 +330,9 @@ static int swap_long_k(int64_t K, int bn, int epi)
     return TK_GEMM_SWAP_LONG_K && epi && K >= SWAP_LONG_K && bn >= SWAP_EPI_BN_MIN;
 }
 /* ... and the narrow 128-row swapped tiles (32-96 wide) on such a reduction
- * are taken over unswapped plans at SWAP_WIDE_EPI_GAIN, not SWAP_GAIN
+ * (with C as swap_long_k wants it: fp16, where the wide tiles could take the
+ * TMA-store epilogue; the narrow ones store through the ring) are taken over
+ * unswapped plans at SWAP_WIDE_EPI_GAIN, not SWAP_GAIN
  * (TK_GEMM_SWAP_NARROW_LONG_K 0: as before). `tokitai-jit --tune -v` of fwd
  * N=1024 K=4096 and grad_a N=2816 / 4096 K=1024 at 1408-1536 tokens (H100)
  * picked 128 x 96 swapped tiles, 6-8% faster than the heuristics' 64 x 192

@@ -27,8 +27,8 @@
 static tk_context *g_ctx;
 
 /* The heuristics' plan of a packed call of op M x N x K on an H100-like
- * sm_90 target (132 multiprocessors): tk__gemm_plan_packed_heuristic's
- * steps, with the target's facts set after the stub context's. */
+ * sm_90 target (132 multiprocessors): as tk__gemm_plan_packed_heuristic,
+ * with the target's facts set after the stub context's. */
 static void sm90_heuristic(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan *p)
 {
     memset(p, 0, sizeof *p);
@@ -39,11 +39,7 @@ static void sm90_heuristic(tk_op op, int64_t M, int64_t N, int64_t K, gemm_plan 
     tk__gemm_plan_target(g_ctx, p);
     p->amd = 0, p->simple = 0, p->sm90 = 1, p->sms = 132;
     tk__gemm_plan_alignment(p, NULL, NULL, NULL);
-    tk__gemm_plan_wgmma(p);
-    tk__gemm_plan_split(p);
-    tk__gemm_plan_grid(p);
-    tk__gemm_plan_skinny(p);
-    tk__gemm_plan_smallk(p);
+    tk__gemm_plan_choose(p);
 }
 
 /* splitmix64 */

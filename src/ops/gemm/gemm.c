@@ -154,11 +154,7 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
     const int staged = stage_ok && tk__gemm_plan_stage(&p, d_a, d_b);
     tk__gemm_plan_alignment(&p, p.stage_a ? TK__GEMM_STAGED_PTR : d_a,
                             p.stage_b ? TK__GEMM_STAGED_PTR : d_b, d_c);
-    tk__gemm_plan_wgmma(&p);
-    tk__gemm_plan_split(&p);
-    tk__gemm_plan_grid(&p);
-    tk__gemm_plan_skinny(&p);
-    tk__gemm_plan_smallk(&p);
+    tk__gemm_plan_choose(&p);
     if (!tk__gemm_plan_tuned(ctx, &p) && tk__gemm_tune_mode() == TUNE_AUTO && p.aligned && !p.amd &&
         !p.simple && !staged) {
         /* first use of the class under TOKITAI_JIT_TUNE=auto: tune it on the

@@ -207,6 +207,7 @@ void tk__gemm_plan_unstage(gemm_plan *p);
 #define TK__GEMM_STAGED_PTR ((const void *)(uintptr_t)256)
 void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
                                     gemm_plan *p);
+void tk__gemm_plan_choose(gemm_plan *p);
 
 /* config.c */
 void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c);

@@ -1063,6 +1063,15 @@ void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_
     p->ldc = p->N;
     tk__gemm_plan_target(ctx, p);
     tk__gemm_plan_alignment(p, NULL, NULL, NULL);
+    tk__gemm_plan_choose(p);
+}
+
+/* The heuristics' choices (kernel, tile, split, grid) for a call whose
+ * target facts (tk__gemm_plan_target) and alignment
+ * (tk__gemm_plan_alignment) are set: a call's plan, a precompile's, a
+ * tuner's base. */
+void tk__gemm_plan_choose(gemm_plan *p)
+{
     tk__gemm_plan_wgmma(p);
     tk__gemm_plan_split(p);
     tk__gemm_plan_grid(p);

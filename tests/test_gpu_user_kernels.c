@@ -1,9 +1,11 @@
 /*
  * User kernels on a real device (label gpu): a template kernel named by a
  * C++ name expression and a cooperative_groups reduction run and give the
- * right answer; a header edited between two processes gives the new result
- * (one compile), and a third process hits the disk cache with it. Without a
- * device it prints "skipped: ..." and exits 77.
+ * right answer; kernels in thread-block clusters of 2, 8 and 16 blocks
+ * (sm_90) read each other's shared memory; a header edited between two
+ * processes gives the new result (one compile), and a third process hits
+ * the disk cache with it. Without a device it prints "skipped: ..." and
+ * exits 77.
  *
  * Runs without forking (CUDA does not survive fork); the other processes
  * are this binary re-executed with "--child <cache dir> <include dir>".
@@ -139,6 +141,68 @@ START_TEST(test_cooperative_groups_kernel)
     tk_mem_free(ctx, din);
     tk_mem_free(ctx, dout);
     free(h);
+    tk_context_destroy(ctx);
+    tk_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* Thread-block clusters (sm_90 and later): each block reads its neighbour's
+ * shared memory in the cluster ring. 16 blocks is a non-portable size: the
+ * engine allows it when it loads a kernel compiled for it. */
+static const char *const k_cluster_ring =
+    "#include <cooperative_groups.h>\n"
+    "namespace cg = cooperative_groups;\n"
+    "template <int C> __global__ void __cluster_dims__(C, 1, 1) ring(int *out)\n"
+    "{\n"
+    "    __shared__ int mine;\n"
+    "    cg::cluster_group cl = cg::this_cluster();\n"
+    "    if (threadIdx.x == 0) mine = (int)blockIdx.x * 7 + 1;\n"
+    "    cl.sync();\n"
+    "    const unsigned r = cl.block_rank(), n = cl.num_blocks();\n"
+    "    const int *peer = cl.map_shared_rank(&mine, (r + 1) % n);\n"
+    "    if (threadIdx.x == 0) out[blockIdx.x] = (int)n * 1000000 + *peer;\n"
+    "    cl.sync();\n"
+    "}\n";
+
+START_TEST(test_cluster_kernels)
+{
+    char *dir = tk_test_tmpdir("gpu_usr_cluster");
+    tk_context *ctx = context_in(dir);
+    const char *target = tk_context_target(ctx);
+    if (strcmp(tk_context_backend_name(ctx), "cuda") != 0 || target == NULL ||
+        strncmp(target, "sm_", 3) != 0 || atoi(target + 3) < 90) {
+        printf("note: thread-block clusters need NVIDIA sm_90 or later; not run on %s %s\n",
+               tk_context_backend_name(ctx), target ? target : "?");
+        tk_context_destroy(ctx);
+        tk_test_rmtree(dir);
+        free(dir);
+        return;
+    }
+    enum { BLOCKS = 64 };
+    void *d = NULL;
+    int h[BLOCKS];
+    tk_assert_status(tk_mem_alloc(ctx, sizeof h, &d), TK_OK);
+    static const char *const entries[] = {"ring<2>", "ring<8>", "ring<16>"};
+    static const int sizes[] = {2, 8, 16};
+    for (int e = 0; e < 3; e++) {
+        tk_kernel_desc kd = {.source = k_cluster_ring, .entry = entries[e]};
+        tk_kernel *k = get_ok(ctx, &kd);
+        unsigned grid[3] = {BLOCKS, 1, 1}, block[3] = {64, 1, 1};
+        void *args[] = {&d};
+        tk_assert_status(tk_mem_set(ctx, d, 0, sizeof h), TK_OK);
+        tk_status st = tk_kernel_launch(ctx, k, grid, block, 0, NULL, args);
+        ck_assert_msg(st == TK_OK, "%s: %s: %s", entries[e], tk_status_str(st),
+                      tk_context_last_error(ctx));
+        tk_assert_status(tk_mem_download(ctx, h, d, sizeof h), TK_OK);
+        const int c = sizes[e];
+        for (int b = 0; b < BLOCKS; b++) {
+            const int peer = b / c * c + (b % c + 1) % c;
+            ck_assert_msg(h[b] == c * 1000000 + peer * 7 + 1, "%s: block %d read %d", entries[e],
+                          b, h[b]);
+        }
+    }
+    tk_mem_free(ctx, d);
     tk_context_destroy(ctx);
     tk_test_rmtree(dir);
     free(dir);
@@ -326,6 +390,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_template_kernels);
     tcase_add_test(tc, test_cooperative_groups_kernel);
+    tcase_add_test(tc, test_cluster_kernels);
     tcase_add_test(tc, test_header_edit_between_processes);
     tcase_add_test(tc, test_cpp_named_every_size_class);
     suite_add_tcase(s, tc);

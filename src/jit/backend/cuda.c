@@ -995,12 +995,32 @@ static void cuda_module_unload(void *dev_handle, void *module)
         g.cu.cuModuleUnload(module);
 }
 
+/* CUfunction_attribute values (cuda.h) */
+#define TK__CU_FUNC_REQUIRED_CLUSTER_WIDTH 11
+#define TK__CU_FUNC_REQUIRED_CLUSTER_HEIGHT 12
+#define TK__CU_FUNC_REQUIRED_CLUSTER_DEPTH 13
+#define TK__CU_FUNC_NON_PORTABLE_CLUSTER_SIZE_ALLOWED 14
+
 static tk_status cuda_module_function(void *module, const char *entry, void **fn, tk__err *err)
 {
     CUfunction f = NULL;
     CUresult r = g.cu.cuModuleGetFunction(&f, module, entry);
     if (r != 0)
         return tk__err_set(err, TK_NOT_FOUND, "cuModuleGetFunction(%s): %s", entry, cu_err_name(r));
+    /* A kernel compiled for clusters of more than 8 blocks (__cluster_dims__:
+     * 16 on sm_90) launches only with the non-portable size allowed. */
+    int cw = 0, ch = 0, cd = 0;
+    if (g.cu.cuFuncGetAttribute(&cw, TK__CU_FUNC_REQUIRED_CLUSTER_WIDTH, f) == 0 &&
+        g.cu.cuFuncGetAttribute(&ch, TK__CU_FUNC_REQUIRED_CLUSTER_HEIGHT, f) == 0 &&
+        g.cu.cuFuncGetAttribute(&cd, TK__CU_FUNC_REQUIRED_CLUSTER_DEPTH, f) == 0 &&
+        (long long)cw * (ch > 0 ? ch : 1) * (cd > 0 ? cd : 1) > 8) {
+        r = g.cu.cuFuncSetAttribute(f, TK__CU_FUNC_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+        if (r != 0)
+            return tk__err_set(err, TK_UNSUPPORTED,
+                               "%s: clusters of %d x %d x %d blocks, more than 8: "
+                               "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED): %s",
+                               entry, cw, ch, cd, cu_err_name(r));
+    }
     *fn = f;
     return TK_OK;
 }

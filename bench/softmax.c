@@ -16,7 +16,7 @@
  * against the CPU reference with the tolerance of tests/test_gpu_ops.c.
  *
  *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N[,N...]]
- *           [--odd N] [--seed S] [--offset H] [--rows R]
+ *           [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]
  *
  * --odd N adds N odd column counts drawn log-uniformly from 1024..262144
  * with the seed S (default 1); --offset H moves every pointer H halves
@@ -31,7 +31,9 @@
  * per row, g threads per row, b threads per block, it vectors per thread,
  * smem_g / sN: g / N vectors per thread in shared memory, E: TK_STORE_E;
  * act.: clusters of that shape the GPU holds at once
- * (cuOccupancyMaxActiveClusters).
+ * (cuOccupancyMaxActiveClusters). The forward's sweep tries clusters of
+ * 16 blocks too (non-portable; the engine allows them at load).
+ * --cluster-min C skips the sweep's clusters of fewer than C blocks.
  *
  * Prints markdown tables; exit 0 when every check passed, 1 otherwise, 77
  * without a device. PyTorch's figures for the same shapes:
@@ -355,6 +357,9 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     return gbs;
 }
 
+/* --cluster-min: the sweep's cluster variants start at this many blocks */
+static unsigned sweep_cluster_min = 2;
+
 static void sweep(sm_case *s, const uint16_t *x_host, double copy)
 {
     const unsigned vec = 8;
@@ -385,8 +390,11 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
             }
         }
     }
-    /* a cluster of c blocks per row */
-    for (unsigned c = 2; clusters && c <= 8; c *= 2) {
+    /* a cluster of c blocks per row; the forward also 16 (a non-portable
+     * size, which sm_90 allows) */
+    for (unsigned c = 2; clusters && c <= (s->bwd ? 8u : 16u); c *= 2) {
+        if (c < sweep_cluster_min)
+            continue;
         const int64_t per = (nvec + c - 1) / c;
         /* forward, VEC 8: half as many blocks of 512 threads as hold the
          * slice in registers, each with up to 2 * itmax vectors, itmax / 2
@@ -504,6 +512,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--cluster-min") == 0 && i + 1 < argc) {
+            sweep_cluster_min = (unsigned)atoi(argv[++i]);
         } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
             rows_opt = strtoll(argv[++i], NULL, 10);
             if (rows_opt < 1) {
@@ -519,7 +529,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
-                    "N,...] [--odd N] [--seed S] [--offset H] [--rows R]\n",
+                    "N,...] [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]\n",
                     argv[0]);
             return 2;
         }

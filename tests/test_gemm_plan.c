@@ -9,7 +9,8 @@
  *   naming it would run the kernel the heuristics run.
  * - TMA plans: widths in steps of 16 (of 64 where B comes N-major), 64,
  *   128 or 256 rows, 256-row tiles at most SWAP_BN_MAX wide, at least two
- *   ring stages that fit shared memory beside the epilogue's staging.
+ *   ring stages that fit shared memory beside the epilogue's staging, and
+ *   a launch within 227 KiB.
  * - Swapped plans: only where the tokens are on the kernel's M with A
  *   K-major before the swap, or grad_b (tokens on the reduction).
  * - Split plans: no persistent grid, no TMA-store epilogue, no swap; the
@@ -90,12 +91,17 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
         ck_assert(p.wg_bm == 64 || p.wg_bm == 128 || p.wg_bm == 256);
         ck_assert(p.wg_bm != 256 || p.wg_bn <= SWAP_BN_MAX);
         /* the ring (A and B boxes of 64 K columns) beside the barriers and,
-         * for 128-row tiles or the swapped epilogue, 32 KiB of staging */
+         * with the TMA-store epilogue, 32 KiB of staging, in 227 KiB (what
+         * tk__gemm_launch_dims asks for) */
         const int stage = (p.wg_bm + p.wg_bn) * 64 * 2;
+        const int room = 232448 - 2048 - (p.epi_tma ? 32768 : 0);
         ck_assert_msg(p.wg_stages >= 2, "%s: %d stages", text, p.wg_stages);
-        ck_assert_msg(p.wg_stages * stage + 2048 + (p.wg_bm == 128 || p.epi_tma ? 32768 : 0) <=
-                          232448,
-                      "%s: %d stages of %d bytes", text, p.wg_stages, stage);
+        ck_assert_msg(p.wg_stages * stage <= room, "%s: %d stages of %d bytes", text,
+                      p.wg_stages, stage);
+        int64_t blocks;
+        unsigned threads, smem;
+        tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+        ck_assert_msg(smem <= 232448, "%s: %u bytes of shared memory", text, smem);
         if (p.swap) {
             g_swapped++;
             gemm_plan o = p;

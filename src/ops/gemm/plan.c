@@ -109,13 +109,27 @@ static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 
 /* Ring stages for a TMA tile: as many as fit (at most 8) beside the
  * barriers in 227 KiB, and beside the TMA-store staging (32 KiB) for
- * 128-row tiles (whichever epilogue they take): 8 for 64 columns, 6 for
- * 128, 4 for 192 and 256; 256-row tiles: 4 up to 192 columns, 3 with the
- * (swapped) TMA-store epilogue (epi). */
+ * 128-row tiles (whichever epilogue they take) and wherever the tile takes
+ * that epilogue (epi): 128-row tiles 8 for 64 columns, 7 for 80, 6 for 96
+ * and 128, 4 for 192 and 256; 256-row tiles 4 up to 192 columns, 3 with
+ * the (swapped) TMA-store epilogue. The heuristics choose the epilogue last
+ * (tk__gemm_plan_grid), which sets the stages for it.
+ * TK_GEMM_STAGES_FIT=1 leaves 128-row tiles without the TMA-store
+ * epilogue the staging's room too (one stage more: 8 at 128 x 80, as
+ * cuBLAS runs that tile). Measured both ways on an H100 over the 110 of
+ * 3,000 random model shapes it changes (bench/stagesfit-check.tkm, two
+ * runs): time 1.002x / 1.002x; fwd x 1024 x 4096 on 128 x 80 swapped tiles
+ * 2.5% faster (1050 tokens 0.86 -> 0.895 of cuBLAS), split-K grad_a of the
+ * vocabulary 1% faster, swapped grad_a x 2816-4096 x 1024 3-8% slower, fwd
+ * x 1024 x 3072 2% slower. Not taken (bench/gemm-measurements.md). */
+#ifndef TK_GEMM_STAGES_FIT
+#define TK_GEMM_STAGES_FIT 0
+#endif
 int tk__gemm_tma_stages(int bm, int bn, int epi)
 {
     const int stage = (bm + bn) * 64 * 2;
-    const int s = (232448 - 2048 - (bm == 128 || epi ? 32768 : 0)) / stage;
+    const int room = epi || (!TK_GEMM_STAGES_FIT && bm == 128) ? 32768 : 0;
+    const int s = (232448 - 2048 - room) / stage;
     return s > 8 ? 8 : s;
 }
 
@@ -906,7 +920,7 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
  * to tuning records: it lost to the persistent grid where the heuristics
  * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
-void tk__gemm_plan_grid(gemm_plan *p)
+static void plan_grid_epi(gemm_plan *p)
 {
     const int pp = p->tma && p->persist == 3 && p->splits == 1 && p->wg_bm == 128;
     p->persist = 0;
@@ -927,6 +941,13 @@ void tk__gemm_plan_grid(gemm_plan *p)
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
     p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS && p->K > 64;
+}
+void tk__gemm_plan_grid(gemm_plan *p)
+{
+    plan_grid_epi(p);
+    /* the ring's stages for the epilogue chosen */
+    if (p->tma)
+        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, p->epi_tma);
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -1046,9 +1067,9 @@ int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
                        wave_cost(f->M, f->N, 128, 128, sms, tma_bn_eff[1]) * 0.999
                    ? 256
                    : 128;
-    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, 0);
     f->persist = 1;
     f->epi_tma = TK_GEMM_EPI_TMA && f->c16;
+    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, f->epi_tma);
     return 1;
 }
 

@@ -30,6 +30,14 @@ static tk_context *context_in(const char *dir)
     return ctx;
 }
 
+/* The end of a test that made its context with context_in. */
+static void context_done(tk_context *ctx, char *dir)
+{
+    tk_context_destroy(ctx);
+    tk_test_rmtree(dir);
+    free(dir);
+}
+
 static tk_kernel *get_ok(tk_context *ctx, const tk_kernel_desc *d)
 {
     tk_kernel *k = NULL;
@@ -85,9 +93,7 @@ START_TEST(test_template_kernels)
     tk_mem_free(ctx, d);
     free(hf);
     free(hi);
-    tk_context_destroy(ctx);
-    tk_test_rmtree(dir);
-    free(dir);
+    context_done(ctx, dir);
 }
 END_TEST
 
@@ -113,9 +119,7 @@ START_TEST(test_cooperative_groups_kernel)
     if (strcmp(tk_context_backend_name(ctx), "cuda") != 0) {
         printf("note: cooperative_groups.h is a CUDA toolkit header; not run on %s\n",
                tk_context_backend_name(ctx));
-        tk_context_destroy(ctx);
-        tk_test_rmtree(dir);
-        free(dir);
+        context_done(ctx, dir);
         return;
     }
     enum { N = 100003 };
@@ -141,9 +145,7 @@ START_TEST(test_cooperative_groups_kernel)
     tk_mem_free(ctx, din);
     tk_mem_free(ctx, dout);
     free(h);
-    tk_context_destroy(ctx);
-    tk_test_rmtree(dir);
-    free(dir);
+    context_done(ctx, dir);
 }
 END_TEST
 
@@ -174,9 +176,7 @@ START_TEST(test_cluster_kernels)
         strncmp(target, "sm_", 3) != 0 || atoi(target + 3) < 90) {
         printf("note: thread-block clusters need NVIDIA sm_90 or later; not run on %s %s\n",
                tk_context_backend_name(ctx), target ? target : "?");
-        tk_context_destroy(ctx);
-        tk_test_rmtree(dir);
-        free(dir);
+        context_done(ctx, dir);
         return;
     }
     enum { BLOCKS = 64 };
@@ -203,9 +203,7 @@ START_TEST(test_cluster_kernels)
         }
     }
     tk_mem_free(ctx, d);
-    tk_context_destroy(ctx);
-    tk_test_rmtree(dir);
-    free(dir);
+    context_done(ctx, dir);
 }
 END_TEST
 
@@ -370,9 +368,7 @@ START_TEST(test_cpp_named_every_size_class)
     ck_assert(hd[0] == 1.5 && hd[1] == 0.1 && hd[2] == 1.0 && hd[3] == 2.5 && hd[4] == -7.25);
     tk_mem_free(ctx, oi);
     tk_mem_free(ctx, od);
-    tk_context_destroy(ctx);
-    tk_test_rmtree(dir);
-    free(dir);
+    context_done(ctx, dir);
 }
 END_TEST
 

@@ -47,7 +47,10 @@
 //                                          of one tile row side by side; each
 //                                          loads half of the A tile it shares
 //                                          with its partner and multicasts it
-//                                          to both (one grid block per tile)
+//                                          to both (one grid block per tile);
+//                                          4: clusters of 2 x 2 tiles, A shared
+//                                          along each tile row and B along each
+//                                          tile column the same way
 //   TK_PINGPONG (optional, TMA kernel)     1: the consumer warpgroups take
 //                                          alternate tiles of 128 rows of a
 //                                          persistent grid, one storing while

@@ -69,6 +69,10 @@ __device__ __forceinline__ void cluster_sync()
 // an odd column count the last pair's second tile does not exist: that
 // block still loads its half of A for its partner and runs the main loop on
 // a copy of the partner's tile, and stores nothing (*phantom).
+// TK_CLUSTER 4: t / 4 walks pairs of tile rows by pairs of columns, the
+// ranks t % 4 = 2 rm + rn on row 2 q + rm, column 2 p + rn (a 2 x 2 square:
+// rn's pair shares A, rm's pair shares B); a tile past the last row or
+// column is a phantom on the last one.
 __device__ __forceinline__ void tma_tile_of(tk_i64 t, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 *tm,
                                             tk_i64 *tn, bool *phantom)
 {
@@ -78,7 +82,17 @@ __device__ __forceinline__ void tma_tile_of(tk_i64 t, tk_i64 tiles_m, tk_i64 til
         return;
     }
     tk_i64 pn;
-    tk_gemm_tile_of(t >> 1, tiles_m, (tiles_n + 1) >> 1, tm, &pn);
+    if (TK_CLUSTER == 4) {
+        tk_i64 pm;
+        tk_gemm_tile_of(t >> 2, (tiles_m + 1) >> 1, (tiles_n + 1) >> 1, &pm, &pn);
+        *tm = 2 * pm + ((t >> 1) & 1);
+        if (*tm >= tiles_m) {
+            *phantom = true;
+            *tm = tiles_m - 1;
+        }
+    } else {
+        tk_gemm_tile_of(t >> 1, tiles_m, (tiles_n + 1) >> 1, tm, &pn);
+    }
     *tn = 2 * pn + (t & 1);
     if (*tn >= tiles_n) {
         *phantom = true;
@@ -117,10 +131,12 @@ __device__ __forceinline__ bool tma_tile_at(tk_i64 t, tk_i64 tiles_m, tk_i64 til
     return phantom;
 }
 // Blocks (work items) of the TMA kernel's grid: a tile each, pairs of
-// column tiles with TK_CLUSTER 2.
+// column tiles with TK_CLUSTER 2, squares of 2 x 2 tiles with 4.
 __device__ __forceinline__ tk_i64 tma_grid_tiles(tk_i64 tiles_m, tk_i64 tiles_n)
 {
-    return TK_CLUSTER == 1 ? tiles_m * tiles_n : tiles_m * ((tiles_n + 1) >> 1) * 2;
+    return TK_CLUSTER == 1   ? tiles_m * tiles_n
+           : TK_CLUSTER == 2 ? tiles_m * ((tiles_n + 1) >> 1) * 2
+                             : ((tiles_m + 1) >> 1) * ((tiles_n + 1) >> 1) * 4;
 }
 // mask 0: into this block's shared memory; else multicast: written at the
 // same shared offset of every cluster block in mask, each block's barrier at
@@ -470,8 +486,9 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     static_assert(BM == 128 || ((!TK_EPI_TMA || SWAP) && !TK_STREAMK),
                   "256-row tiles: register or staged epilogue, or swapped TMA-store");
     static_assert(!SWAP || (!TK_STREAMK && !TK_SPLITK), "swapped tiles: whole tiles, unsplit");
-    static_assert(TK_CLUSTER == 1 || (TK_CLUSTER == 2 && !TK_STREAMK && !TK_SPLITK),
-                  "clusters of two, a block per tile");
+    static_assert(TK_CLUSTER == 1 ||
+                      ((TK_CLUSTER == 2 || TK_CLUSTER == 4) && !TK_STREAMK && !TK_SPLITK),
+                  "clusters of two or four, a block per tile");
     const int tid = threadIdx.x;
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = (tid >> 7) - 1;
@@ -504,14 +521,17 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             commit();
             wait<1>(); // this warpgroup's previous step is done: its stage is free
             fence_regs<NACC>(acc);
-            if (mine >= 0 && (tid & 127) == 0) {
-                // Cluster: both blocks' copies write this stage, both wait.
+            if (mine >= 0) {
+                // Cluster: every block's copies may write this stage, every
+                // block waits; thread r of the warpgroup arrives on block
+                // r's barrier, the TK_CLUSTER arrivals one instruction.
                 const unsigned empty = bars + 8 * (STAGES + mine % STAGES);
-                if (TK_CLUSTER == 1)
-                    bar_arrive(empty);
-                else
-                    for (unsigned r = 0; r < (unsigned)TK_CLUSTER; ++r)
-                        bar_arrive_cta(empty, r);
+                if (TK_CLUSTER == 1) {
+                    if ((tid & 127) == 0)
+                        bar_arrive(empty);
+                } else if ((tid & 127) < TK_CLUSTER) {
+                    bar_arrive_cta(empty, (unsigned)(tid & 127));
+                }
             }
             mine = i;
         }
@@ -844,12 +864,14 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                     if (TK_CLUSTER > 1) {
                         // A in 64-row boxes of 8 KiB (K-major: 64 x 64 boxes,
                         // the host's map), this block's half of them sent
-                        // to both blocks; the barrier counts all of them.
-                        constexpr int PER = BM / 64 / TK_CLUSTER;
-                        constexpr unsigned short ALL = (1u << TK_CLUSTER) - 1;
-                        for (int b = (int)rank * PER; b < ((int)rank + 1) * PER; ++b) {
+                        // to both blocks of its tile row (ranks 2 rm, 2 rm
+                        // + 1); each block's barrier counts all of them.
+                        constexpr int PER = BM / 64 / 2;
+                        const int rn = (int)(rank & 1u);
+                        const unsigned short row = (unsigned short)(3u << (rank & ~1u));
+                        for (int b = rn * PER; b < (rn + 1) * PER; ++b) {
                             const int r = m0 + 64 * b;
-                            tma_load2d(sa + b * 8192, mA, AK ? kc : r, AK ? r : kc, full, ALL);
+                            tma_load2d(sa + b * 8192, mA, AK ? kc : r, AK ? r : kc, full, row);
                         }
                     } else if (AK)
                         // boxes of 128 rows (64: the host's map for 64-row tiles)
@@ -858,7 +880,21 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                     else
                         for (int b = 0; b < BM / 64; ++b)
                             tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, kc, full);
-                    if (BKM)
+                    if (TK_CLUSTER == 4) {
+                        // B likewise: this block's half sent to both blocks
+                        // of its tile column (ranks rn, rn + 2). K-major: a
+                        // box of BN / 2 rows (the host's map; 1 KiB-aligned
+                        // in the stage, BN being a multiple of 16), N-major:
+                        // half of the 64-column boxes.
+                        const int rm = (int)(rank >> 1);
+                        const unsigned short col = (unsigned short)(5u << (rank & 1u));
+                        if (BKM)
+                            tma_load2d(sb + rm * (BN / 2) * 128, mB, kc, n0 + rm * (BN / 2), full,
+                                       col);
+                        else
+                            for (int b = rm * (BN / 128); b < (rm + 1) * (BN / 128); ++b)
+                                tma_load2d(sb + b * BK * 128, mB, n0 + 64 * b, kc, full, col);
+                    } else if (BKM)
                         tma_load2d(sb, mB, kc, n0, full);
                     else
                         for (int b = 0; b < BN / 64; ++b)
@@ -889,6 +925,8 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     constexpr int BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
     static_assert(BKM ? BN % 16 == 0 : BN % 64 == 0, "TMA tile width");
+    static_assert(TK_CLUSTER != 4 || BKM || BN % 128 == 0,
+                  "2 x 2 clusters: N-major B in an even number of 64-column boxes");
     const int tid = threadIdx.x;
     const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;

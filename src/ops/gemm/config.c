@@ -59,14 +59,14 @@ void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
                  c->bm == 256  ? " bm=256"
                  : c->bm == 64 ? " bm=64"
                                : "",
-                 c->swap ? " swap=1" : "", c->cluster > 1 ? " cl=2" : "");
+                 c->swap ? " swap=1" : "", c->cluster == 4 ? " cl=4" : c->cluster > 1 ? " cl=2" : "");
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
 
 /* 1 when text is a well-formed configuration (whether it fits a call is
  * tk__gemm_plan_apply's question). Options may follow a TMA configuration, each at
- * most once: bm=64|128|256, swap=0|1, cl=1|2; without them 128 rows,
+ * most once: bm=64|128|256, swap=0|1, cl=1|2|4; without them 128 rows,
  * unswapped, no cluster (as records written before they existed). */
 static int cfg_parse(const char *text, gemm_cfg *c)
 {
@@ -99,7 +99,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
         return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 &&
                (c->bm == 64 || c->bm == 128 || c->bm == 256) &&
                (c->bm != 256 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
-               c->persist >= 0 && c->persist <= 3 && (c->cluster == 0 || c->cluster == 2) &&
+               c->persist >= 0 && c->persist <= 3 && (c->cluster == 0 || c->cluster == 2 || c->cluster == 4) &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (strcmp(text, "skinny") == 0) {
@@ -160,8 +160,9 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
                 return 0;
             tk__gemm_plan_swap(&q);
         }
-        /* N-major B comes in boxes of 64 columns */
-        if (!q.b_kmajor && c->bn % 64 != 0)
+        /* N-major B comes in boxes of 64 columns (2 x 2 clusters: half of
+         * them per block) */
+        if (!q.b_kmajor && c->bn % (c->cluster == 4 ? 128 : 64) != 0)
             return 0;
         /* persistent blocks take whole tiles only; the TMA-store epilogue
          * writes C, not split partials, and needs C 16-byte aligned; the

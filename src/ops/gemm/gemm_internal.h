@@ -128,7 +128,8 @@ typedef struct gemm_plan {
     int epi_tma; /* tma: the epilogue stores C with the bulk tensor copy engine */
     int cluster; /* tma: 2 clusters of two blocks on adjacent column tiles, each
                   * loading half of their shared A tile for both (TK_CLUSTER);
-                  * 0 none */
+                  * 4 clusters of 2 x 2 tiles, B shared down each column the
+                  * same way; 0 none */
     int c16;     /* C 16-byte aligned, rows a multiple of 16 bytes apart */
     int group16; /* tma: the tile order walks N in groups of 16 tile rows, not 8
                   * (TK_GROUP_M; plan_grid) */
@@ -153,7 +154,8 @@ typedef struct gemm_cfg {
     int tile;    /* mma.sync: index into tk__gemm_nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K, 3 ping-pong */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
-    int cluster; /* tma, a block per tile: 2 clusters of two sharing A; 0 none */
+    int cluster; /* tma, a block per tile: 2 clusters of two sharing A, 4 of 2 x 2
+                  * sharing A and B; 0 none */
     int splits;  /* split-K factor; 1: none */
 } gemm_cfg;
 

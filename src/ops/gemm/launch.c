@@ -239,10 +239,11 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
     }
     if (p->wgmma) {
         const int64_t tn = (p->N + p->wg_bn - 1) / p->wg_bn;
-        /* clusters: the column tiles in pairs (an odd count's last pair has
-         * a block with nothing to store) */
-        *blocks =
-            ((p->M + p->wg_bm - 1) / p->wg_bm) * (p->tma && p->cluster > 1 ? (tn + 1) / 2 * 2 : tn);
+        const int64_t tm = (p->M + p->wg_bm - 1) / p->wg_bm;
+        /* clusters: the column tiles in pairs, with 4 the row tiles too (an
+         * odd count's last pair has a block with nothing to store) */
+        const int cl = p->tma ? p->cluster : 0;
+        *blocks = (cl == 4 ? (tm + 1) / 2 * 2 : tm) * (cl > 1 ? (tn + 1) / 2 * 2 : tn);
         if (p->persist && *blocks > p->sms)
             *blocks = p->sms;
         /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
@@ -396,9 +397,10 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
                               64, 64, 2);
             if (st != TK_OK)
                 return st;
+            /* 2 x 2 clusters load half of B's rows per block */
             if (p->b_kmajor)
                 st = tmap_get(ctx, &mb, d_b, (uint64_t)p->N, (uint64_t)p->K, (uint64_t)p->ldb * 2,
-                              64, (unsigned)p->wg_bn, 2);
+                              64, (unsigned)(p->cluster == 4 ? p->wg_bn / 2 : p->wg_bn), 2);
             else
                 st = tmap_get(ctx, &mb, d_b, (uint64_t)p->K, (uint64_t)p->N, (uint64_t)p->ldb * 2,
                               64, 64, 2);

@@ -15,6 +15,8 @@
  *   K-major before the swap, or grad_b (tokens on the reduction).
  * - Split plans: no persistent grid, no TMA-store epilogue, no swap; the
  *   split factor leaves no split empty.
+ * - Cluster configurations (cl=2, cl=4) applied to heuristic plans: where
+ *   they are accepted, their text, a grid of whole clusters.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -161,6 +163,66 @@ START_TEST(test_random_shapes)
 }
 END_TEST
 
+/* Cluster configurations applied to heuristic plans: what they accept,
+ * their text, and a grid of whole clusters (pairs of column tiles; with
+ * cl=4 pairs of row tiles too). */
+START_TEST(test_cluster_configs)
+{
+    static const struct {
+        tk_op op;
+        int64_t M, N, K;
+        gemm_cfg c;
+        int ok;
+        const char *text;
+        int64_t blocks;
+    } cases[] = {
+        /* swapped 128 x 80: 8 x 14 tiles (C^T is 1024 x 1050) */
+        {TK_OP_GEMM_F16_FWD, 1050, 1024, 4096,
+         {.tma = 1, .bn = 80, .bm = 128, .swap = 1, .cluster = 4, .splits = 1}, 1,
+         "tma bn=80 persist=0 epi=0 split=1 swap=1 cl=4", 112},
+        {TK_OP_GEMM_F16_FWD, 1050, 1024, 4096,
+         {.tma = 1, .bn = 80, .bm = 128, .swap = 1, .cluster = 2, .splits = 1}, 1,
+         "tma bn=80 persist=0 epi=0 split=1 swap=1 cl=2", 112},
+        /* 9 x 8 tiles of 128 x 128: the rows round up to 10 */
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 128, .bm = 128, .cluster = 4, .splits = 1}, 1,
+         "tma bn=128 persist=0 epi=0 split=1 cl=4", 80},
+        /* 9 x 5 tiles of 128 x 208 (grad_a: B K-major): 10 x 6 */
+        {TK_OP_GEMM_F16_GRAD_A, 1100, 2816, 1024,
+         {.tma = 1, .bn = 208, .bm = 128, .cluster = 4, .splits = 1}, 1,
+         "tma bn=208 persist=0 epi=0 split=1 cl=4", 60},
+        /* the forward's B is N-major: half of 3 64-column boxes is refused */
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 192, .bm = 128, .cluster = 4, .splits = 1}, 0, NULL, 0},
+        /* no clusters on 64-row tiles, split or persistent grids */
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 128, .bm = 64, .cluster = 4, .splits = 1}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 128, .bm = 128, .cluster = 4, .splits = 2}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 128, .bm = 128, .persist = 1, .cluster = 4, .splits = 1}, 0, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gemm_plan p;
+        sm90_heuristic(cases[i].op, cases[i].M, cases[i].N, cases[i].K, &p);
+        const int ok = tk__gemm_plan_apply(&p, &cases[i].c);
+        ck_assert_msg(ok == cases[i].ok, "case %zu: applied %d", i, ok);
+        if (!ok)
+            continue;
+        gemm_cfg c;
+        char text[128];
+        tk__gemm_cfg_of_plan(&p, &c);
+        tk__gemm_cfg_text(&c, text, sizeof text);
+        ck_assert_str_eq(text, cases[i].text);
+        int64_t blocks;
+        unsigned threads, smem;
+        tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+        ck_assert_msg(blocks == cases[i].blocks, "case %zu: %" PRId64 " blocks", i, blocks);
+        ck_assert_int_eq(blocks % c.cluster, 0);
+    }
+}
+END_TEST
+
 static void setup(void)
 {
     tk_config *cfg = NULL;
@@ -187,6 +249,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_model_shapes);
     tcase_add_test(tc, test_random_shapes);
+    tcase_add_test(tc, test_cluster_configs);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -59,7 +59,10 @@ void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
                  c->bm == 256  ? " bm=256"
                  : c->bm == 64 ? " bm=64"
                                : "",
-                 c->swap ? " swap=1" : "", c->cluster == 4 ? " cl=4" : c->cluster > 1 ? " cl=2" : "");
+                 c->swap ? " swap=1" : "",
+                 c->cluster == 4  ? " cl=4"
+                 : c->cluster > 1 ? " cl=2"
+                                  : "");
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
@@ -99,7 +102,8 @@ static int cfg_parse(const char *text, gemm_cfg *c)
         return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 &&
                (c->bm == 64 || c->bm == 128 || c->bm == 256) &&
                (c->bm != 256 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
-               c->persist >= 0 && c->persist <= 3 && (c->cluster == 0 || c->cluster == 2 || c->cluster == 4) &&
+               c->persist >= 0 && c->persist <= 3 &&
+               (c->cluster == 0 || c->cluster == 2 || c->cluster == 4) &&
                (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (strcmp(text, "skinny") == 0) {

@@ -574,8 +574,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                 p->persist = 3;
             }
         }
-        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, 0);
-        return;
+        return; /* (the ring's stages: tk__gemm_plan_grid) */
     }
     if (p->tile.bm != tk__gemm_nv_tiles[0].bm || p->tile.bn != tk__gemm_nv_tiles[0].bn)
         return;
@@ -686,7 +685,7 @@ void tk__gemm_plan_split(gemm_plan *p)
             if (s >= 2) {
                 p->splits = (int)s;
                 p->wg_bn = 64;
-                p->wg_bm = (int)bm, p->wg_stages = tk__gemm_tma_stages((int)bm, 64, 0);
+                p->wg_bm = (int)bm;
             }
             return;
         }
@@ -727,7 +726,7 @@ void tk__gemm_plan_split(gemm_plan *p)
             if (best_s >= 2) {
                 p->splits = (int)best_s;
                 p->wg_bn = best_bn;
-                p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, best_bn, 0);
+                p->wg_bm = 128;
             }
             return;
         }
@@ -745,7 +744,7 @@ void tk__gemm_plan_split(gemm_plan *p)
             const int w = p->N <= 64 ? 64 : 128;
             p->splits = (int)s;
             p->wg_bn = w;
-            p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, w, 0);
+            p->wg_bm = 128;
         }
         return;
     }
@@ -772,7 +771,7 @@ void tk__gemm_plan_split(gemm_plan *p)
         p->wgmma = 1;
         p->tma = 1;
         p->wg_bn = 128;
-        p->wg_bm = 128, p->wg_stages = tk__gemm_tma_stages(128, 128, 0);
+        p->wg_bm = 128;
     }
 }
 

@@ -1182,7 +1182,11 @@ static tk_status obtain_kernel(tk_context *ctx, const tk_kernel_desc *d, uint64_
         count(&ctx->n_loads, 1);
         st = ctx->be->module_function(module, o.lowered ? o.lowered : d->entry, &fn, &e);
         if (st != TK_OK) {
-            st = tk__fail(ctx, st, "kernel %s not found in %s: %s", d->entry, p.label, e.msg);
+            /* not found, or found but not launchable here (a cluster size
+             * the driver refuses) */
+            st = st == TK_NOT_FOUND
+                     ? tk__fail(ctx, st, "kernel %s not found in %s: %s", d->entry, p.label, e.msg)
+                     : tk__fail(ctx, st, "kernel %s in %s: %s", d->entry, p.label, e.msg);
             goto fail;
         }
     }

@@ -193,7 +193,6 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->persist == 2 && ((q.M + 127) / 128) * ((q.N + c->bn - 1) / c->bn) <= p->sms)
             return 0;
         q.wgmma = 1, q.tma = 1, q.wg_bm = c->bm, q.wg_bn = c->bn;
-        q.wg_stages = tk__gemm_tma_stages(c->bm, c->bn, c->epi);
         q.persist = c->persist;
         q.epi_tma = c->epi;
         q.cluster = c->cluster;
@@ -211,6 +210,8 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         kt = (p->K + bk - 1) / bk;
         q.splits = (int)tk__gemm_split_clamp(c->splits, kt, p->M, p->N);
     }
+    if (q.tma) /* the ring's stages once the epilogue and the split are known */
+        q.wg_stages = tk__gemm_tma_stages(q.wg_bm, q.wg_bn, tk__gemm_ring_room(&q));
     *p = q;
     return 1;
 }

@@ -185,7 +185,8 @@ typedef struct gemm_desc {
 extern const gemm_tile tk__gemm_nv_tiles[N_TILES];
 void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p);
 extern const int tk__gemm_tma_bns[N_TMA_BNS];
-int tk__gemm_tma_stages(int bm, int bn, int epi);
+int tk__gemm_tma_stages(int bm, int bn, int room);
+int tk__gemm_ring_room(const gemm_plan *p);
 void tk__gemm_plan_swap(gemm_plan *p);
 void tk__gemm_plan_wgmma(gemm_plan *p);
 int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N);

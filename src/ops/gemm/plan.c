@@ -108,29 +108,49 @@ const int tk__gemm_tma_bns[N_TMA_BNS] = {64, 128, 192, 256};
 static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 
 /* Ring stages for a TMA tile: as many as fit (at most 8) beside the
- * barriers in 227 KiB, and beside the TMA-store staging (32 KiB) for
- * 128-row tiles (whichever epilogue they take) and wherever the tile takes
- * that epilogue (epi): 128-row tiles 8 for 64 columns, 7 for 80, 6 for 96
- * and 128, 4 for 192 and 256; 256-row tiles 4 up to 192 columns, 3 with
- * the (swapped) TMA-store epilogue. The heuristics choose the epilogue last
- * (tk__gemm_plan_grid), which sets the stages for it.
- * TK_GEMM_STAGES_FIT=1 leaves 128-row tiles without the TMA-store
- * epilogue the staging's room too (one stage more: 8 at 128 x 80, as
- * cuBLAS runs that tile). Measured both ways on an H100 over the 110 of
- * 3,000 random model shapes it changes (bench/stagesfit-check.tkm, two
- * runs): time 1.002x / 1.002x; fwd x 1024 x 4096 on 128 x 80 swapped tiles
- * 2.5% faster (1050 tokens 0.86 -> 0.895 of cuBLAS), split-K grad_a of the
- * vocabulary 1% faster, swapped grad_a x 2816-4096 x 1024 3-8% slower, fwd
- * x 1024 x 3072 2% slower. Not taken (bench/gemm-measurements.md). */
-#ifndef TK_GEMM_STAGES_FIT
-#define TK_GEMM_STAGES_FIT 0
-#endif
-int tk__gemm_tma_stages(int bm, int bn, int epi)
+ * barriers in 227 KiB, and beside the TMA-store staging (32 KiB) where the
+ * plan keeps its room (room: tk__gemm_ring_room): 128-row tiles 8 for 64
+ * columns, 7 for 80, 6 for 96 and 128, 4 for 192 and 256; 256-row tiles 4
+ * up to 192 columns, 3 with the (swapped) TMA-store epilogue. The
+ * heuristics choose the epilogue last (tk__gemm_plan_grid), which sets the
+ * stages for it. */
+int tk__gemm_tma_stages(int bm, int bn, int room)
 {
     const int stage = (bm + bn) * 64 * 2;
-    const int room = epi || (!TK_GEMM_STAGES_FIT && bm == 128) ? 32768 : 0;
-    const int s = (232448 - 2048 - room) / stage;
+    const int s = (232448 - 2048 - (room ? 32768 : 0)) / stage;
     return s > 8 ? 8 : s;
+}
+
+/* Whether a TMA plan's ring leaves the TMA-store staging's 32 KiB: where
+ * it takes that epilogue, and for 128-row tiles, except narrow ones (at
+ * most 128 columns) whose block walks a long reduction (at least
+ * STAGES_LONG_KT K steps of 64) with A not a K-major operand of a swapped
+ * tile: those take the room for one more ring stage or two (8 at 128 x 80,
+ * as cuBLAS runs that tile; 7 at 128 x 128). A narrow tile's K step is
+ * short, so its ring holds less time of copies in flight. H100, bench/sweep,
+ * both ways in one call (bench/longk-check.tkm, two runs, scripts/ab-check.sh;
+ * bench/gemm-measurements.md): fwd x 1024 x 4096 at 1028-1423 tokens on 128
+ * x 80 and 128 x 96 swapped tiles 3.5-6% faster (0.855-0.897 of cuBLAS ->
+ * 0.904-0.937), split-K grad_a of the vocabulary on 128 x 128 tiles up to
+ * 473 tokens 0.5-2% faster; but 128 x 208 split tiles (1477 and 1655
+ * tokens) 2% slower, and earlier (bench/stagesfit-check.tkm) shorter
+ * reductions lost or gained by turns (fwd x 1024 x 3072, 48 steps, 2%
+ * slower; x 1024 x 2816, 44 steps, 1-2% faster) and swapped grad_a (both
+ * operands K-major) x 2816-4096 x 1024 3-8% slower.
+ * TK_GEMM_STAGES_LONG_KT=0: every 128-row tile keeps the room. */
+#ifndef TK_GEMM_STAGES_LONG_KT
+#define TK_GEMM_STAGES_LONG_KT 64
+#endif
+int tk__gemm_ring_room(const gemm_plan *p)
+{
+    const int64_t kt = (p->K + 63) / 64;
+    const int64_t per = p->splits > 1 ? (kt + p->splits - 1) / p->splits : kt;
+    if (p->epi_tma)
+        return 1;
+    if (p->wg_bm != 128)
+        return 0;
+    return !(TK_GEMM_STAGES_LONG_KT > 0 && p->wg_bn <= 128 && per >= TK_GEMM_STAGES_LONG_KT &&
+             !(p->swap && p->a_kmajor));
 }
 
 /* The TMA tile width for a kernel M x N on `sms` multiprocessors: least
@@ -946,7 +966,7 @@ void tk__gemm_plan_grid(gemm_plan *p)
     plan_grid_epi(p);
     /* the ring's stages for the epilogue chosen */
     if (p->tma)
-        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, p->epi_tma);
+        p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, tk__gemm_ring_room(p));
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -1068,7 +1088,7 @@ int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
                    : 128;
     f->persist = 1;
     f->epi_tma = TK_GEMM_EPI_TMA && f->c16;
-    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, f->epi_tma);
+    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, 1); /* K at run time: the room kept */
     return 1;
 }
 

@@ -28,8 +28,10 @@
 //   TK_SPLITK (optional, NVIDIA)           split-K: block row blockIdx.y of
 //                                          gridDim.y sums its share of the K
 //                                          tiles and writes fp32 partials to
-//                                          C + blockIdx.y * M * ldc (a
-//                                          workspace); TK_OUT_F16 is ignored
+//                                          C + blockIdx.y * M * N (a
+//                                          workspace, ldc = N; swapped TMA
+//                                          tiles: transposed, ldc = M);
+//                                          TK_OUT_F16 is ignored
 //   TK_SWAP (optional, TMA kernel)         the host swapped the operands to
 //                                          compute C^T = B^T A^T (the token
 //                                          count on the kernel's N, where the
@@ -211,8 +213,8 @@ extern "C" __global__ void TK_GEMM_CLUSTER_DIMS __launch_bounds__(384, 1)
 {
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
     tk_gemm_baked(M, N, K);
-    if (TK_SPLITK)
-        C = (float *)C + (tk_i64)blockIdx.y * M * ldc;
+    if (TK_SPLITK) // planes of M x N (swapped: stored transposed, ldc = M)
+        C = (float *)C + (tk_i64)blockIdx.y * M * N;
     tkw::gemm_body_tma<TK_BM, TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
                        TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0, TK_SWAP != 0>(
         &mA, &mB, &mC, C, M, N, K, ldc, skw, tag, tk_gemm_smem);

@@ -13,8 +13,11 @@
  *   a launch within 227 KiB.
  * - Swapped plans: only where the tokens are on the kernel's M with A
  *   K-major before the swap, or grad_b (tokens on the reduction).
- * - Split plans: no persistent grid, no TMA-store epilogue, no swap; the
- *   split factor leaves no split empty.
+ * - Split plans: no persistent grid, no TMA-store epilogue; swapped only
+ *   with the tokens on the kernel's N, at most as wide as they are; the
+ *   split factor leaves no split empty. Some plans of the model's shapes
+ *   split on swapped tiles (grad_a of the vocabulary just past a multiple
+ *   of 128 tokens).
  * - Cluster configurations (cl=2, cl=4) applied to heuristic plans: where
  *   they are accepted, their text, a grid of whole clusters.
  */
@@ -59,7 +62,7 @@ static const char *op_name(tk_op op)
     return op == TK_OP_GEMM_F16_FWD ? "fwd" : op == TK_OP_GEMM_F16_GRAD_A ? "grad_a" : "grad_b";
 }
 
-static unsigned g_checked, g_tma, g_swapped, g_split;
+static unsigned g_checked, g_tma, g_swapped, g_split, g_split_swapped;
 
 static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
 {
@@ -114,7 +117,12 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
         }
         if (p.splits > 1) {
             g_split++;
-            ck_assert_msg(!p.persist && !p.epi_tma && !p.swap, "split plan '%s'", text);
+            ck_assert_msg(!p.persist && !p.epi_tma, "split plan '%s'", text);
+            if (p.swap) {
+                g_split_swapped++;
+                ck_assert_msg(p.moving == 1 && p.wg_bm == 128 && p.wg_bn <= p.N,
+                              "swapped split plan '%s' of %" PRId64 " tokens", text, p.N);
+            }
             const int64_t kt = (p.K + 63) / 64, per = (kt + p.splits - 1) / p.splits;
             ck_assert_msg(per * (p.splits - 1) < kt, "'%s': an empty split of %" PRId64 " K tiles",
                           text, kt);
@@ -131,7 +139,7 @@ START_TEST(test_model_shapes)
     static const int64_t fam[][2] = {{2816, 1024}, {1024, 2816}, {3072, 1024}, {1024, 3072},
                                      {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
-    g_checked = g_tma = g_swapped = g_split = 0;
+    g_checked = g_tma = g_swapped = g_split = g_split_swapped = 0;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
         for (size_t o = 0; o < 3; o++)
             for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
@@ -140,6 +148,7 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_tma, g_checked / 2);
     ck_assert_uint_gt(g_swapped, 100);
     ck_assert_uint_gt(g_split, 100);
+    ck_assert_uint_gt(g_split_swapped, 10);
 }
 END_TEST
 

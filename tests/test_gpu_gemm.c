@@ -348,7 +348,8 @@ END_TEST
  * stream-K (tiles shared across block boundaries), the TMA-store (also on widths that are not whole
  * 64-column chunks: the rest from registers) and staged epilogues, split-K on both kernels (the
  * reduce kernel after a one-wave split grid launched as its programmatic dependent), tile widths of
- * the TMA kernel from 64 to 256 columns (K-major B: 176 and 208 too), 64-row tiles (the consumer
+ * the TMA kernel from 64 to 256 columns (K-major B: 176 and 208 too), split-K on swapped tiles
+ * (partials stored transposed; 64-, 128- and 256-row tiles), 64-row tiles (the consumer
  * warpgroups on alternate K steps, summed through shared memory; widths
  * whose halves are odd multiples of 8, split, swapped), 256-row
  * tiles, the swapped tiles (C^T = B^T A^T, stored transposed: fwd and
@@ -414,6 +415,11 @@ START_TEST(test_every_configuration)
         "tma bn=112 persist=0 epi=1 split=1 bm=256 swap=1",
         "tma bn=192 persist=0 epi=1 split=1 swap=1",
         "tma bn=192 persist=1 epi=1 split=1 swap=1",
+        "tma bn=208 persist=0 epi=0 split=2 swap=1",
+        "tma bn=64 persist=0 epi=0 split=4 swap=1",
+        "tma bn=144 persist=0 epi=0 split=3 swap=1",
+        "tma bn=80 persist=0 epi=0 split=2 bm=256 swap=1",
+        "tma bn=96 persist=0 epi=0 split=2 bm=64 swap=1",
         "tma bn=64 persist=0 epi=1 split=1 cl=2",
         "tma bn=128 persist=0 epi=0 split=1 cl=2",
         "tma bn=192 persist=0 epi=1 split=1 cl=2",

@@ -485,7 +485,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     static_assert(!KS || BN % 16 == 0, "64-row tiles: each warpgroup stores half of the columns");
     static_assert(BM == 128 || ((!TK_EPI_TMA || SWAP) && !TK_STREAMK),
                   "256-row tiles: register or staged epilogue, or swapped TMA-store");
-    static_assert(!SWAP || (!TK_STREAMK && !TK_SPLITK), "swapped tiles: whole tiles, unsplit");
+    static_assert(!SWAP || !TK_STREAMK, "swapped tiles: whole tiles (split-K or not)");
     static_assert(TK_CLUSTER == 1 ||
                       ((TK_CLUSTER == 2 || TK_CLUSTER == 4) && !TK_STREAMK && !TK_SPLITK),
                   "clusters of two or four, a block per tile");

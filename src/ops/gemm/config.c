@@ -170,8 +170,9 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
             return 0;
         /* persistent blocks take whole tiles only; the TMA-store epilogue
          * writes C, not split partials, and needs C 16-byte aligned; the
-         * swapped and 256-row tiles store from registers or the ring */
-        if (c->splits > 1 && (c->persist || c->epi || c->swap))
+         * swapped and 256-row tiles store from registers or the ring
+         * (swapped split partials transposed, as C) */
+        if (c->splits > 1 && (c->persist || c->epi || (c->swap && !TK_GEMM_SPLIT_SWAP)))
             return 0;
         /* (its chunks are 128 bytes of a row; a width's remainder leaves
          * from registers; swapped tiles, 128 or 256 rows, store boxes of 16

@@ -69,6 +69,11 @@ typedef struct gemm_tile {
 #ifndef TK_GEMM_SWAP
 #define TK_GEMM_SWAP 1
 #endif
+/* Split-K on swapped TMA tiles (plan.c split_try_swap); 0: split plans
+ * stay unswapped and records naming both are refused. */
+#ifndef TK_GEMM_SPLIT_SWAP
+#define TK_GEMM_SPLIT_SWAP 1
+#endif
 /* Ping-pong consumers (persist 3) in the heuristics: 0 never (the default:
  * on an H100 the ping-pong tiles, at most 128 wide, lost to the cooperative
  * 128 x 256 ones: bench/gemm-measurements.md), 1 where plan.c's cost model

@@ -121,7 +121,7 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         if (p->tma && p->cluster > 1)
             add_def(d, "TK_CLUSTER", p->cluster);
         add_def(d, "TK_ALIGNED", 1);
-        add_def(d, "TK_VEC_OUT", p->splits > 1 ? p->N % 2 == 0 : p->vec_out);
+        add_def(d, "TK_VEC_OUT", p->splits > 1 ? (p->swap ? p->M : p->N) % 2 == 0 : p->vec_out);
         if (p->splits > 1)
             add_def(d, "TK_SPLITK", 1);
         if (p->tma && !TK_GEMM_EPI_SMEM)
@@ -338,11 +338,14 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
     } else if (p->splits > 1) {
         /* Both kernels first (by the caller), so a compile failure enqueues
          * nothing. */
-        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, wk, p->N, NULL, stream);
+        /* Partials in the op's terms, planes of its M x N (swapped tiles
+         * store them transposed, as they store C: rows of the kernel's M) */
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, wk,
+                         p->swap ? p->M : p->N, NULL, stream);
         if (st == TK_OK) {
             const unsigned rgrid[3] = {(unsigned)reduce_blocks(p), 1, 1};
             const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};
-            long long m = p->M, n = p->N, lc = p->ldc;
+            long long m = p->swap ? p->N : p->M, n = p->swap ? p->M : p->N, lc = p->ldc;
             int splits = p->splits;
             void *rargs[] = {&wk, &d_c, &m, &n, &lc, &splits};
             /* After a split grid of one wave, the reduce is launched as its

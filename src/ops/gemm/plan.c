@@ -636,6 +636,69 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
 #endif
 #define SPLIT_WIDTH_GAIN 0.97
 
+/* Split-K on swapped tiles (the op's C^T = B^T A^T, split; the tokens on
+ * the kernel's N, where K-major B lets the width follow them in steps of
+ * 16): a 128-row tile of the unswapped plan is partly idle where the
+ * tokens are just past a multiple of 128, and its split grid may leave
+ * multiprocessors idle. After an unswapped split of cost `now` (per block:
+ * 128 x width / throughput / splits), the swapped split of least such cost
+ * is taken where it saves `gain` of it: SPLIT_SWAP_GAIN after a split on
+ * the long-reduction widths (predicted and measured gains agreed, 6-16%),
+ * SPLIT_SWAP_GAIN_128 after one on 128 x 128 tiles (measured gains were
+ * 0.7-0.9 of the predicted ones there). Not below 256 tokens: such a call
+ * is bound by streaming the other operand (about as many FLOP per byte as
+ * it has tokens, under the machine's ~300), and there the swapped splits
+ * ran 1.5-5% slower whatever their fill. Each split at least
+ * SPLIT_SWAP_MIN_KT K steps (fwd 300 x 1024 x 8192 split 8 on 128 x 160,
+ * 16 steps each, ran 11% slower than unswapped split 5). Widths up to 256,
+ * none wider than the tokens; the narrow widths' weights lie between 64's
+ * and 128's.
+ * H100, bench/sweep, both ways in one call (bench/splitswap-check.tkm, two
+ * runs, scripts/ab-check.sh; bench/gemm-measurements.md): grad_a of the
+ * vocabulary at 257-1789 tokens 2-16% faster where taken (414 tokens 0.86
+ * -> 0.94 of cuBLAS, 774 0.84 -> 0.95, 1032 0.85 -> 0.98); fwd 700 x 1024
+ * x 16384 0.88 -> 0.96. TK_GEMM_SPLIT_SWAP (gemm_internal.h) 0: never. */
+#define SPLIT_SWAP_GAIN 0.97
+#define SPLIT_SWAP_GAIN_128 0.87
+#define SPLIT_SWAP_MIN_TOKENS 256
+#define SPLIT_SWAP_MIN_KT 32
+static double split_eff(int w)
+{
+    if (w < 128)
+        return tma_bn_eff[0] + (tma_bn_eff[1] - tma_bn_eff[0]) * (w - 64) / 64.0;
+    return w == 128 ? tma_bn_eff[1] : w == 192 ? tma_bn_eff[2] : w == 256 ? tma_bn_eff[3] : TMA_KB_EFF;
+}
+static void split_try_swap(gemm_plan *p, double now, double gain)
+{
+    gemm_plan q = *p;
+    int best_w = 0;
+    int64_t best_s = 0;
+    double best_cost = now * gain;
+    if (!TK_GEMM_SPLIT_SWAP || !TK_GEMM_SWAP || p->swap || p->moving != 0 || !p->a_kmajor ||
+        p->M > M_CLASS_LIMIT || p->N < 128 || p->M < SPLIT_SWAP_MIN_TOKENS)
+        return;
+    tk__gemm_plan_swap(&q); /* tokens on the kernel's N, B K-major */
+    const int64_t kt = (q.K + 63) / 64;
+    for (int w = 64; w <= 256 && w <= q.N; w += 16) {
+        const int64_t t = ((q.M + 127) / 128) * ((q.N + w - 1) / w);
+        int64_t s = NV_SMS / t < 8 ? NV_SMS / t : 8;
+        if (s > kt / SPLIT_SWAP_MIN_KT)
+            s = kt / SPLIT_SWAP_MIN_KT;
+        s = tk__gemm_split_clamp(s, kt, q.M, q.N);
+        if (s < 2)
+            continue;
+        const double cost = 128.0 * w / split_eff(w) / (double)s;
+        if (cost < best_cost)
+            best_w = w, best_s = s, best_cost = cost;
+    }
+    if (best_s < 2)
+        return;
+    q.splits = (int)best_s;
+    q.wg_bm = 128;
+    q.wg_bn = best_w;
+    *p = q;
+}
+
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave
  * of the chip and K is long. Splits = SMs / tiles (one wave at most), each
  * split at least SPLIT_MIN_KT_* K tiles (1024 of K on the TMA kernel, 256 or
@@ -650,8 +713,9 @@ void tk__gemm_plan_split(gemm_plan *p)
     if (!TK_GEMM_SPLITK || p->amd || p->simple)
         return;
     if (p->swap) {
-        /* Swapped tiles never split; where the unswapped plan would (few
-         * tiles, a long reduction), the split wins: fwd N=1024 K=2816 at
+        /* A swapped plan does not split as it is; where the unswapped plan
+         * would (few tiles, a long reduction), that split wins (itself
+         * maybe swapped again: split_try_swap): fwd N=1024 K=2816 at
          * 256 tokens split 4 on 128 x 64 tiles 9.2 us against 10.0 for 128
          * swapped tiles of 64 x 32 (--tune, cold operands, H100). */
         gemm_plan q = *p;
@@ -747,6 +811,7 @@ void tk__gemm_plan_split(gemm_plan *p)
                 p->splits = (int)best_s;
                 p->wg_bn = best_bn;
                 p->wg_bm = 128;
+                split_try_swap(p, best_cost, SPLIT_SWAP_GAIN);
             }
             return;
         }
@@ -765,6 +830,7 @@ void tk__gemm_plan_split(gemm_plan *p)
             p->splits = (int)s;
             p->wg_bn = w;
             p->wg_bm = 128;
+            split_try_swap(p, 128.0 * w / split_eff(w) / (double)s, SPLIT_SWAP_GAIN_128);
         }
         return;
     }

@@ -194,6 +194,16 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
                 if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1)
                     n = tune_add(c, n, &q);
             }
+        /* split on swapped 128-row tiles (the tokens on their width), one
+         * wave at most */
+        for (int j = 0; j < N_TMA_BNS; j++) {
+            const int bn = tk__gemm_tma_bns[j];
+            cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .swap = 1, .splits = tma_splits[i]};
+            q = *base;
+            if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1 && q.wg_bn <= q.N &&
+                ((q.M + 127) / 128) * ((q.N + bn - 1) / bn) * q.splits <= base->sms)
+                n = tune_add(c, n, &q);
+        }
     }
     for (int t = tma_ok ? 1 : 0; t < N_TILES; t++) {
         if (tma_ok && t128 >= 2 * base->sms)

@@ -107,18 +107,40 @@ void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p)
 const int tk__gemm_tma_bns[N_TMA_BNS] = {64, 128, 192, 256};
 static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 
-/* Ring stages for a TMA tile: as many as fit (at most 8) beside the
- * barriers in 227 KiB, and beside the TMA-store staging (32 KiB) where the
- * plan keeps its room (room: tk__gemm_ring_room): 128-row tiles 8 for 64
- * columns, 7 for 80, 6 for 96 and 128, 4 for 192 and 256; 256-row tiles 4
- * up to 192 columns, 3 with the (swapped) TMA-store epilogue. The
+/* Ring stages for a TMA tile: as many as fit (at most the caps below)
+ * beside the barriers in 227 KiB, and beside the TMA-store staging (32 KiB)
+ * where the plan keeps its room (room: tk__gemm_ring_room): 128-row tiles
+ * 8 for 64 columns, 7 for 80, 6 for 96 and 128, 4 for 192 and 256; 256-row
+ * tiles 4 up to 192 columns, 3 with the (swapped) TMA-store epilogue. The
  * heuristics choose the epilogue last (tk__gemm_plan_grid), which sets the
- * stages for it. */
+ * stages for it.
+ * At most TK_GEMM_STAGES_MAX stages (8), 64-row tiles TK_GEMM_STAGES_KS
+ * (8), or TK_GEMM_STAGES_KS_NARROW (12) where they are at most 64 wide: a
+ * K step of such a tile is short (16 KiB or less), and the two warpgroups
+ * take alternate ones. Measured on an H100 over bench/stagesmax-check.tkm
+ * (the 64-row and narrow swapped tiles whose ring could grow; two runs
+ * each way, one call per pair, bench/gemm-measurements.md): a cap of 12
+ * made every 64 x 64 and 64 x 32 tile (70-250 tokens) 3-6% faster, but
+ * 64 x 80-112 tiles at 540-780 tokens 1-8% slower (grad_a 776x3072x1024
+ * 0.85 -> 0.81 of cuBLAS) and left them even at 130-300 tokens; a cap of 6
+ * on 64-row tiles ran 12-25% slower everywhere. */
+#ifndef TK_GEMM_STAGES_MAX
+#define TK_GEMM_STAGES_MAX 8
+#endif
+#ifndef TK_GEMM_STAGES_KS
+#define TK_GEMM_STAGES_KS TK_GEMM_STAGES_MAX
+#endif
+#ifndef TK_GEMM_STAGES_KS_NARROW
+#define TK_GEMM_STAGES_KS_NARROW 12
+#endif
 int tk__gemm_tma_stages(int bm, int bn, int room)
 {
     const int stage = (bm + bn) * 64 * 2;
+    const int cap = bm != 64 ? TK_GEMM_STAGES_MAX
+                    : bn <= 64 ? TK_GEMM_STAGES_KS_NARROW
+                               : TK_GEMM_STAGES_KS;
     const int s = (232448 - 2048 - (room ? 32768 : 0)) / stage;
-    return s > 8 ? 8 : s;
+    return s > cap ? cap : s;
 }
 
 /* Whether a TMA plan's ring leaves the TMA-store staging's 32 KiB: where

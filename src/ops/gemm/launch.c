@@ -340,8 +340,8 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
          * nothing. */
         /* Partials in the op's terms, planes of its M x N (swapped tiles
          * store them transposed, as they store C: rows of the kernel's M) */
-        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, wk,
-                         p->swap ? p->M : p->N, NULL, stream);
+        st = gemm_launch(ctx, p, kernel, blocks, threads, smem, d_a, d_b, wk, p->swap ? p->M : p->N,
+                         NULL, stream);
         if (st == TK_OK) {
             const unsigned rgrid[3] = {(unsigned)reduce_blocks(p), 1, 1};
             const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};

@@ -136,7 +136,7 @@ static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 int tk__gemm_tma_stages(int bm, int bn, int room)
 {
     const int stage = (bm + bn) * 64 * 2;
-    const int cap = bm != 64 ? TK_GEMM_STAGES_MAX
+    const int cap = bm != 64   ? TK_GEMM_STAGES_MAX
                     : bn <= 64 ? TK_GEMM_STAGES_KS_NARROW
                                : TK_GEMM_STAGES_KS;
     const int s = (232448 - 2048 - (room ? 32768 : 0)) / stage;
@@ -688,7 +688,10 @@ static double split_eff(int w)
 {
     if (w < 128)
         return tma_bn_eff[0] + (tma_bn_eff[1] - tma_bn_eff[0]) * (w - 64) / 64.0;
-    return w == 128 ? tma_bn_eff[1] : w == 192 ? tma_bn_eff[2] : w == 256 ? tma_bn_eff[3] : TMA_KB_EFF;
+    return w == 128   ? tma_bn_eff[1]
+           : w == 192 ? tma_bn_eff[2]
+           : w == 256 ? tma_bn_eff[3]
+                      : TMA_KB_EFF;
 }
 static void split_try_swap(gemm_plan *p, double now, double gain)
 {

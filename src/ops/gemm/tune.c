@@ -22,7 +22,8 @@
  * each round count its narrowest width), 64-row tiles (for each round
  * count its narrowest width), the
  * TMA kernel split 2..8 ways on 64- and 128-row tiles 64, 128, 192 and 256 wide when
- * its tiles fill less than the chip, the three smaller mma.sync tiles
+ * its tiles fill less than the chip (and on swapped 128-row tiles of those
+ * widths, in one wave), the three smaller mma.sync tiles
  * unsplit and split 2 or 4 ways (on sm_90 only when the output has few
  * tiles; elsewhere always, with the large mma.sync tile too); at most
  * TUNE_MAX_CANDS. Each is compiled (in parallel), run once, then

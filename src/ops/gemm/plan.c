@@ -677,9 +677,9 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
  * and 128's.
  * H100, bench/sweep, both ways in one call (bench/splitswap-check.tkm, two
  * runs, scripts/ab-check.sh; bench/gemm-measurements.md): grad_a of the
- * vocabulary at 257-1789 tokens 2-16% faster where taken (414 tokens 0.86
- * -> 0.94 of cuBLAS, 774 0.84 -> 0.95, 1032 0.85 -> 0.98); fwd 700 x 1024
- * x 16384 0.88 -> 0.96. TK_GEMM_SPLIT_SWAP (gemm_internal.h) 0: never. */
+ * vocabulary at 257-1789 tokens 2-13% less time where taken (414 tokens
+ * 0.86 -> 0.94 of cuBLAS, 774 0.84 -> 0.95, 1032 0.86 -> 0.98); fwd 700 x
+ * 1024 x 16384 0.88 -> 0.97. TK_GEMM_SPLIT_SWAP (gemm_internal.h) 0: never. */
 #define SPLIT_SWAP_GAIN 0.97
 #define SPLIT_SWAP_GAIN_128 0.87
 #define SPLIT_SWAP_MIN_TOKENS 256

@@ -684,6 +684,8 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
 #define SPLIT_SWAP_GAIN_128 0.87
 #define SPLIT_SWAP_MIN_TOKENS 256
 #define SPLIT_SWAP_MIN_KT 32
+/* Throughput weight of a split tile w wide: the TMA widths' (64, 128, 192,
+ * 256), K-major B's between them, and between 64's and 128's below 128. */
 static double split_eff(int w)
 {
     if (w < 128)
@@ -820,15 +822,15 @@ void tk__gemm_plan_split(gemm_plan *p)
             int64_t best_s = 0;
             double best_cost = 0;
             for (int w = 256; w >= 128; w -= 16) {
-                const int i = w == 256 ? N_TMA_BNS - 1 : w == 192 ? N_TMA_BNS - 2 : w == 128 ? 1 : -1;
-                if (w != 256 && (!TK_GEMM_SPLIT_WIDTH || (i < 0 && !p->b_kmajor)))
+                /* N-major B: whole 64-column boxes */
+                if (w != 256 && (!TK_GEMM_SPLIT_WIDTH || (w % 64 != 0 && !p->b_kmajor)))
                     continue;
                 const int64_t t = ((p->M + 127) / 128) * ((p->N + w - 1) / w);
                 const int64_t sw =
                     tk__gemm_split_clamp(NV_SMS / t < 8 ? NV_SMS / t : 8, kt, p->M, p->N);
                 if (sw < 2)
                     continue;
-                const double cost = 128.0 * w / (i >= 0 ? tma_bn_eff[i] : TMA_KB_EFF) / (double)sw;
+                const double cost = 128.0 * w / split_eff(w) / (double)sw;
                 if (best_s == 0 || cost < best_cost * SPLIT_WIDTH_GAIN)
                     best_bn = w, best_s = sw, best_cost = cost;
             }

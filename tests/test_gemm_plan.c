@@ -149,6 +149,18 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_swapped, 100);
     ck_assert_uint_gt(g_split, 100);
     ck_assert_uint_gt(g_split_swapped, 10);
+    /* 112 tiles of 128 x 64 make one round over 4/5 of the 132
+     * multiprocessors or more: no 64-row tiles there (plan.c
+     * ks_fill_keeps), at 96 tiles (650 tokens) they stay */
+    for (int64_t n = 2816; n <= 4096; n += n == 2816 ? 256 : 1024) {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 776, n, 1024, &p);
+        ck_assert_msg(p.tma && p.wg_bm == 128 && p.splits == 1 && !p.swap,
+                      "grad_a 776x%" PRId64 "x1024: %d x %d tiles", n, p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 650, n, 1024, &p);
+        ck_assert_msg(p.tma && p.wg_bm == 64, "grad_a 650x%" PRId64 "x1024: %d x %d tiles", n,
+                      p.wg_bm, p.wg_bn);
+    }
 }
 END_TEST
 

@@ -17,6 +17,7 @@
  *
  *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N[,N...]]
  *           [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]
+ *           [--only TEXT] [--smem-min B]
  *
  * --odd N adds N odd column counts drawn log-uniformly from 1024..262144
  * with the seed S (default 1); --offset H moves every pointer H halves
@@ -34,6 +35,9 @@
  * (cuOccupancyMaxActiveClusters). The forward's sweep tries clusters of
  * 16 blocks too (non-portable; the engine allows them at load).
  * --cluster-min C skips the sweep's clusters of fewer than C blocks.
+ * --only TEXT keeps the sweep's variants whose name (the table's variant
+ * column) holds TEXT; --smem-min B gives each at least B bytes of dynamic
+ * shared memory (fewer blocks resident per SM).
  *
  * Prints markdown tables; exit 0 when every check passed, 1 otherwise, 77
  * without a device. PyTorch's figures for the same shapes:
@@ -257,6 +261,10 @@ static int sweep_edge(const sm_case *s)
     return s->cols % 8 != 0 || (uintptr_t)s->x % 16 != 0;
 }
 
+/* --only, --smem-min (below) */
+static const char *sweep_only;
+static unsigned sweep_smem_min;
+
 /* One variant launched directly; prints a row. Returns GB/s (0: failed). */
 static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, double copy)
 {
@@ -270,6 +278,20 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
     const unsigned vec = 8;
     const int edge = sweep_edge(s);
+    if (v->is_long)
+        snprintf(what, sizeof what, "long g%u", v->g);
+    else
+        snprintf(what, sizeof what, "C%u g%u b%u it%u%s%s", v->cluster, v->g, v->block, v->iters,
+                 v->smem_g ? " smem_g" : "", "");
+    if (v->siters)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " s%u", v->siters);
+    if (v->store_e)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " E");
+    if (v->minb)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " m%u", v->minb);
+    /* --only TEXT: the variants whose name holds TEXT */
+    if (sweep_only != NULL && strstr(what, sweep_only) == NULL)
+        return 0;
     snprintf(d_vec, sizeof d_vec, "%u", vec);
     snprintf(d_g, sizeof d_g, "%u", v->g);
     snprintf(d_block, sizeof d_block, "%u", v->block);
@@ -324,6 +346,10 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
      * limit lifted, which the engine does for requests above 48 KiB */
     if (s->smem > 47 * 1024 && s->smem <= 48 * 1024)
         s->smem = 48 * 1024 + 16;
+    /* --smem-min B: at least B bytes of dynamic shared memory (fewer
+     * blocks resident per SM) */
+    if (s->smem < sweep_smem_min)
+        s->smem = sweep_smem_min;
     /* one row per cluster first: correct for every variant, and it raises
      * the kernel's shared-memory limit before the occupancy query */
     s->grid = (unsigned)(v->is_long   ? s->rows
@@ -336,17 +362,6 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         if (max_active_clusters(&active, k->fn, &cfg) != 0)
             active = -1;
     }
-    if (v->is_long)
-        snprintf(what, sizeof what, "long g%u", v->g);
-    else
-        snprintf(what, sizeof what, "C%u g%u b%u it%u%s%s", v->cluster, v->g, v->block, v->iters,
-                 v->smem_g ? " smem_g" : "", "");
-    if (v->siters)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " s%u", v->siters);
-    if (v->store_e)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " E");
-    if (v->minb)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " m%u", v->minb);
     const float ms = ok ? median_ms(run_direct, s, NULL) : 0;
     const double traffic = (s->bwd ? 3.0 : 2.0) * (double)(s->rows * s->cols) * 2;
     const double gbs = ms > 0 ? traffic / ms / 1e6 : 0;
@@ -514,6 +529,10 @@ int main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--cluster-min") == 0 && i + 1 < argc) {
             sweep_cluster_min = (unsigned)atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            sweep_only = argv[++i];
+        } else if (strcmp(argv[i], "--smem-min") == 0 && i + 1 < argc) {
+            sweep_smem_min = (unsigned)atoi(argv[++i]);
         } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
             rows_opt = strtoll(argv[++i], NULL, 10);
             if (rows_opt < 1) {
@@ -529,7 +548,8 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
-                    "N,...] [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]\n",
+                    "N,...] [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]\n"
+                    "       [--only TEXT] [--smem-min B]\n",
                     argv[0]);
             return 2;
         }

@@ -149,7 +149,7 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_swapped, 100);
     ck_assert_uint_gt(g_split, 100);
     ck_assert_uint_gt(g_split_swapped, 10);
-    /* 112 tiles of 128 x 64 make one round over 4/5 of the 132
+    /* 112 tiles of 128 x 64 make one round over 5/6 of the 132
      * multiprocessors or more: no 64-row tiles there (plan.c
      * ks_fill_keeps), at 96 tiles (650 tokens) they stay */
     for (int64_t n = 2816; n <= 4096; n += n == 2816 ? 256 : 1024) {

@@ -215,28 +215,36 @@ static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, doubl
 }
 
 /* 64-row tiles stay out where the 128 x bn tiles chosen so far make one
- * round over at least KS_FILL_MIN (4/5) of the multiprocessors
- * (TK_GEMM_KS_FILL 0: wherever they cost less). Their K steps load 64 +
- * width rows for half the rows of output, and a one-round grid of them
- * moves more bytes in all than the 128-row one: grad_a 776 x {2816, 3072,
- * 4096} x 1024 on 130 tiles of 64 x 112 took 4-5% longer than on 112 of
- * 128 x 64 (H100, cold operands, bench/gemm-measurements.md), where the
- * area weights favoured them by 7%; at 650 tokens (96 tiles of 128 x 64)
- * the 64 x 96 tiles were 4% faster. The rule's plans: grad_a x {2816,
- * 3072, 4096} x 1024 at 769-832 tokens, x 1024 x 2816 at 257-320, x 1024 x
- * 4096 at 129-192 (320 of 392,000 model shapes). bench/sweep of those
- * (16 shapes), both ways in one call, two runs: 0.987 / 0.999 -> 1.014 /
- * 1.032 of cuBLAS; time 0.89x at x 1024 x 2816, 0.96-0.97x at x 2816 x
- * 1024, 0.98-1.02x at x 3072 / 4096 x 1024, 0.98-0.99x at x 1024 x 4096. */
+ * round over at least 5/6 (KS_FILL_MIN_NUM / _DEN) of the
+ * multiprocessors, from M = 128 on (a 128-row box then holds whole rows),
+ * with N a whole number of their columns (no last column tile mostly
+ * empty or overlapping its neighbour); TK_GEMM_KS_FILL 0: 64-row tiles
+ * wherever they cost less. Measured on an H100 (bench/sweep of
+ * bench/ksfill-check.tkm, both ways in one call, two runs;
+ * bench/gemm-measurements.md, 2026-11-27): where the 128-row tiles filled
+ * 112-132 of the 132 multiprocessors, 29 of 32 shapes ran 0.8-10% faster
+ * on them (grad_a 776 x 3072 x 1024 on 112 tiles of 128 x 64 against 130
+ * of 64 x 112: 13.64 -> 13.12 us; grad_a 260-300 x 1024 x 2816 10%), one
+ * even, two slower (grad_a 147 x 512 x 4096 3.2%, grad_b 3144 x 7936 x 160
+ * 11.6%: 160 rows in two overlapping 128-row tiles); at 108 tiles (82%)
+ * they ranged from 6.5% faster to 23% slower (grad_a 1036 x 5120 x 768),
+ * and without the column condition random shapes lost up to 30% (grad_a
+ * 7184 x 6568 x 72: a second 64-wide column tile holding 8 columns). The
+ * area weights had favoured the 64-row tiles by 7% at 776 tokens. Plans
+ * it changes: 320 of 392,000 model shapes (grad_a x {2816, 3072, 4096} x
+ * 1024 at 769-832 tokens, x 1024 x 2816 at 257-320, x 1024 x 4096 at
+ * 129-192), 140 of 60,000 random shapes of common transformer sizes
+ * and 2 of 60,000 with every dimension log-uniform. */
 #ifndef TK_GEMM_KS_FILL
 #define TK_GEMM_KS_FILL 1
 #endif
-#define KS_FILL_MIN_NUM 4
-#define KS_FILL_MIN_DEN 5
+#define KS_FILL_MIN_NUM 5
+#define KS_FILL_MIN_DEN 6
 static int ks_fill_keeps(int64_t M, int64_t N, int bn, int64_t sms)
 {
     const int64_t tiles = ((M + 127) / 128) * ((N + bn - 1) / bn);
-    return TK_GEMM_KS_FILL && tiles <= sms && tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM;
+    return TK_GEMM_KS_FILL && M >= 128 && N % bn == 0 && tiles <= sms &&
+           tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM;
 }
 
 static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
@@ -263,16 +271,23 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_
      * for outputs that leave much of the chip idle in 128-row ones; not for
      * N < 64: boxes of B mostly zero fill, loaded by twice the tiles (fwd
      * 2048 x 8 x 1024: 64 x 64 tiles 7.6 us, 128 x 64 6.2); not where the
-     * 128-row tiles make one round over KS_FILL_MIN of the chip or more
-     * (ks_fill_keeps) */
-    for (int bn = 256; N >= 64 && bn >= 64 && !ks_fill_keeps(M, N, best, sms);
-         bn -= b_kmajor ? 16 : 64) {
+     * 128-row tiles make one round over 5/6 of the chip or more
+     * (ks_fill_keeps: those keep the 128-row tiles, at the cost the 64-row
+     * ones would have had, so that the comparisons that follow, swapped
+     * tiles and split-K, decide as they did) */
+    const int keep = ks_fill_keeps(M, N, best, sms);
+    const int best128 = best;
+    for (int bn = 256; N >= 64 && bn >= 64; bn -= b_kmajor ? 16 : 64) {
         const double cost = wave_cost(M, N, 64, bn, sms, ks_eff(bn));
         if (cost < best_cost * 0.999) {
             best = bn;
             best_cost = cost;
             *bm_out = 64;
         }
+    }
+    if (keep && *bm_out == 64) {
+        best = best128;
+        *bm_out = 128;
     }
     *cost_out = best_cost;
     return best;

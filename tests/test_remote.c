@@ -990,6 +990,36 @@ START_TEST(leases_released_after_a_stalled_server)
 }
 END_TEST
 
+/* A lease request the stopped server never answered, run once it resumes:
+ * the process that sent it, which compiled without the lease, releases it
+ * at close (other processes would otherwise wait the lease's time). */
+START_TEST(unanswered_lease_released_at_close)
+{
+    char hex[33], lease[160], dir[1024];
+    probe_key(41, hex);
+    lease_name(hex, lease, sizeof lease);
+    local_dir("unanswered", dir, sizeof dir);
+    tk__remote_opts ro = {.url = g_srv.url, .connect_ms = 2000, .io_ms = 100};
+    tk__cache_opts co = {.root = dir, .remote = &ro};
+    tk_cache *c = NULL;
+    tk_assert_status(tk__cache_open(&co, &c), TK_OK);
+    tk__key key;
+    memset(&key, 0, sizeof key);
+    memcpy(key.hex, hex, 33);
+    kill(g_srv.pid, SIGSTOP);
+    void *held = tk__cache_remote_lease(c, &key); /* sent, no reply within 100 ms */
+    kill(g_srv.pid, SIGCONT);
+    ck_assert_ptr_null(held);
+    long long taken = 0;
+    for (int i = 0; i < 300 && !(taken = redis_int("EXISTS", lease)); i++)
+        sleep_ms_test(10);
+    ck_assert_int_eq(taken, 1); /* the late request took the lease */
+    tk_cache_close(c);
+    printf("unanswered lease: left after close: %lld\n", redis_int("EXISTS", lease));
+    ck_assert_int_eq(redis_int("EXISTS", lease), 0);
+}
+END_TEST
+
 START_TEST(oversized_values_are_not_read)
 {
     char hex[33];
@@ -1065,6 +1095,7 @@ static Suite *remote_suite(void)
     tcase_add_test(tc, planted_leases_do_not_stall);
     tcase_add_test(tc, genuine_signed_lease_is_waited_for);
     tcase_add_test(tc, leases_released_after_a_stalled_server);
+    tcase_add_test(tc, unanswered_lease_released_at_close);
     tcase_add_test(tc, oversized_values_are_not_read);
     tcase_add_test(tc, wrong_type_value_key_is_a_miss);
     suite_add_tcase(s, tc);

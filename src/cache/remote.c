@@ -517,11 +517,18 @@ static int ensure_connected(remote *r)
 }
 
 /* One command (r->mu held). NULL on a transport failure (counted, logged,
- * the breaker opened); else the reply, an error reply included, to free. */
-static redisReply *run_any_locked(remote *r, int argc, const char **argv, const size_t *lens)
+ * the breaker opened); else the reply, an error reply included, to free.
+ * *sent (may be NULL): 1 once the command was handed to the connection, so
+ * that the server may have run it even when no reply came back. */
+static redisReply *run_sent_locked(remote *r, int argc, const char **argv, const size_t *lens,
+                                   int *sent)
 {
+    if (sent)
+        *sent = 0;
     if (!ensure_connected(r))
         return NULL;
+    if (sent)
+        *sent = 1;
     redisReply *rep = exchange(r, argc, argv, lens);
     if (!rep) {
         char why[160];
@@ -532,6 +539,11 @@ static redisReply *run_any_locked(remote *r, int argc, const char **argv, const 
     r->failures = 0;
     r->open_until_ns = 0;
     return rep;
+}
+
+static redisReply *run_any_locked(remote *r, int argc, const char **argv, const size_t *lens)
+{
+    return run_sent_locked(r, argc, argv, lens, NULL);
 }
 
 /* An error reply: the server answered (a full server (OOM), a read-only
@@ -560,6 +572,24 @@ static redisReply *run(remote *r, int argc, const char **argv, const size_t *len
 {
     pthread_mutex_lock(&r->mu);
     redisReply *rep = run_locked(r, argc, argv, lens);
+    pthread_mutex_unlock(&r->mu);
+    return rep;
+}
+
+/* run, and *unanswered: 1 when the command was sent and no reply came (a
+ * stall, a timeout, a dropped connection), so that the server may have run
+ * it or may still run it. */
+static redisReply *run_unanswered(remote *r, int argc, const char **argv, const size_t *lens,
+                                  int *unanswered)
+{
+    int sent = 0;
+    pthread_mutex_lock(&r->mu);
+    redisReply *rep = run_sent_locked(r, argc, argv, lens, &sent);
+    *unanswered = sent && rep == NULL;
+    if (rep && rep->type == REDIS_REPLY_ERROR) {
+        server_refused(r, argv[0], rep);
+        rep = NULL;
+    }
     pthread_mutex_unlock(&r->mu);
     return rep;
 }
@@ -1052,7 +1082,20 @@ void *tk__cache_remote_lease(tk_cache *cache, const tk__key *key)
                           strlen(l->token),
                           strlen(px),
                           strlen(forged)};
-        redisReply *rep = run(r, 8, argv, lens);
+        int unanswered = 0;
+        redisReply *rep = run_unanswered(r, 8, argv, lens, &unanswered);
+        if (unanswered) {
+            /* No answer to a request the server got or may get (a stall, a
+             * timeout): once it runs, the lease is held with no one to
+             * release it, and other processes would wait lease_ms for it.
+             * Compile without it, and keep it among the orphans: released,
+             * if it is ours, with the next release or at close. */
+            pthread_mutex_lock(&r->mu);
+            l->next = r->orphans;
+            r->orphans = l;
+            pthread_mutex_unlock(&r->mu);
+            return NULL;
+        }
         if (!rep)
             break; /* trouble (a miss): compile without a lease */
         int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&

@@ -896,6 +896,22 @@ START_TEST(planted_leases_do_not_stall)
 }
 END_TEST
 
+/* A cache handle at dir with the remote tier ro (the cache layer's hooks
+ * called directly), and the key of a probe's hex. */
+static tk_cache *cache_with_remote(const char *dir, tk__remote_opts *ro)
+{
+    tk__cache_opts co = {.root = dir, .remote = ro};
+    tk_cache *c = NULL;
+    tk_assert_status(tk__cache_open(&co, &c), TK_OK);
+    return c;
+}
+
+static void key_of_hex(const char *hex, tk__key *key)
+{
+    memset(key, 0, sizeof *key);
+    memcpy(key->hex, hex, 33);
+}
+
 START_TEST(genuine_signed_lease_is_waited_for)
 {
     char hex[33], lease[160], dir[1024];
@@ -910,12 +926,9 @@ START_TEST(genuine_signed_lease_is_waited_for)
                           .secret_set = 1,
                           .connect_ms = 2000,
                           .io_ms = 2000};
-    tk__cache_opts co = {.root = holder_dir, .remote = &ro};
-    tk_cache *holder = NULL;
-    tk_assert_status(tk__cache_open(&co, &holder), TK_OK);
+    tk_cache *holder = cache_with_remote(holder_dir, &ro);
     tk__key key;
-    memset(&key, 0, sizeof key);
-    memcpy(key.hex, hex, 33);
+    key_of_hex(hex, &key);
     void *held = tk__cache_remote_lease(holder, &key);
     ck_assert_ptr_nonnull(held);
     ck_assert_int_gt(redis_int("PTTL", lease), 0);
@@ -1000,12 +1013,9 @@ START_TEST(unanswered_lease_released_at_close)
     lease_name(hex, lease, sizeof lease);
     local_dir("unanswered", dir, sizeof dir);
     tk__remote_opts ro = {.url = g_srv.url, .connect_ms = 2000, .io_ms = 100};
-    tk__cache_opts co = {.root = dir, .remote = &ro};
-    tk_cache *c = NULL;
-    tk_assert_status(tk__cache_open(&co, &c), TK_OK);
+    tk_cache *c = cache_with_remote(dir, &ro);
     tk__key key;
-    memset(&key, 0, sizeof key);
-    memcpy(key.hex, hex, 33);
+    key_of_hex(hex, &key);
     kill(g_srv.pid, SIGSTOP);
     void *held = tk__cache_remote_lease(c, &key); /* sent, no reply within 100 ms */
     kill(g_srv.pid, SIGCONT);

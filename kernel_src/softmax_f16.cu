@@ -70,6 +70,7 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK)
                        unsigned short *__restrict__ out, long long ld_out, long long rows,
                        long long cols_arg)
 {
+    tk_pdl_enter();
 #ifdef TK_COLS
     const long long cols = TK_COLS;
     (void)cols_arg;
@@ -168,6 +169,7 @@ extern "C" __global__ void __launch_bounds__(TK_G)
                             unsigned short *__restrict__ out, long long ld_out, long long rows,
                             long long cols_arg)
 {
+    tk_pdl_enter();
 #ifdef TK_COLS
     const long long cols = TK_COLS;
     (void)cols_arg;
@@ -284,6 +286,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
                                unsigned short *__restrict__ out, long long ld_out, long long rows,
                                long long cols_arg)
 {
+    tk_pdl_enter();
 #ifdef TK_COLS
     const long long cols = TK_COLS;
     (void)cols_arg;

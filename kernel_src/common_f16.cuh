@@ -22,19 +22,6 @@
 #define TK_WARP 32
 #endif
 
-/* TK_PDL (NVIDIA sm_90 and later; the host sets it on those targets alone,
- * and then launches with programmatic dependent launch): a kernel's first
- * statement. Its blocks may start while the stream's previous kernel
- * finishes; they wait for that kernel and its memory before touching any
- * global memory, then let the next kernel's blocks launch. */
-static __device__ __forceinline__ void tk_pdl_enter(void)
-{
-#if defined(TK_PDL) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 struct alignas(TK_VEC * 2) tk_vec {
     unsigned short h[TK_VEC];
 };

@@ -146,6 +146,7 @@ typedef long long tk_i64;
 #endif
 
 #include "gemm/common.cuh"
+#include "pdl.cuh"
 
 #if defined(__HIP__) || defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__)
 #define TK_GEMM_AMD 1

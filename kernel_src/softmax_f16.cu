@@ -46,6 +46,7 @@
 #endif
 
 #include "common_f16.cuh"
+#include "pdl.cuh"
 
 /* (m, s) pairs: s is a sum of exp(x - m). Combining handles an empty side
  * (m = -inf, s = 0) without forming inf - inf. */

@@ -34,6 +34,7 @@
 #endif
 
 #include "common_f16.cuh"
+#include "pdl.cuh"
 
 #if !defined(TK_LONG) && !defined(TK_CLUSTER)
 

@@ -15,19 +15,6 @@ __device__ __forceinline__ unsigned smem_u32(const void *p)
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
-// Programmatic dependent launch (TK_PDL, sm_90, the host launching the
-// kernel with it): wait for the stream's previous kernel and its memory
-// before the first global access, then let the next kernel be launched
-// as soon as every block of this one runs (its blocks wait in their own
-// griddepcontrol.wait). A no-op without TK_PDL.
-__device__ __forceinline__ void pdl_enter()
-{
-#if defined(TK_PDL) && TK_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),

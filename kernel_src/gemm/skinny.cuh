@@ -26,7 +26,7 @@ extern "C" __global__ void __launch_bounds__(256)
 {
     extern __shared__ __align__(16) unsigned char tk_gemm_smem[];
     tk_gemm_baked(M, N, K);
-    tkg::pdl_enter();
+    tk_pdl_enter();
     unsigned short *bt = (unsigned short *)tk_gemm_smem; // [8][K]
     float *red = (float *)(tk_gemm_smem + 16 * K);      // [8 warps][32 lanes][8]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -152,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     extern __shared__ __align__(16) unsigned char tk_gemm_smem[];
     __shared__ float red[8][64]; // [warp][8 e + n]
     tk_gemm_baked(M, N, K);
-    tkg::pdl_enter();
+    tk_pdl_enter();
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const tk_i64 m0 = (tk_i64)blockIdx.x * 8;
     const int abytes = m0 + 8 <= M ? 16 : (int)(M - m0) * 2, bbytes = N < 8 ? (int)N * 2 : 16;

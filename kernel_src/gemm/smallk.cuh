@@ -34,7 +34,7 @@ extern "C" __global__ void __launch_bounds__(256)
     __shared__ __align__(16) float as[TK_SMK_PH][TK_SMK_BM][TK_SMK_KMAX];
     __shared__ __align__(16) float bs[TK_SMK_KMAX * BS];
     tk_gemm_baked(M, N, K);
-    tkg::pdl_enter();
+    tk_pdl_enter();
     const int tid = threadIdx.x;
     const tk_i64 tiles_n = (N + TK_SMK_BN - 1) / TK_SMK_BN;
     const tk_i64 n0 = (tk_i64)blockIdx.x % tiles_n * TK_SMK_BN;

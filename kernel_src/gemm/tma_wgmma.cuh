@@ -959,15 +959,10 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
         if (!TK_STREAMK && (tk_i64)blockIdx.x >= tiles_m * tiles_n)
             return;
     }
-#if defined(TK_PDL) && TK_PDL
-    // Launched with programmatic dependent launch: this block may start while
-    // the stream's previous kernel finishes (its set-up above touches only
-    // shared memory and the parameters). Wait for that kernel (and its
-    // memory) before touching global memory, and let the next kernel be
-    // launched as soon as every block of this one is running.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    // With programmatic dependent launch this block may start while the
+    // stream's previous kernel finishes: its set-up above touches only
+    // shared memory and the parameters (pdl.cuh).
+    tk_pdl_enter();
     gemm_loop_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(mA, mB, mC, C, M, N, ldc, skw, tag,
                                                              sbase, bars, kt0, KT);
     if constexpr (TK_CLUSTER > 1)

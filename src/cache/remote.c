@@ -557,10 +557,17 @@ static void server_refused(remote *r, const char *cmd, redisReply *rep)
 }
 
 /* One command (r->mu held). NULL on any failure (counted and logged; a
- * transport failure also opens the breaker); else the reply, to free. */
-static redisReply *run_locked(remote *r, int argc, const char **argv, const size_t *lens)
+ * transport failure also opens the breaker); else the reply, to free.
+ * *unanswered (may be NULL): 1 when the command was sent and no reply came
+ * (a stall, a timeout, a dropped connection), so that the server may have
+ * run it or may still run it. */
+static redisReply *run_locked(remote *r, int argc, const char **argv, const size_t *lens,
+                              int *unanswered)
 {
-    redisReply *rep = run_any_locked(r, argc, argv, lens);
+    int sent = 0;
+    redisReply *rep = run_sent_locked(r, argc, argv, lens, &sent);
+    if (unanswered)
+        *unanswered = sent && rep == NULL;
     if (rep && rep->type == REDIS_REPLY_ERROR) {
         server_refused(r, argv[0], rep);
         return NULL;
@@ -568,30 +575,19 @@ static redisReply *run_locked(remote *r, int argc, const char **argv, const size
     return rep;
 }
 
-static redisReply *run(remote *r, int argc, const char **argv, const size_t *lens)
+/* run_locked under r->mu. */
+static redisReply *run_unanswered(remote *r, int argc, const char **argv, const size_t *lens,
+                                  int *unanswered)
 {
     pthread_mutex_lock(&r->mu);
-    redisReply *rep = run_locked(r, argc, argv, lens);
+    redisReply *rep = run_locked(r, argc, argv, lens, unanswered);
     pthread_mutex_unlock(&r->mu);
     return rep;
 }
 
-/* run, and *unanswered: 1 when the command was sent and no reply came (a
- * stall, a timeout, a dropped connection), so that the server may have run
- * it or may still run it. */
-static redisReply *run_unanswered(remote *r, int argc, const char **argv, const size_t *lens,
-                                  int *unanswered)
+static redisReply *run(remote *r, int argc, const char **argv, const size_t *lens)
 {
-    int sent = 0;
-    pthread_mutex_lock(&r->mu);
-    redisReply *rep = run_sent_locked(r, argc, argv, lens, &sent);
-    *unanswered = sent && rep == NULL;
-    if (rep && rep->type == REDIS_REPLY_ERROR) {
-        server_refused(r, argv[0], rep);
-        rep = NULL;
-    }
-    pthread_mutex_unlock(&r->mu);
-    return rep;
+    return run_unanswered(r, argc, argv, lens, NULL);
 }
 
 /* ---------------------------------------------------------------- values */

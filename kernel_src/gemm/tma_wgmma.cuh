@@ -56,12 +56,21 @@ __device__ __forceinline__ unsigned cluster_rank()
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
-// Every thread of both blocks of the cluster: the barriers' initialisation
-// (fence.mbarrier_init) is visible to the partner after it, and no block
-// leaves while its partner may still signal its barriers.
-__device__ __forceinline__ void cluster_sync()
+// Every thread of every block of the cluster arrives (relaxed: thread 0's
+// fence.mbarrier_init orders the barriers' initialisation, the one thing a
+// partner needs to see), and later waits: after the wait, every block's
+// barriers are initialised. No block leaves while a partner may still
+// signal its barriers or its smem: the producer's tail waits for that
+// (gemm_loop_tma). A cluster-wide release / acquire barrier at both ends
+// instead cost 1.5-2.5 us per call at one round of pairs (H100,
+// bench/gemm-measurements.md).
+__device__ __forceinline__ void cluster_arrive_relaxed()
 {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait()
+{
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 // Tile (tm, tn) of block-work index t. TK_CLUSTER 2: t's pair (t / 2) walks
 // the tile rows and pairs of columns like tk_gemm_tile_of, the two blocks of
@@ -539,9 +548,17 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         wait<0>();
         fence_regs<NACC>(acc);
         // More work follows: free the last stage for the producer (already
-        // loading it); the last segment's stage is never waited for.
-        if (more && mine >= 0 && (tid & 127) == 0)
-            bar_arrive(bars + 8 * (STAGES + mine % STAGES));
+        // loading it); the last segment's stage is never waited for, but
+        // in a cluster by every block's producer's tail (gemm_loop_tma).
+        if (mine >= 0) {
+            const unsigned empty = bars + 8 * (STAGES + mine % STAGES);
+            if (TK_CLUSTER > 1) {
+                if ((tid & 127) < TK_CLUSTER)
+                    bar_arrive_cta(empty, (unsigned)(tid & 127));
+            } else if (more && (tid & 127) == 0) {
+                bar_arrive(empty);
+            }
+        }
         if constexpr (KS) {
             // The host gives 64-row tiles a block per tile (no `more`): both
             // warpgroups are past their last wgmma, the producer past its
@@ -901,6 +918,14 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                             tma_load2d(sb + b * BK * 128, mB, n0 + 64 * b, kc, full);
                 }
             }
+            // Cluster: the block leaves only once every block's consumers
+            // have released each of its last stages. Then no partner
+            // arrives on its barriers any more, and every copy it sent to
+            // a partner has landed (that partner's consumers waited for it
+            // before their release).
+            if (TK_CLUSTER > 1)
+                for (int j = it > STAGES ? it - STAGES : 0; j < it; ++j)
+                    bar_wait(bars + 8 * (STAGES + j % STAGES), (j / STAGES) & 1);
         }
     } else if constexpr (TK_PINGPONG) {
         static_assert(BM == 128, "ping-pong: 128-row tiles");
@@ -952,8 +977,8 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     }
     if constexpr (TK_CLUSTER > 1) {
         // The host sizes the grid to the pairs (tma_grid_tiles): no block
-        // leaves early, and each leaves only with its partner (below).
-        cluster_sync();
+        // leaves early; the wait is below.
+        cluster_arrive_relaxed();
     } else {
         __syncthreads();
         if (!TK_STREAMK && (tk_i64)blockIdx.x >= tiles_m * tiles_n)
@@ -963,10 +988,10 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     // stream's previous kernel finishes: its set-up above touches only
     // shared memory and the parameters (pdl.cuh).
     tk_pdl_enter();
+    if constexpr (TK_CLUSTER > 1)
+        cluster_wait();
     gemm_loop_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(mA, mB, mC, C, M, N, ldc, skw, tag,
                                                              sbase, bars, kt0, KT);
-    if constexpr (TK_CLUSTER > 1)
-        cluster_sync();
 }
 
 } // namespace tkw

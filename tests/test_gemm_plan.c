@@ -84,6 +84,7 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
                   M, N, K, text, text2);
     ck_assert_int_eq(q.swap, p.swap);
     ck_assert_int_eq(q.splits, p.splits);
+    ck_assert_int_eq(q.cluster, p.cluster);
     ck_assert_int_eq(q.M, p.M);
     ck_assert_int_eq(q.N, p.N);
     if (p.tma && !p.skinny && !p.smallk) {
@@ -160,6 +161,19 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 650, n, 1024, &p);
         ck_assert_msg(p.tma && p.wg_bm == 64, "grad_a 650x%" PRId64 "x1024: %d x %d tiles", n,
                       p.wg_bm, p.wg_bn);
+    }
+    /* 128 tiles of 64 x 64 fill one round: no split of K = 2816-3072 on
+     * 128 x 64 tiles (plan.c ks_fills_round); 80 of them (312 tokens), or
+     * K = 4096, split as before */
+    for (int64_t k = 2816; k <= 4096; k += k == 2816 ? 256 : 1024) {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 456, 1024, k, &p);
+        const int whole = k < 4096;
+        ck_assert_msg(
+            p.tma && p.wg_bm == (whole ? 64 : 128) && p.wg_bn == 64 && (p.splits == 1) == whole,
+            "fwd 456x1024x%" PRId64 ": %d x %d tiles split %d", k, p.wg_bm, p.wg_bn, p.splits);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 312, k, 1024, &p);
+        ck_assert_msg(p.splits > 1, "grad_a 312x%" PRId64 "x1024 unsplit", k);
     }
 }
 END_TEST

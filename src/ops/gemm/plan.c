@@ -769,13 +769,45 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
     *p = q;
 }
 
+/* No split of a reduction of 2048-4095 (the 128 x 64 tiles' split below)
+ * where the plan's 64-row tiles, unswapped, already make one round over 5/6
+ * of the multiprocessors or more (the fill of ks_fill_keeps) and N is a
+ * whole number of them: the split would add fp32 partials and a second
+ * kernel to a grid that fills the chip already. H100, 2026-11-27
+ * (bench/gemm-measurements.md; bench/ksnosplit-check.tkm both ways in one
+ * call, two runs): fwd x 1024 x {2816, 3072} and grad_a x {2816, 3072} x
+ * 1024 at 385-512 tokens on 128 tiles of 64 x 64 7-14% less time than
+ * split 2 on 128 x 64 (grad_a 456 x 3072 x 1024 11.5 -> 10.4 us, 0.88 ->
+ * 0.98 of cuBLAS), 20 random shapes of common sizes and the one of
+ * every dimension log-uniform 9-24% less. Left out
+ * after a first form: K of 4096 or more (x 1024 x 4096 at those tokens
+ * 0-2% slower; K = 5120-6573 up to 6% slower), a last column tile partly
+ * empty (random shapes with N of 79-1892 off a multiple of 64: 19-39%
+ * slower) and swapped 64-row tiles (64 x 32 at 193-320 tokens: split 4
+ * ran 8% faster on fwd 256 x 1024 x 2816 in an earlier --tune). Plans it
+ * changes: 512 of 392,000 model shapes, 134 of 60,000 random shapes of
+ * common transformer sizes, 1 of 60,000 with every dimension
+ * log-uniform. TK_GEMM_KS_NOSPLIT 0: split as before. */
+#ifndef TK_GEMM_KS_NOSPLIT
+#define TK_GEMM_KS_NOSPLIT 1
+#endif
+#define KS_NOSPLIT_K_MAX 4096
+static int ks_fills_round(const gemm_plan *p)
+{
+    const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+    const int64_t tiles = ((p->M + 63) / 64) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+    return TK_GEMM_KS_NOSPLIT && p->tma && p->wg_bm == 64 && !p->swap && p->N % p->wg_bn == 0 &&
+           p->K < KS_NOSPLIT_K_MAX && tiles <= sms &&
+           tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM;
+}
+
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave
  * of the chip and K is long. Splits = SMs / tiles (one wave at most), each
  * split at least SPLIT_MIN_KT_* K tiles (1024 of K on the TMA kernel, 256 or
  * 512 on mma.sync),
  * at most SPLIT_MAX, fp32 partials within SPLIT_WS_MAX. On sm_90 (aligned,
  * kernel M and N >= 128) the split runs on the TMA kernel with 128x128 tiles. */
-void tk__gemm_plan_split(gemm_plan *p)
+static void plan_split(gemm_plan *p, int ks_full)
 {
     int64_t bm, bn, bk, tiles, kt, s;
     int tma;
@@ -790,7 +822,7 @@ void tk__gemm_plan_split(gemm_plan *p)
          * swapped tiles of 64 x 32 (--tune, cold operands, H100). */
         gemm_plan q = *p;
         tk__gemm_plan_swap(&q);
-        tk__gemm_plan_split(&q);
+        plan_split(&q, ks_full);
         if (q.splits > 1)
             *p = q;
         return;
@@ -832,6 +864,8 @@ void tk__gemm_plan_split(gemm_plan *p)
          * at 128 tokens: split 2 8.8 us against 7.2). */
         const int64_t kt_min = tiles * 8 <= p->sms ? 24 : 32;
         if (kt >= kt_min && kt < 128 && tiles * 2 <= p->sms) {
+            if (ks_full)
+                return;
             s = p->sms / tiles;
             if (s > 8)
                 s = 8;
@@ -929,6 +963,11 @@ void tk__gemm_plan_split(gemm_plan *p)
         p->wg_bn = 128;
         p->wg_bm = 128;
     }
+}
+
+void tk__gemm_plan_split(gemm_plan *p)
+{
+    plan_split(p, ks_fills_round(p));
 }
 
 /* The router's forward (N <= 8 columns; the MoE gate's 8 experts) reads A

@@ -62,7 +62,7 @@ static const char *op_name(tk_op op)
     return op == TK_OP_GEMM_F16_FWD ? "fwd" : op == TK_OP_GEMM_F16_GRAD_A ? "grad_a" : "grad_b";
 }
 
-static unsigned g_checked, g_tma, g_swapped, g_split, g_split_swapped;
+static unsigned g_checked, g_tma, g_swapped, g_split, g_split_swapped, g_pairs;
 
 static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
 {
@@ -116,6 +116,17 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
                           "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": swapped '%s'", op_name(op),
                           M, N, K, text);
         }
+        if (p.cluster > 1) {
+            /* the heuristics' pairs (plan.c pairs_pay): one round of whole
+             * pairs of 128-row tiles, unsplit, a block per tile */
+            g_pairs++;
+            ck_assert_msg(p.cluster == 2 && p.wg_bm == 128 && p.splits == 1 && !p.persist &&
+                              !p.a_kmajor,
+                          "pairs plan '%s'", text);
+            ck_assert_msg(blocks % 2 == 0 && blocks <= 132, "'%s': %" PRId64 " blocks", text,
+                          blocks);
+            ck_assert_int_eq(blocks, ((p.M + 127) / 128) * ((p.N + p.wg_bn - 1) / p.wg_bn));
+        }
         if (p.splits > 1) {
             g_split++;
             ck_assert_msg(!p.persist && !p.epi_tma, "split plan '%s'", text);
@@ -140,7 +151,7 @@ START_TEST(test_model_shapes)
     static const int64_t fam[][2] = {{2816, 1024}, {1024, 2816}, {3072, 1024}, {1024, 3072},
                                      {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
-    g_checked = g_tma = g_swapped = g_split = g_split_swapped = 0;
+    g_checked = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = 0;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
         for (size_t o = 0; o < 3; o++)
             for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
@@ -150,6 +161,7 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_swapped, 100);
     ck_assert_uint_gt(g_split, 100);
     ck_assert_uint_gt(g_split_swapped, 10);
+    ck_assert_uint_gt(g_pairs, 10);
     /* 112 tiles of 128 x 64 make one round over 5/6 of the 132
      * multiprocessors or more: no 64-row tiles there (plan.c
      * ks_fill_keeps), at 96 tiles (650 tokens) they stay */
@@ -174,6 +186,18 @@ START_TEST(test_model_shapes)
             "fwd 456x1024x%" PRId64 ": %d x %d tiles split %d", k, p.wg_bm, p.wg_bn, p.splits);
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 312, k, 1024, &p);
         ck_assert_msg(p.splits > 1, "grad_a 312x%" PRId64 "x1024 unsplit", k);
+    }
+    /* pairs (plan.c pairs_pay): the swapped 128 x 80 tiles of fwd 1050 x
+     * 1024 x 4096; not with K = 3072, not with 2-4 rows of tiles */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1050, 1024, 4096, &p);
+        ck_assert_msg(p.cluster == 2 && p.swap && p.wg_bn == 80, "fwd 1050x1024x4096: cl %d",
+                      p.cluster);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1050, 1024, 3072, &p);
+        ck_assert_int_eq(p.cluster, 0);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 2385, 512, 4096, &p);
+        ck_assert_int_eq(p.cluster, 0);
     }
 }
 END_TEST

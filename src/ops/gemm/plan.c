@@ -1136,9 +1136,44 @@ static void plan_grid_epi(gemm_plan *p)
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
     p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS && p->K > 64;
 }
+/* Clusters of two blocks sharing their A tile by TMA multicast (`cl=2`,
+ * column tiles in pairs) for one round of narrow 128-row tiles (at most
+ * PAIRS_BN_MAX columns) over a long reduction (PAIRS_K_MIN or more): A
+ * stored M-major (the pair loads it in the 64 x 64 boxes a block alone
+ * uses), at least PAIRS_TM_MIN rows of tiles, a whole number of pairs and
+ * 5/6 of the chip or more. Such blocks read the most operand bytes per
+ * FLOP, and the pair halves A's share. H100, 2026-11-27
+ * (bench/gemm-measurements.md; bench/pairs-check.tkm both ways in one
+ * call, two runs): fwd x 1024 x 4096 at 1041-1536 tokens (swapped 128 x 80
+ * and 128 x 96 tiles) 3.7-5.5% less time (1050: 20.2 -> 19.2 us, 0.86 ->
+ * 0.92 of cuBLAS), 18 random shapes of common sizes 3-22% less; with 2 and
+ * 4 rows of tiles (fwd 4770 x 256 x 6144, 2385 x 512 x 4096: each A tile
+ * read by 30-60 blocks at once) 4-5% more. Earlier in the day: with K =
+ * 2816-3072 pairs lost up to 7%, on 128-wide tiles 2-3%, with K-major A
+ * (two 64-row boxes where a block alone loads one of 128 rows) 2-13%.
+ * TK_GEMM_PAIRS 0: never. */
+#ifndef TK_GEMM_PAIRS
+#define TK_GEMM_PAIRS 1
+#endif
+#define PAIRS_K_MIN 4096
+#define PAIRS_BN_MAX 96
+#define PAIRS_TM_MIN 6
+static int pairs_pay(const gemm_plan *p)
+{
+    if (!TK_GEMM_PAIRS || !p->tma || p->a_kmajor || p->wg_bm != 128 || p->wg_bn > PAIRS_BN_MAX ||
+        p->splits != 1 || p->persist != 0 || p->epi_tma || p->K < PAIRS_K_MIN)
+        return 0;
+    const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+    const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = tm * tn;
+    return tm >= PAIRS_TM_MIN && tn % 2 == 0 && tiles <= sms &&
+           tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM;
+}
+
 void tk__gemm_plan_grid(gemm_plan *p)
 {
     plan_grid_epi(p);
+    if (pairs_pay(p))
+        p->cluster = 2;
     /* the ring's stages for the epilogue chosen */
     if (p->tma)
         p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, tk__gemm_ring_room(p));

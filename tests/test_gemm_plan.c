@@ -174,9 +174,9 @@ START_TEST(test_model_shapes)
         ck_assert_msg(p.tma && p.wg_bm == 64, "grad_a 650x%" PRId64 "x1024: %d x %d tiles", n,
                       p.wg_bm, p.wg_bn);
     }
-    /* 128 tiles of 64 x 64 fill one round: no split of K = 2816-3072 on
-     * 128 x 64 tiles (plan.c ks_fills_round); 80 of them (312 tokens), or
-     * K = 4096, split as before */
+    /* 128 tiles of 64 x 64 (456 tokens) fill one round, 80 (312 tokens)
+     * more than half of it: no split of K = 2816-3072 on 128 x 64 tiles
+     * (plan.c ks_fills_round); K = 4096 and 256 tokens split as before */
     for (int64_t k = 2816; k <= 4096; k += k == 2816 ? 256 : 1024) {
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 456, 1024, k, &p);
@@ -185,7 +185,11 @@ START_TEST(test_model_shapes)
             p.tma && p.wg_bm == (whole ? 64 : 128) && p.wg_bn == 64 && (p.splits == 1) == whole,
             "fwd 456x1024x%" PRId64 ": %d x %d tiles split %d", k, p.wg_bm, p.wg_bn, p.splits);
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 312, k, 1024, &p);
-        ck_assert_msg(p.splits > 1, "grad_a 312x%" PRId64 "x1024 unsplit", k);
+        ck_assert_msg((p.wg_bm == 64 && p.splits == 1) == whole,
+                      "grad_a 312x%" PRId64 "x1024: %d x %d tiles split %d", k, p.wg_bm, p.wg_bn,
+                      p.splits);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 256, k, 1024, &p);
+        ck_assert_msg(p.splits > 1, "grad_a 256x%" PRId64 "x1024 unsplit", k);
     }
     /* pairs (plan.c pairs_pay): the swapped 128 x 80 tiles of fwd 1050 x
      * 1024 x 4096; not with K = 3072, not with 2-4 rows of tiles */

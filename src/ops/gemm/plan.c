@@ -770,26 +770,34 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
 }
 
 /* No split of a reduction of 2048-4095 (the 128 x 64 tiles' split below)
- * where the plan's 64-row tiles, unswapped, already make one round over 5/6
- * of the multiprocessors or more (the fill of ks_fill_keeps) and N is a
- * whole number of them: the split would add fp32 partials and a second
- * kernel to a grid that fills the chip already. H100, 2026-11-27
- * (bench/gemm-measurements.md; bench/ksnosplit-check.tkm both ways in one
- * call, two runs): fwd x 1024 x {2816, 3072} and grad_a x {2816, 3072} x
- * 1024 at 385-512 tokens on 128 tiles of 64 x 64 7-14% less time than
- * split 2 on 128 x 64 (grad_a 456 x 3072 x 1024 11.5 -> 10.4 us, 0.88 ->
- * 0.98 of cuBLAS), 20 random shapes of common sizes and the one of
- * every dimension log-uniform 9-24% less. Left out
- * after a first form: K of 4096 or more (x 1024 x 4096 at those tokens
- * 0-2% slower; K = 5120-6573 up to 6% slower), a last column tile partly
- * empty (random shapes with N of 79-1892 off a multiple of 64: 19-39%
- * slower) and swapped 64-row tiles (64 x 32 at 193-320 tokens: split 4
- * ran 8% faster on fwd 256 x 1024 x 2816 in an earlier --tune). Plans it
- * changes: 512 of 392,000 model shapes, 134 of 60,000 random shapes of
- * common transformer sizes, 1 of 60,000 with every dimension
- * log-uniform. TK_GEMM_KS_NOSPLIT 0: split as before. */
+ * where the plan's 64-row tiles, unswapped, already make one round over
+ * half of the multiprocessors or more and N is a whole number of them:
+ * the split would add fp32 partials and a second kernel to a grid that
+ * fills most of the chip already. H100, 2026-11-27
+ * (bench/gemm-measurements.md; both ways in one call, two runs each):
+ * - 5/6 of the chip or more (TK_GEMM_KS_NOSPLIT, bench/ksnosplit-check.tkm):
+ *   fwd x 1024 x {2816, 3072} and grad_a x {2816, 3072} x 1024 at 385-512
+ *   tokens on 128 tiles of 64 x 64 7-14% less time than split 2 on 128 x
+ *   64 (grad_a 456 x 3072 x 1024 11.5 -> 10.4 us, 0.88 -> 0.98 of cuBLAS),
+ *   20 random shapes of common sizes and the one of every dimension
+ *   log-uniform 9-24% less;
+ * - half to 5/6 (TK_GEMM_KS_NOSPLIT_HALF, bench/ksnosplit-half-check.tkm):
+ *   the same families at 257-384 tokens (80-96 tiles) 3-10% less, 18
+ *   random shapes of common sizes 5-20% less.
+ * Left out after a first form: K of 4096 or more (x 1024 x 4096 at 385-512
+ * tokens 0-2% slower; K = 5120-6573 up to 6% slower), a last column tile
+ * partly empty (random shapes with N of 79-1892 off a multiple of 64:
+ * 19-39% slower) and swapped 64-row tiles (64 x 32 at 193-256 tokens:
+ * split 4 ran 8% faster on fwd 256 x 1024 x 2816 in an earlier --tune).
+ * Plans it changes: 1,024 of 392,000 model shapes, 406 of 60,000 random
+ * shapes of common transformer sizes, 1 of 60,000 with every dimension
+ * log-uniform. TK_GEMM_KS_NOSPLIT 0: split as before;
+ * TK_GEMM_KS_NOSPLIT_HALF 0: only from 5/6 of the chip. */
 #ifndef TK_GEMM_KS_NOSPLIT
 #define TK_GEMM_KS_NOSPLIT 1
+#endif
+#ifndef TK_GEMM_KS_NOSPLIT_HALF
+#define TK_GEMM_KS_NOSPLIT_HALF 1
 #endif
 #define KS_NOSPLIT_K_MAX 4096
 static int ks_fills_round(const gemm_plan *p)
@@ -798,7 +806,8 @@ static int ks_fills_round(const gemm_plan *p)
     const int64_t tiles = ((p->M + 63) / 64) * ((p->N + p->wg_bn - 1) / p->wg_bn);
     return TK_GEMM_KS_NOSPLIT && p->tma && p->wg_bm == 64 && !p->swap && p->N % p->wg_bn == 0 &&
            p->K < KS_NOSPLIT_K_MAX && tiles <= sms &&
-           tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM;
+           (TK_GEMM_KS_NOSPLIT_HALF ? tiles * 2 >= sms
+                                    : tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM);
 }
 
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave

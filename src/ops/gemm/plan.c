@@ -16,7 +16,9 @@
  *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
  *   SPLIT_MIN_KT_*, SPLIT_WS_MAX, the split thresholds         plan_split
  *     (and the 256-wide split of long reductions)
+ *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
  *   the persistent grid's threshold (more than a wave)         plan_grid
+ *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN  clusters of two   pairs_pay
  *   GROUP16_N_MIN       the tile order's groups of 16 rows     plan_grid
  *   SKINNY_*, SKINNY_WGRAD_*, SMALLK_K_MAX  the router's and small-K kernels
  *                                                              plan_skinny, plan_smallk

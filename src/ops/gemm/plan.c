@@ -804,10 +804,12 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
 #define KS_NOSPLIT_K_MAX 4096
 static int ks_fills_round(const gemm_plan *p)
 {
+    /* (no tile width outside the TMA plans) */
+    if (!TK_GEMM_KS_NOSPLIT || !p->tma || p->wg_bm != 64 || p->wg_bn <= 0 || p->swap)
+        return 0;
     const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
     const int64_t tiles = ((p->M + 63) / 64) * ((p->N + p->wg_bn - 1) / p->wg_bn);
-    return TK_GEMM_KS_NOSPLIT && p->tma && p->wg_bm == 64 && !p->swap && p->N % p->wg_bn == 0 &&
-           p->K < KS_NOSPLIT_K_MAX && tiles <= sms &&
+    return p->N % p->wg_bn == 0 && p->K < KS_NOSPLIT_K_MAX && tiles <= sms &&
            (TK_GEMM_KS_NOSPLIT_HALF ? tiles * 2 >= sms
                                     : tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM);
 }
@@ -1171,8 +1173,9 @@ static void plan_grid_epi(gemm_plan *p)
 #define PAIRS_TM_MIN 6
 static int pairs_pay(const gemm_plan *p)
 {
-    if (!TK_GEMM_PAIRS || !p->tma || p->a_kmajor || p->wg_bm != 128 || p->wg_bn > PAIRS_BN_MAX ||
-        p->splits != 1 || p->persist != 0 || p->epi_tma || p->K < PAIRS_K_MIN)
+    if (!TK_GEMM_PAIRS || !p->tma || p->a_kmajor || p->wg_bm != 128 || p->wg_bn <= 0 ||
+        p->wg_bn > PAIRS_BN_MAX || p->splits != 1 || p->persist != 0 || p->epi_tma ||
+        p->K < PAIRS_K_MIN)
         return 0;
     const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
     const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = tm * tn;

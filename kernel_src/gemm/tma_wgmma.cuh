@@ -62,7 +62,7 @@ __device__ __forceinline__ unsigned cluster_rank()
 // barriers are initialised. No block leaves while a partner may still
 // signal its barriers or its smem: the producer's tail waits for that
 // (gemm_loop_tma). A cluster-wide release / acquire barrier at both ends
-// instead cost 1.5-2.5 us per call at one round of pairs (H100,
+// instead cost 1.4-2.5 us per call at one round of pairs (H100,
 // bench/gemm-measurements.md).
 __device__ __forceinline__ void cluster_arrive_relaxed()
 {

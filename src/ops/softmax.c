@@ -78,7 +78,7 @@
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
  * call's blocks are dispatched while the stream's previous kernel finishes,
  * and wait for it before touching global memory (tk_pdl_enter,
- * common_f16.cuh). 0: plain launches. H100, bench/softmax, both builds in
+ * kernel_src/pdl.cuh). 0: plain launches. H100, bench/softmax, both builds in
  * one call, two runs each (docs/performance-softmax.md): 0.9-2.1 us less
  * per call (0.5-0.8%), forward and backward, 1024 to 262144 columns, but
  * 0.1-0.4 us on the 262144-column forward. */

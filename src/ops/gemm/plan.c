@@ -242,11 +242,18 @@ static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, doubl
 #endif
 #define KS_FILL_MIN_NUM 5
 #define KS_FILL_MIN_DEN 6
+/* Whether `tiles` make one round over num / den of the sms multiprocessors
+ * or more (a tile each at most): the fill test of the rules here and below
+ * (ks_fill_keeps, ks_fills_round, pairs_pay). */
+static int one_round_over(int64_t tiles, int64_t sms, int num, int den)
+{
+    return tiles <= sms && tiles * den >= sms * num;
+}
 static int ks_fill_keeps(int64_t M, int64_t N, int bn, int64_t sms)
 {
     const int64_t tiles = ((M + 127) / 128) * ((N + bn - 1) / bn);
-    return TK_GEMM_KS_FILL && M >= 128 && N % bn == 0 && tiles <= sms &&
-           tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM;
+    return TK_GEMM_KS_FILL && M >= 128 && N % bn == 0 &&
+           one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN);
 }
 
 static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
@@ -809,9 +816,9 @@ static int ks_fills_round(const gemm_plan *p)
         return 0;
     const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
     const int64_t tiles = ((p->M + 63) / 64) * ((p->N + p->wg_bn - 1) / p->wg_bn);
-    return p->N % p->wg_bn == 0 && p->K < KS_NOSPLIT_K_MAX && tiles <= sms &&
-           (TK_GEMM_KS_NOSPLIT_HALF ? tiles * 2 >= sms
-                                    : tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM);
+    return p->N % p->wg_bn == 0 && p->K < KS_NOSPLIT_K_MAX &&
+           (TK_GEMM_KS_NOSPLIT_HALF ? one_round_over(tiles, sms, 1, 2)
+                                    : one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN));
 }
 
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave
@@ -1179,8 +1186,8 @@ static int pairs_pay(const gemm_plan *p)
         return 0;
     const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
     const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = tm * tn;
-    return tm >= PAIRS_TM_MIN && tn % 2 == 0 && tiles <= sms &&
-           tiles * KS_FILL_MIN_DEN >= sms * KS_FILL_MIN_NUM;
+    return tm >= PAIRS_TM_MIN && tn % 2 == 0 &&
+           one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN);
 }
 
 void tk__gemm_plan_grid(gemm_plan *p)

@@ -53,6 +53,9 @@
 //                                          4: clusters of 2 x 2 tiles, A shared
 //                                          along each tile row and B along each
 //                                          tile column the same way
+//   TK_CLUSTER_ROWS (optional, with 2)     1: the pairs are two row tiles of
+//                                          one tile column, sharing B the
+//                                          same way (64-row tiles too)
 //   TK_PINGPONG (optional, TMA kernel)     1: the consumer warpgroups take
 //                                          alternate tiles of 128 rows of a
 //                                          persistent grid, one storing while
@@ -135,6 +138,9 @@ typedef long long tk_i64;
 #endif
 #ifndef TK_CLUSTER
 #define TK_CLUSTER 1
+#endif
+#ifndef TK_CLUSTER_ROWS
+#define TK_CLUSTER_ROWS 0
 #endif
 #ifndef TK_PINGPONG
 #define TK_PINGPONG 0

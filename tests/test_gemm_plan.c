@@ -228,7 +228,8 @@ END_TEST
 
 /* Cluster configurations applied to heuristic plans: what they accept,
  * their text, and a grid of whole clusters (pairs of column tiles; with
- * cl=4 pairs of row tiles too). */
+ * cl=4 pairs of row tiles too; with clm=2 pairs of row tiles), also on a
+ * persistent grid. */
 START_TEST(test_cluster_configs)
 {
     static const struct {
@@ -257,13 +258,47 @@ START_TEST(test_cluster_configs)
         /* the forward's B is N-major: half of 3 64-column boxes is refused */
         {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
          {.tma = 1, .bn = 192, .bm = 128, .cluster = 4, .splits = 1}, 0, NULL, 0},
-        /* no clusters on 64-row tiles, split or persistent grids */
+        /* no clusters sharing A on 64-row tiles, none on split grids,
+         * stream-K or ping-pong */
         {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
          {.tma = 1, .bn = 128, .bm = 64, .cluster = 4, .splits = 1}, 0, NULL, 0},
         {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
          {.tma = 1, .bn = 128, .bm = 128, .cluster = 4, .splits = 2}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 4100, 4096, 2816,
+         {.tma = 1, .bn = 128, .bm = 128, .persist = 2, .cluster = 2, .splits = 1}, 0, NULL, 0},
         {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
-         {.tma = 1, .bn = 128, .bm = 128, .persist = 1, .cluster = 4, .splits = 1}, 0, NULL, 0},
+         {.tma = 1, .bn = 128, .bm = 128, .persist = 3, .cluster = 2, .splits = 1}, 0, NULL, 0},
+        /* persistent grids of whole clusters: 9 x 8 tiles of 128 x 128, in
+         * 2 x 2 squares 10 x 8 (80 blocks, under the chip); 33 x 32 in pairs
+         * of column tiles, and grad_a's 33 x 15 of 128 x 192 in pairs of row
+         * tiles (34 x 15): one block per SM */
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 128, .bm = 128, .persist = 1, .cluster = 4, .splits = 1}, 1,
+         "tma bn=128 persist=1 epi=0 split=1 cl=4", 80},
+        {TK_OP_GEMM_F16_FWD, 4100, 4096, 2816,
+         {.tma = 1, .bn = 128, .bm = 128, .persist = 1, .epi = 1, .cluster = 2, .splits = 1}, 1,
+         "tma bn=128 persist=1 epi=1 split=1 cl=2", 132},
+        {TK_OP_GEMM_F16_GRAD_A, 4100, 4096, 2816,
+         {.tma = 1, .bn = 192, .bm = 128, .persist = 1, .cluster = 2, .cluster_rows = 1,
+          .splits = 1},
+         1, "tma bn=192 persist=1 epi=0 split=1 clm=2", 132},
+        /* pairs of row tiles sharing B, 64-row tiles too: 9 x 13 tiles of
+         * 64 x 80 (grad_a's B K-major), the rows round up to 10 */
+        {TK_OP_GEMM_F16_GRAD_A, 520, 3072, 1024,
+         {.tma = 1, .bn = 80, .bm = 64, .cluster = 2, .cluster_rows = 1, .splits = 1}, 1,
+         "tma bn=80 persist=0 epi=0 split=1 bm=64 clm=2", 130},
+        /* 9 x 8 of 128 x 128 (the forward's B N-major, two boxes each) */
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 128, .bm = 128, .cluster = 2, .cluster_rows = 1, .splits = 1}, 1,
+         "tma bn=128 persist=0 epi=0 split=1 clm=2", 80},
+        /* refused: N-major B in one 64-column box, split, in fours */
+        {TK_OP_GEMM_F16_FWD, 1100, 1024, 2816,
+         {.tma = 1, .bn = 64, .bm = 128, .cluster = 2, .cluster_rows = 1, .splits = 1}, 0, NULL,
+         0},
+        {TK_OP_GEMM_F16_GRAD_A, 520, 3072, 1024,
+         {.tma = 1, .bn = 80, .bm = 64, .cluster = 2, .cluster_rows = 1, .splits = 2}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_GRAD_A, 1100, 2816, 1024,
+         {.tma = 1, .bn = 80, .bm = 128, .cluster = 4, .cluster_rows = 1, .splits = 1}, 0, NULL, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gemm_plan p;
@@ -282,6 +317,13 @@ START_TEST(test_cluster_configs)
         tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
         ck_assert_msg(blocks == cases[i].blocks, "case %zu: %" PRId64 " blocks", i, blocks);
         ck_assert_int_eq(blocks % c.cluster, 0);
+        /* a persistent grid on a chip whose SM count is not a multiple of
+         * the cluster: whole clusters, one block per SM at most */
+        if (p.persist == 1 && blocks == p.sms) {
+            p.sms = 131;
+            tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+            ck_assert_int_eq(blocks, 131 / c.cluster * c.cluster);
+        }
     }
 }
 END_TEST

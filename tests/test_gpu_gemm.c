@@ -362,7 +362,9 @@ END_TEST
  * odd column-tile counts whose last cluster has a block with no tile),
  * clusters of 2 x 2 sharing A and B (K-major B in boxes of half the width,
  * N-major B in half of its 64-column boxes; odd row and column tile
- * counts), and
+ * counts), clusters of two row tiles sharing B (64-, 128- and 256-row
+ * tiles, swapped or not, odd row-tile counts), clusters of each kind on a
+ * persistent grid (several tiles per block), and
  * ping-pong tiles (persist=3: the consumer warpgroups on alternate tiles,
  * unswapped and swapped, K-major widths that are not whole 64-column boxes). */
 START_TEST(test_every_configuration)
@@ -433,6 +435,20 @@ START_TEST(test_every_configuration)
         "tma bn=80 persist=0 epi=0 split=1 swap=1 cl=4",
         "tma bn=48 persist=0 epi=0 split=1 swap=1 cl=4",
         "tma bn=96 persist=0 epi=0 split=1 bm=256 swap=1 cl=4",
+        "tma bn=80 persist=0 epi=0 split=1 bm=64 clm=2",
+        "tma bn=128 persist=0 epi=0 split=1 bm=64 clm=2",
+        "tma bn=112 persist=0 epi=0 split=1 bm=64 swap=1 clm=2",
+        "tma bn=128 persist=0 epi=1 split=1 clm=2",
+        "tma bn=256 persist=0 epi=0 split=1 clm=2",
+        "tma bn=128 persist=0 epi=0 split=1 bm=256 clm=2",
+        "tma bn=48 persist=0 epi=0 split=1 swap=1 clm=2",
+        "tma bn=96 persist=0 epi=1 split=1 swap=1 clm=2",
+        "tma bn=128 persist=1 epi=1 split=1 cl=2",
+        "tma bn=208 persist=1 epi=1 split=1 swap=1 cl=2",
+        "tma bn=128 persist=1 epi=0 split=1 bm=256 cl=2",
+        "tma bn=128 persist=1 epi=0 split=1 clm=2",
+        "tma bn=192 persist=1 epi=1 split=1 swap=1 clm=2",
+        "tma bn=128 persist=1 epi=0 split=1 cl=4",
         "tma bn=128 persist=3 epi=0 split=1",
         "tma bn=64 persist=3 epi=0 split=1",
         "tma bn=80 persist=3 epi=0 split=1",

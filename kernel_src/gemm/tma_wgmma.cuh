@@ -81,7 +81,9 @@ __device__ __forceinline__ void cluster_wait()
 // TK_CLUSTER 4: t / 4 walks pairs of tile rows by pairs of columns, the
 // ranks t % 4 = 2 rm + rn on row 2 q + rm, column 2 p + rn (a 2 x 2 square:
 // rn's pair shares A, rm's pair shares B); a tile past the last row or
-// column is a phantom on the last one.
+// column is a phantom on the last one. TK_CLUSTER_ROWS (TK_CLUSTER 2): the
+// pairs are two row tiles of one column (ranks t % 2 on rows 2 q and 2 q +
+// 1), sharing B; an odd row count's last pair has a phantom.
 __device__ __forceinline__ void tma_tile_of(tk_i64 t, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 *tm,
                                             tk_i64 *tn, bool *phantom)
 {
@@ -91,6 +93,16 @@ __device__ __forceinline__ void tma_tile_of(tk_i64 t, tk_i64 tiles_m, tk_i64 til
         return;
     }
     tk_i64 pn;
+    if (TK_CLUSTER_ROWS) {
+        tk_i64 pm;
+        tk_gemm_tile_of(t >> 1, (tiles_m + 1) >> 1, tiles_n, &pm, tn);
+        *tm = 2 * pm + (t & 1);
+        if (*tm >= tiles_m) {
+            *phantom = true;
+            *tm = tiles_m - 1;
+        }
+        return;
+    }
     if (TK_CLUSTER == 4) {
         tk_i64 pm;
         tk_gemm_tile_of(t >> 2, (tiles_m + 1) >> 1, (tiles_n + 1) >> 1, &pm, &pn);
@@ -140,10 +152,14 @@ __device__ __forceinline__ bool tma_tile_at(tk_i64 t, tk_i64 tiles_m, tk_i64 til
     return phantom;
 }
 // Blocks (work items) of the TMA kernel's grid: a tile each, pairs of
-// column tiles with TK_CLUSTER 2, squares of 2 x 2 tiles with 4.
+// column tiles with TK_CLUSTER 2 (row tiles with TK_CLUSTER_ROWS), squares
+// of 2 x 2 tiles with 4. A persistent grid of clusters is a multiple of the
+// cluster size (the host's): block b takes items b, b + grid, ..., so the
+// blocks of a cluster take one cluster's items in step, as many each.
 __device__ __forceinline__ tk_i64 tma_grid_tiles(tk_i64 tiles_m, tk_i64 tiles_n)
 {
     return TK_CLUSTER == 1   ? tiles_m * tiles_n
+           : TK_CLUSTER_ROWS ? ((tiles_m + 1) >> 1) * tiles_n * 2
            : TK_CLUSTER == 2 ? tiles_m * ((tiles_n + 1) >> 1) * 2
                              : ((tiles_m + 1) >> 1) * ((tiles_n + 1) >> 1) * 4;
 }
@@ -489,8 +505,8 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
     // The epilogue's share of a warpgroup: RW rows by EW columns.
     constexpr int RW = KS ? 64 : BM / 2, EW = KS ? BN / 2 : BN;
     static_assert(BM == 64 || BM == 128 || BM == 256, "TMA tile height");
-    static_assert(!KS || (!TK_EPI_TMA && !TK_STREAMK && TK_CLUSTER == 1),
-                  "64-row tiles: a block per tile, register or staged epilogue");
+    static_assert(!KS || (!TK_EPI_TMA && !TK_STREAMK && (TK_CLUSTER == 1 || TK_CLUSTER_ROWS)),
+                  "64-row tiles: a block per tile (pairs sharing B), register or staged epilogue");
     static_assert(!KS || BN % 16 == 0, "64-row tiles: each warpgroup stores half of the columns");
     static_assert(BM == 128 || ((!TK_EPI_TMA || SWAP) && !TK_STREAMK),
                   "256-row tiles: register or staged epilogue, or swapped TMA-store");
@@ -878,7 +894,7 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                     bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
                     const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
                     const int kc = (kt0 + kt) * BK;
-                    if (TK_CLUSTER > 1) {
+                    if (TK_CLUSTER > 1 && !TK_CLUSTER_ROWS) {
                         // A in 64-row boxes of 8 KiB (K-major: 64 x 64 boxes,
                         // the host's map), this block's half of them sent
                         // to both blocks of its tile row (ranks 2 rm, 2 rm
@@ -897,14 +913,16 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                     else
                         for (int b = 0; b < BM / 64; ++b)
                             tma_load2d(sa + b * BK * 128, mA, m0 + 64 * b, kc, full);
-                    if (TK_CLUSTER == 4) {
+                    if (TK_CLUSTER == 4 || TK_CLUSTER_ROWS) {
                         // B likewise: this block's half sent to both blocks
-                        // of its tile column (ranks rn, rn + 2). K-major: a
-                        // box of BN / 2 rows (the host's map; 1 KiB-aligned
-                        // in the stage, BN being a multiple of 16), N-major:
-                        // half of the 64-column boxes.
-                        const int rm = (int)(rank >> 1);
-                        const unsigned short col = (unsigned short)(5u << (rank & 1u));
+                        // of its tile column (ranks rn, rn + 2; with
+                        // TK_CLUSTER_ROWS ranks 0 and 1). K-major: a box of
+                        // BN / 2 rows (the host's map; 1 KiB-aligned in the
+                        // stage, BN being a multiple of 16), N-major: half
+                        // of the 64-column boxes.
+                        const int rm = (int)(TK_CLUSTER_ROWS ? rank : rank >> 1);
+                        const unsigned short col =
+                            (unsigned short)(TK_CLUSTER_ROWS ? 3u : 5u << (rank & 1u));
                         if (BKM)
                             tma_load2d(sb + rm * (BN / 2) * 128, mB, kc, n0 + rm * (BN / 2), full,
                                        col);
@@ -950,8 +968,9 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     constexpr int BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
     static_assert(BKM ? BN % 16 == 0 : BN % 64 == 0, "TMA tile width");
-    static_assert(TK_CLUSTER != 4 || BKM || BN % 128 == 0,
-                  "2 x 2 clusters: N-major B in an even number of 64-column boxes");
+    static_assert((TK_CLUSTER != 4 && !TK_CLUSTER_ROWS) || BKM || BN % 128 == 0,
+                  "B shared: N-major B in an even number of 64-column boxes");
+    static_assert(!TK_CLUSTER_ROWS || TK_CLUSTER == 2, "row pairs: clusters of two");
     const int tid = threadIdx.x;
     const tk_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const unsigned sbase = (tkg::smem_u32(smem) + 1023u) & ~1023u;

@@ -228,6 +228,8 @@ static void describe_gemm(defs *ds, tk__entry_desc *e, out_buf *b)
         put(b, " swap");
     if (take(ds, "TK_CLUSTER"))
         put(b, " cluster %ld", take_num(ds, "TK_CLUSTER", 0));
+    if (take(ds, "TK_CLUSTER_ROWS"))
+        put(b, " of row tiles");
     if (take(ds, "TK_SPLITK"))
         put(b, " split-K");
     if (take(ds, "TK_STREAMK"))

@@ -44,6 +44,7 @@ void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
     c->persist = p->persist;
     c->epi = p->epi_tma;
     c->cluster = p->tma && p->cluster > 1 ? p->cluster : 0;
+    c->cluster_rows = c->cluster == 2 && p->cluster_rows;
     c->splits = p->splits;
 }
 
@@ -60,17 +61,19 @@ void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
                  : c->bm == 64 ? " bm=64"
                                : "",
                  c->swap ? " swap=1" : "",
-                 c->cluster == 4  ? " cl=4"
-                 : c->cluster > 1 ? " cl=2"
-                                  : "");
+                 c->cluster == 4   ? " cl=4"
+                 : c->cluster_rows ? " clm=2"
+                 : c->cluster > 1  ? " cl=2"
+                                   : "");
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
 
 /* 1 when text is a well-formed configuration (whether it fits a call is
  * tk__gemm_plan_apply's question). Options may follow a TMA configuration, each at
- * most once: bm=64|128|256, swap=0|1, cl=1|2|4; without them 128 rows,
- * unswapped, no cluster (as records written before they existed). */
+ * most once: bm=64|128|256, swap=0|1, cl=1|2|4 or clm=2 (pairs of row
+ * tiles sharing B); without them 128 rows, unswapped, no cluster (as records
+ * written before they existed). */
 static int cfg_parse(const char *text, gemm_cfg *c)
 {
     int n = 0;
@@ -93,6 +96,8 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                 bit = 2, c->swap = v;
             else if (strcmp(key, "cl") == 0)
                 bit = 4, c->cluster = v == 1 ? 0 : v;
+            else if (strcmp(key, "clm") == 0)
+                bit = 4, c->cluster = v, c->cluster_rows = 1;
             else
                 return 0;
             if (seen & (unsigned)bit)
@@ -104,7 +109,8 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                (c->bm != 256 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
                c->persist >= 0 && c->persist <= 3 &&
                (c->cluster == 0 || c->cluster == 2 || c->cluster == 4) &&
-               (c->epi == 0 || c->epi == 1) && c->splits >= 1 && c->splits <= SPLIT_MAX;
+               (!c->cluster_rows || c->cluster == 2) && (c->epi == 0 || c->epi == 1) &&
+               c->splits >= 1 && c->splits <= SPLIT_MAX;
     }
     if (strcmp(text, "skinny") == 0) {
         c->skinny = 1;
@@ -154,8 +160,9 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
             (c->bm != 64 && c->bm != 128 && c->bm != 256) || (c->bm == 256 && c->bn > SWAP_BN_MAX))
             return 0;
         /* 64-row tiles (the consumer warpgroups take alternate K steps):
-         * a block per tile, stored from the ring or registers, no clusters */
-        if (c->bm == 64 && (c->epi || c->persist || c->cluster > 1))
+         * a block per tile, stored from the ring or registers; clusters
+         * only of row tiles sharing B */
+        if (c->bm == 64 && (c->epi || c->persist || (c->cluster > 1 && !c->cluster_rows)))
             return 0;
         /* swapped: tokens on the kernel's M before, B K-major after; or
          * tokens on the reduction (grad_b: a swap for the tiles' fit) */
@@ -164,9 +171,9 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
                 return 0;
             tk__gemm_plan_swap(&q);
         }
-        /* N-major B comes in boxes of 64 columns (2 x 2 clusters: half of
-         * them per block) */
-        if (!q.b_kmajor && c->bn % (c->cluster == 4 ? 128 : 64) != 0)
+        /* N-major B comes in boxes of 64 columns (shared B: half of them
+         * per block) */
+        if (!q.b_kmajor && c->bn % (c->cluster == 4 || c->cluster_rows ? 128 : 64) != 0)
             return 0;
         /* persistent blocks take whole tiles only; the TMA-store epilogue
          * writes C, not split partials, and needs C 16-byte aligned; the
@@ -186,8 +193,11 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->persist == 3 &&
             (c->bm != 128 || c->bn > PP_BN_MAX || c->epi || c->splits > 1 || c->cluster > 1))
             return 0;
-        /* clusters: a block per tile, unsplit */
-        if (c->cluster > 1 && (c->persist || c->splits > 1))
+        /* clusters: unsplit, a block per tile or a persistent grid (not
+         * stream-K or ping-pong); pairs of row tiles in twos */
+        if (c->cluster > 1 && (c->persist > 1 || c->splits > 1))
+            return 0;
+        if (c->cluster_rows && c->cluster != 2)
             return 0;
         /* stream-K needs more tiles than blocks (each block's share at least
          * one tile's K steps) */
@@ -197,6 +207,7 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         q.persist = c->persist;
         q.epi_tma = c->epi;
         q.cluster = c->cluster;
+        q.cluster_rows = c->cluster_rows;
         q.tile = tk__gemm_nv_tiles[0];
         bk = 64;
     } else {

@@ -134,7 +134,11 @@ typedef struct gemm_plan {
     int cluster; /* tma: 2 clusters of two blocks on adjacent column tiles, each
                   * loading half of their shared A tile for both (TK_CLUSTER);
                   * 4 clusters of 2 x 2 tiles, B shared down each column the
-                  * same way; 0 none */
+                  * same way; 0 none. Unsplit; a block per tile or a
+                  * persistent grid of whole clusters (persist 1) */
+    int cluster_rows; /* tma, cluster 2: the pairs are two row tiles of one
+                       * column sharing B instead (TK_CLUSTER_ROWS; 64-row
+                       * tiles too) */
     int c16;     /* C 16-byte aligned, rows a multiple of 16 bytes apart */
     int group16; /* tma: the tile order walks N in groups of 16 tile rows, not 8
                   * (TK_GROUP_M; plan_grid) */
@@ -159,8 +163,9 @@ typedef struct gemm_cfg {
     int tile;    /* mma.sync: index into tk__gemm_nv_tiles */
     int persist; /* tma: 1 persistent grid, 2 stream-K, 3 ping-pong */
     int epi;     /* tma, unsplit: 1 the TMA-store epilogue */
-    int cluster; /* tma, a block per tile: 2 clusters of two sharing A, 4 of 2 x 2
-                  * sharing A and B; 0 none */
+    int cluster; /* tma, unsplit, persist 0 or 1: 2 clusters of two sharing A,
+                  * 4 of 2 x 2 sharing A and B; 0 none */
+    int cluster_rows; /* cluster 2: pairs of row tiles sharing B ("clm=2") */
     int splits;  /* split-K factor; 1: none */
 } gemm_cfg;
 

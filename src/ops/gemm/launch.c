@@ -120,6 +120,8 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
             add_def(d, "TK_SWAP", 1);
         if (p->tma && p->cluster > 1)
             add_def(d, "TK_CLUSTER", p->cluster);
+        if (p->tma && p->cluster == 2 && p->cluster_rows)
+            add_def(d, "TK_CLUSTER_ROWS", 1);
         add_def(d, "TK_ALIGNED", 1);
         add_def(d, "TK_VEC_OUT", p->splits > 1 ? (p->swap ? p->M : p->N) % 2 == 0 : p->vec_out);
         if (p->splits > 1)
@@ -240,12 +242,17 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
     if (p->wgmma) {
         const int64_t tn = (p->N + p->wg_bn - 1) / p->wg_bn;
         const int64_t tm = (p->M + p->wg_bm - 1) / p->wg_bm;
-        /* clusters: the column tiles in pairs, with 4 the row tiles too (an
-         * odd count's last pair has a block with nothing to store) */
-        const int cl = p->tma ? p->cluster : 0;
-        *blocks = (cl == 4 ? (tm + 1) / 2 * 2 : tm) * (cl > 1 ? (tn + 1) / 2 * 2 : tn);
+        /* clusters: the column tiles in pairs (cluster_rows: the row tiles
+         * instead), with 4 the row tiles too (an odd count's last pair has a
+         * block with nothing to store) */
+        const int cl = p->tma ? p->cluster : 0, rows = cl == 2 && p->cluster_rows;
+        *blocks =
+            (cl == 4 || rows ? (tm + 1) / 2 * 2 : tm) * (cl > 1 && !rows ? (tn + 1) / 2 * 2 : tn);
+        /* persistent: a block per SM at most (clusters: whole ones; their
+         * blocks take partner tiles in step, the tile count and the grid
+         * both multiples of the cluster) */
         if (p->persist && *blocks > p->sms)
-            *blocks = p->sms;
+            *blocks = cl > 1 ? p->sms / cl * cl : p->sms;
         /* TMA: + a producer warpgroup, + 1 KiB for the mbarriers */
         *threads = p->tma ? 384 : 256;
         /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
@@ -390,20 +397,22 @@ static tk_status gemm_launch(tk_context *ctx, const gemm_plan *p, tk_kernel *ker
             /* Stored operands as row-major matrices; boxes of 64 columns (128
              * bytes, the swizzle width) by the kernel's rows per copy. */
             gemm_tmap ma, mb;
-            /* clusters load A in 64-row boxes, half of them per block; 64-row
-             * tiles in one */
+            /* clusters sharing A load it in 64-row boxes, half of them per
+             * block; 64-row tiles in one */
+            const int share_a = p->cluster > 1 && !p->cluster_rows;
+            const int share_b = p->cluster == 4 || (p->cluster == 2 && p->cluster_rows);
             if (p->a_kmajor)
                 st = tmap_get(ctx, &ma, d_a, (uint64_t)p->M, (uint64_t)p->K, (uint64_t)p->lda * 2,
-                              64, p->cluster > 1 || p->wg_bm == 64 ? 64 : 128, 2);
+                              64, share_a || p->wg_bm == 64 ? 64 : 128, 2);
             else
                 st = tmap_get(ctx, &ma, d_a, (uint64_t)p->K, (uint64_t)p->M, (uint64_t)p->lda * 2,
                               64, 64, 2);
             if (st != TK_OK)
                 return st;
-            /* 2 x 2 clusters load half of B's rows per block */
+            /* clusters sharing B load half of its rows per block */
             if (p->b_kmajor)
                 st = tmap_get(ctx, &mb, d_b, (uint64_t)p->N, (uint64_t)p->K, (uint64_t)p->ldb * 2,
-                              64, (unsigned)(p->cluster == 4 ? p->wg_bn / 2 : p->wg_bn), 2);
+                              64, (unsigned)(share_b ? p->wg_bn / 2 : p->wg_bn), 2);
             else
                 st = tmap_get(ctx, &mb, d_b, (uint64_t)p->K, (uint64_t)p->N, (uint64_t)p->ldb * 2,
                               64, 64, 2);

@@ -568,6 +568,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
     p->tma = 0;
     p->persist = 0;
     p->cluster = 0;
+    p->cluster_rows = 0;
     if (!p->sm90 || !p->aligned)
         return;
     const int64_t tm = (p->M + 127) / 128;
@@ -1011,6 +1012,7 @@ void tk__gemm_plan_split(gemm_plan *p)
 void tk__gemm_plan_untiled(gemm_plan *p)
 {
     p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
+    p->cluster_rows = 0;
 }
 
 #define SKINNY_N_MAX 8
@@ -1289,6 +1291,7 @@ void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u)
     u->persist = 0;
     u->epi_tma = 0;
     u->cluster = 0;
+    u->cluster_rows = 0;
     u->group16 = 0;
     u->splits = 1;
     u->tile = tk__gemm_nv_tiles[1];

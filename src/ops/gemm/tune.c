@@ -12,24 +12,25 @@
 
 /* ------------------------------------------------------------- the tuner
  *
- * Candidates of a class: the heuristics' plan, the skinny and small-K
- * kernels where they fit, swapped 256-, 128- and 64-row tiles (for each
- * round count its narrowest width; 256 and 128 rows also in clusters of
- * two, on a persistent grid, and with the TMA-store epilogue), the TMA kernel with 64- to 256-column tiles (persistent grid or
- * not, when there is more than a wave of tiles; each epilogue; in clusters
- * of two sharing A), K-major B's widths 144-240 (persistent or not, each
- * epilogue), ping-pong tiles up to 128 wide (unswapped and swapped, for
- * each round count its narrowest width), 64-row tiles (for each round
- * count its narrowest width), the
- * TMA kernel split 2..8 ways on 64- and 128-row tiles 64, 128, 192 and 256 wide when
- * its tiles fill less than the chip (and on swapped 128-row tiles of those
- * widths, in one wave), the three smaller mma.sync tiles
- * unsplit and split 2 or 4 ways (on sm_90 only when the output has few
- * tiles; elsewhere always, with the large mma.sync tile too); at most
- * TUNE_MAX_CANDS. Each is compiled (in parallel), run once, then
- * timed with device events in batches of back-to-back launches (about half
- * a millisecond each, best of three, after warm-up runs); the fastest is the
- * record when it beats the heuristics' configuration by TUNE_MARGIN. */
+ * Candidates of a class: the heuristics' plan (alone and in clusters of two
+ * sharing A or B), the skinny and small-K kernels where they fit, swapped
+ * 256-, 128- and 64-row tiles (for each round count its narrowest width; 256
+ * and 128 rows also in clusters of two, on a persistent grid, and with the
+ * TMA-store epilogue), the TMA kernel with 64- to 256-column tiles
+ * (persistent grid or not, when there is more than a wave of tiles; each
+ * epilogue; in clusters of two sharing A), K-major B's widths 144-240
+ * (persistent or not, each epilogue), ping-pong tiles up to 128 wide
+ * (unswapped and swapped, for each round count its narrowest width), 64-row
+ * tiles (for each round count its narrowest width), the TMA kernel split
+ * 2..8 ways on 64- and 128-row tiles 64, 128, 192 and 256 wide when its
+ * tiles fill less than the chip (and on swapped 128-row tiles of those
+ * widths, in one wave), the three smaller mma.sync tiles unsplit and split 2
+ * or 4 ways (on sm_90 only when the output has few tiles; elsewhere always,
+ * with the large mma.sync tile too); at most TUNE_MAX_CANDS. Each is
+ * compiled (in parallel), run once, then timed with device events in batches
+ * of back-to-back launches (about half a millisecond each, best of three,
+ * after warm-up runs); the fastest is the record when it beats the
+ * heuristics' configuration by TUNE_MARGIN. */
 #define TUNE_MAX_CANDS 128
 #define TUNE_JOBS 8
 #define TUNE_MARGIN 1.03
@@ -72,6 +73,17 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
         tk__gemm_plan_swap(&o);
     const int64_t t128 = ((o.M + 127) / 128) * ((o.N + 127) / 128);
     const int tma_ok = TK_GEMM_TMA && base->sm90 && base->aligned;
+    /* the heuristics' own TMA plan in clusters of two sharing A (column
+     * tiles in pairs) and sharing B (row tiles in pairs), on its own grid:
+     * a block per tile or persistent */
+    for (int rows = 0; tma_ok && base->tma && base->splits == 1 && base->persist <= 1 && rows <= 1;
+         rows++) {
+        tk__gemm_cfg_of_plan(base, &cfg);
+        cfg.cluster = 2, cfg.cluster_rows = rows;
+        q = *base;
+        if (tk__gemm_plan_apply(&q, &cfg))
+            n = tune_add(c, n, &q);
+    }
     cfg = (gemm_cfg){.skinny = 1, .splits = 1};
     q = *base;
     if (tk__gemm_plan_apply(&q, &cfg))

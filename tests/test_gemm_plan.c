@@ -118,13 +118,17 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
         }
         if (p.cluster > 1) {
             /* the heuristics' pairs (plan.c pairs_pay): one round of whole
-             * pairs of 128-row tiles, unsplit, a block per tile */
+             * pairs of 128-row tiles, unsplit, a block per tile; as 2 x 2
+             * (quads_fit) at most 132 / 4 - 4 of them, B K-major */
             g_pairs++;
-            ck_assert_msg(p.cluster == 2 && p.wg_bm == 128 && p.splits == 1 && !p.persist &&
-                              !p.a_kmajor,
+            ck_assert_msg((p.cluster == 2 || p.cluster == 4) && p.wg_bm == 128 && p.splits == 1 &&
+                              !p.persist && !p.a_kmajor,
                           "pairs plan '%s'", text);
-            ck_assert_msg(blocks % 2 == 0 && blocks <= 132, "'%s': %" PRId64 " blocks", text,
-                          blocks);
+            ck_assert_msg(blocks % p.cluster == 0 && blocks <= 132, "'%s': %" PRId64 " blocks",
+                          text, blocks);
+            if (p.cluster == 4)
+                ck_assert_msg(blocks / 4 <= 29 && p.b_kmajor, "'%s': %" PRId64 " blocks", text,
+                              blocks);
             ck_assert_int_eq(blocks, ((p.M + 127) / 128) * ((p.N + p.wg_bn - 1) / p.wg_bn));
         }
         if (p.splits > 1) {
@@ -192,11 +196,16 @@ START_TEST(test_model_shapes)
         ck_assert_msg(p.splits > 1, "grad_a 256x%" PRId64 "x1024 unsplit", k);
     }
     /* pairs (plan.c pairs_pay): the swapped 128 x 80 tiles of fwd 1050 x
-     * 1024 x 4096; not with K = 3072, not with 2-4 rows of tiles */
+     * 1024 x 4096, 8 x 14, as 28 clusters of 2 x 2 (quads_fit); 8 x 16 at
+     * 1201 tokens stay pairs (32 clusters of four might not all fit); not
+     * with K = 3072, not with 2-4 rows of tiles */
     {
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 1050, 1024, 4096, &p);
-        ck_assert_msg(p.cluster == 2 && p.swap && p.wg_bn == 80, "fwd 1050x1024x4096: cl %d",
+        ck_assert_msg(p.cluster == 4 && p.swap && p.wg_bn == 80, "fwd 1050x1024x4096: cl %d",
+                      p.cluster);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1201, 1024, 4096, &p);
+        ck_assert_msg(p.cluster == 2 && p.swap && p.wg_bn == 80, "fwd 1201x1024x4096: cl %d",
                       p.cluster);
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 1050, 1024, 3072, &p);
         ck_assert_int_eq(p.cluster, 0);

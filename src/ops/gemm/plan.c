@@ -19,6 +19,7 @@
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
  *   the persistent grid's threshold (more than a wave)         plan_grid
  *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN  clusters of two   pairs_pay
+ *   TK_GEMM_QUADS                            clusters of 2 x 2  quads_fit
  *   GROUP16_N_MIN       the tile order's groups of 16 rows     plan_grid
  *   SKINNY_*, SKINNY_WGRAD_*, SMALLK_K_MAX  the router's and small-K kernels
  *                                                              plan_skinny, plan_smallk
@@ -1192,11 +1193,38 @@ static int pairs_pay(const gemm_plan *p)
            one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN);
 }
 
+/* Pairs' plans as clusters of 2 x 2 blocks (`cl=4`, B shared down each
+ * column too) where the rows of tiles pair up, B is K-major (N-major B
+ * would need whole 128-column halves) and every cluster is resident at once.
+ * Clusters of four need four SMs of one GPC. A Hopper (GH100) has at most 8
+ * GPCs, each with a whole number of TPCs (two SMs each), so a GPC leaves at
+ * most one TPC out of its fours, and sms / 4 - 4 clusters of four always
+ * fit (29 on 132 SMs). H100 SXM, 2026-11-27 (bench/pairs-check.tkm both
+ * ways in one call, two runs, bench/gemm-measurements.md): 28 clusters
+ * (fwd x 1024 x 4096 at 1041-1120 and 1281-1344 tokens, 112 blocks) took
+ * 1.6-6% less time than the pairs (1050: 19.10 -> 18.52 us), 30 clusters
+ * (120 blocks) 3.8-7% less on that machine, but 32-33 clusters (128-132
+ * blocks) 1.5-1.8x more: they did not all fit, and a second round ran.
+ * TK_GEMM_QUADS 0: never. */
+#ifndef TK_GEMM_QUADS
+#define TK_GEMM_QUADS 1
+#endif
+static int quads_fit(const gemm_plan *p)
+{
+    if (!TK_GEMM_QUADS || p->cluster != 2 || !p->b_kmajor) /* (pairs: a TMA width) */
+        return 0;
+    const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+    const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn;
+    return tm % 2 == 0 && tn % 2 == 0 && tm * tn / 4 <= sms / 4 - 4;
+}
+
 void tk__gemm_plan_grid(gemm_plan *p)
 {
     plan_grid_epi(p);
     if (pairs_pay(p))
         p->cluster = 2;
+    if (quads_fit(p))
+        p->cluster = 4;
     /* the ring's stages for the epilogue chosen */
     if (p->tma)
         p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, tk__gemm_ring_room(p));

@@ -117,9 +117,9 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
                           M, N, K, text);
         }
         if (p.cluster > 1) {
-            /* the heuristics' pairs (plan.c pairs_pay): one round of whole
+            /* the heuristics' pairs (plan.c plan_cluster): one round of whole
              * pairs of 128-row tiles, unsplit, a block per tile; as 2 x 2
-             * (quads_fit) at most 132 / 4 - 4 of them, B K-major */
+             * (plan_cluster) at most 132 / 4 - 4 of them, B K-major */
             g_pairs++;
             ck_assert_msg((p.cluster == 2 || p.cluster == 4) && p.wg_bm == 128 && p.splits == 1 &&
                               !p.persist && !p.a_kmajor,
@@ -195,8 +195,8 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 256, k, 1024, &p);
         ck_assert_msg(p.splits > 1, "grad_a 256x%" PRId64 "x1024 unsplit", k);
     }
-    /* pairs (plan.c pairs_pay): the swapped 128 x 80 tiles of fwd 1050 x
-     * 1024 x 4096, 8 x 14, as 28 clusters of 2 x 2 (quads_fit); 8 x 16 at
+    /* pairs (plan.c plan_cluster): the swapped 128 x 80 tiles of fwd 1050 x
+     * 1024 x 4096, 8 x 14, as 28 clusters of 2 x 2 (plan_cluster); 8 x 16 at
      * 1201 tokens stay pairs (32 clusters of four might not all fit); not
      * with K = 3072, not with 2-4 rows of tiles */
     {

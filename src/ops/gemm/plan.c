@@ -18,8 +18,8 @@
  *     (and the 256-wide split of long reductions)
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
  *   the persistent grid's threshold (more than a wave)         plan_grid
- *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN  clusters of two   pairs_pay
- *   TK_GEMM_QUADS                            clusters of 2 x 2  quads_fit
+ *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN, TK_GEMM_QUADS
+ *                       clusters of two and of 2 x 2           plan_cluster
  *   GROUP16_N_MIN       the tile order's groups of 16 rows     plan_grid
  *   SKINNY_*, SKINNY_WGRAD_*, SMALLK_K_MAX  the router's and small-K kernels
  *                                                              plan_skinny, plan_smallk
@@ -245,7 +245,7 @@ static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, doubl
 #define KS_FILL_MIN_DEN 6
 /* Whether `tiles` make one round over num / den of the sms multiprocessors
  * or more (a tile each at most): the fill test of the rules here and below
- * (ks_fill_keeps, ks_fills_round, pairs_pay). */
+ * (ks_fill_keeps, ks_fills_round, plan_cluster). */
 static int one_round_over(int64_t tiles, int64_t sms, int num, int den)
 {
     return tiles <= sms && tiles * den >= sms * num;
@@ -1181,19 +1181,7 @@ static void plan_grid_epi(gemm_plan *p)
 #define PAIRS_K_MIN 4096
 #define PAIRS_BN_MAX 96
 #define PAIRS_TM_MIN 6
-static int pairs_pay(const gemm_plan *p)
-{
-    if (!TK_GEMM_PAIRS || !p->tma || p->a_kmajor || p->wg_bm != 128 || p->wg_bn <= 0 ||
-        p->wg_bn > PAIRS_BN_MAX || p->splits != 1 || p->persist != 0 || p->epi_tma ||
-        p->K < PAIRS_K_MIN)
-        return 0;
-    const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
-    const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = tm * tn;
-    return tm >= PAIRS_TM_MIN && tn % 2 == 0 &&
-           one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN);
-}
-
-/* Pairs' plans as clusters of 2 x 2 blocks (`cl=4`, B shared down each
+/* The pairs become clusters of 2 x 2 blocks (`cl=4`, B shared down each
  * column too) where the rows of tiles pair up, B is K-major (N-major B
  * would need whole 128-column halves) and every cluster is resident at once.
  * Clusters of four need four SMs of one GPC. A Hopper (GH100) has at most 8
@@ -1209,22 +1197,28 @@ static int pairs_pay(const gemm_plan *p)
 #ifndef TK_GEMM_QUADS
 #define TK_GEMM_QUADS 1
 #endif
-static int quads_fit(const gemm_plan *p)
+/* The heuristics' cluster size: 2 (the pairs above), 4 (the fours above)
+ * or 0. */
+static int plan_cluster(const gemm_plan *p)
 {
-    if (!TK_GEMM_QUADS || p->cluster != 2 || !p->b_kmajor) /* (pairs: a TMA width) */
+    if (!TK_GEMM_PAIRS || !p->tma || p->a_kmajor || p->wg_bm != 128 || p->wg_bn <= 0 ||
+        p->wg_bn > PAIRS_BN_MAX || p->splits != 1 || p->persist != 0 || p->epi_tma ||
+        p->K < PAIRS_K_MIN)
         return 0;
     const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
-    const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn;
-    return tm % 2 == 0 && tn % 2 == 0 && tm * tn / 4 <= sms / 4 - 4;
+    const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = tm * tn;
+    if (tm < PAIRS_TM_MIN || tn % 2 != 0 ||
+        !one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN))
+        return 0;
+    return TK_GEMM_QUADS && p->b_kmajor && tm % 2 == 0 && tiles / 4 <= sms / 4 - 4 ? 4 : 2;
 }
 
 void tk__gemm_plan_grid(gemm_plan *p)
 {
     plan_grid_epi(p);
-    if (pairs_pay(p))
-        p->cluster = 2;
-    if (quads_fit(p))
-        p->cluster = 4;
+    const int cluster = plan_cluster(p);
+    if (cluster > 0)
+        p->cluster = cluster;
     /* the ring's stages for the epilogue chosen */
     if (p->tma)
         p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, tk__gemm_ring_room(p));

@@ -209,6 +209,12 @@ static double ks_eff(int bn)
     return ks_eff_tab[bn / 16 - 1];
 }
 
+/* The plan's multiprocessor count (NV_SMS where the target left it unset). */
+static int64_t plan_sms(const gemm_plan *p)
+{
+    return p->sms > 0 ? p->sms : NV_SMS;
+}
+
 /* Cost of an M x N output in bm x bn tiles of throughput eff per area:
  * rounds (the tiles each multiprocessor takes in turn) x tile area / eff. */
 static double wave_cost(int64_t M, int64_t N, int bm, int bn, int64_t sms, double eff)
@@ -581,7 +587,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
      * and split 8 ways 1.4-2.3x faster on the router's N = 8 and the
      * attention's 64-wide shapes. */
     if (TK_GEMM_TMA && p->M < INT32_MAX && p->N < INT32_MAX && p->K < INT32_MAX) {
-        const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+        const int64_t sms = plan_sms(p);
         double cost, swap_cost;
         p->wgmma = 1;
         p->tma = 1;
@@ -816,7 +822,7 @@ static int ks_fills_round(const gemm_plan *p)
     /* (no tile width outside the TMA plans) */
     if (!TK_GEMM_KS_NOSPLIT || !p->tma || p->wg_bm != 64 || p->wg_bn <= 0 || p->swap)
         return 0;
-    const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+    const int64_t sms = plan_sms(p);
     const int64_t tiles = ((p->M + 63) / 64) * ((p->N + p->wg_bn - 1) / p->wg_bn);
     return p->N % p->wg_bn == 0 && p->K < KS_NOSPLIT_K_MAX &&
            (TK_GEMM_KS_NOSPLIT_HALF ? one_round_over(tiles, sms, 1, 2)
@@ -1082,7 +1088,7 @@ void tk__gemm_plan_skinny(gemm_plan *p)
         if (p->M < SKINNY_M_MIN && (p->M > SKINNY_SMALL_M_MAX || p->K > SKINNY_SMALL_K_MAX))
             return;
     } else {
-        const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+        const int64_t sms = plan_sms(p);
         if (!tk__gemm_skinny_wgrad_fits(p) ||
             ((p->M + 7) / 8 + sms - 1) / sms * p->K > SKINNY_WGRAD_ROWS_MAX)
             return;
@@ -1205,7 +1211,7 @@ static int plan_cluster(const gemm_plan *p)
         p->wg_bn > PAIRS_BN_MAX || p->splits != 1 || p->persist != 0 || p->epi_tma ||
         p->K < PAIRS_K_MIN)
         return 0;
-    const int64_t sms = p->sms > 0 ? p->sms : NV_SMS;
+    const int64_t sms = plan_sms(p);
     const int64_t tm = (p->M + 127) / 128, tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = tm * tn;
     if (tm < PAIRS_TM_MIN || tn % 2 != 0 ||
         !one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN))
@@ -1334,7 +1340,7 @@ int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
     tk__gemm_plan_universal(p, f);
     if (f->M >= INT32_MAX || f->N >= INT32_MAX || f->K >= INT32_MAX)
         return 0;
-    const int64_t sms = f->sms > 0 ? f->sms : NV_SMS;
+    const int64_t sms = plan_sms(f);
     f->wgmma = 1;
     f->tma = 1;
     f->wg_bm = 128;

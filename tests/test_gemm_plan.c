@@ -212,6 +212,31 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 2385, 512, 4096, &p);
         ck_assert_int_eq(p.cluster, 0);
     }
+    /* one round of swapped 256 x 176 tiles (fwd 1339 x 4096 x 1024: 16 x 8)
+     * goes to 128 x 176 on the persistent TMA-store grid (plan.c
+     * swap_one_round); not 144 wide (1497 x 3072 x 1024), not with the op's
+     * B K-major (grad_a 2086 x 1024 x 2816), not with K = 1536 */
+    {
+        static const struct {
+            tk_op op;
+            int64_t M, N, K;
+            int bm, bn;
+        } one[] = {
+            {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 128, 176},
+            {TK_OP_GEMM_F16_FWD, 1160, 4096, 1024, 128, 160},
+            {TK_OP_GEMM_F16_FWD, 1497, 3072, 1024, 256, 144},
+            {TK_OP_GEMM_F16_GRAD_A, 2086, 1024, 2816, 256, 176},
+            {TK_OP_GEMM_F16_FWD, 1751, 2816, 1536, 256, 160},
+        };
+        for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(one[i].op, one[i].M, one[i].N, one[i].K, &p);
+            ck_assert_msg(p.tma && p.swap && p.wg_bm == one[i].bm && p.wg_bn == one[i].bn &&
+                              p.persist == (one[i].bm == 128) && p.epi_tma == (one[i].bm == 128),
+                          "%" PRId64 "x%" PRId64 "x%" PRId64 ": %d x %d persist %d epi %d",
+                          one[i].M, one[i].N, one[i].K, p.wg_bm, p.wg_bn, p.persist, p.epi_tma);
+        }
+    }
 }
 END_TEST
 

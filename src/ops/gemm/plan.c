@@ -394,6 +394,39 @@ static double swap_eff(int bm, int bn)
 #define TK_GEMM_SWAP_SHORT_K 1
 #endif
 #define SWAP_256_SHORT_K 1.08
+/* ... and where the 256-row tiles make one round, on a reduction of more
+ * than one K step and at most SWAP_ONE_ROUND_K_MAX, with the wide tiles
+ * SWAP_ONE_ROUND_BN_MIN wide or wider and the swapped kernel's A (the op's
+ * B) stored M-major (TK_GEMM_SWAP_ONE_ROUND 0: past a round only). A
+ * 256-row tile of one round stores its whole tile after its main loop,
+ * exposed; the wide tiles' persistent grid stores the first tile while
+ * the second loads, a larger share of the time the shorter the reduction.
+ * H100, bench/sweep, both ways in one call, two runs each:
+ *  - bench/oneround-check.tkm (37 model shapes the rule changes without
+ *    its conditions on width, layout and K): fwd x 4096 x 1024 at
+ *    1156-1174 tokens (160 wide) 2.4% less time, 1302-1408 (176) 2.8-3.2%
+ *    (1323: 23.44 -> 22.71 us, 0.883 -> 0.910 of cuBLAS); fwd x {2816,
+ *    3072} x 1024 176 wide 0.9-1.6% less, 160 wide within 0.7% either way,
+ *    144 wide up to 4.5% more (1497 x 3072 x 1024); grad_a x 1024 x {2816,
+ *    3072} (the op's B K-major) 0-4.8% more at every width;
+ *  - bench/oneround-common-check.tkm (32 shapes of common sizes and 2
+ *    random ones it changes without the condition on K): K = 256-768
+ *    1.1-7.8% less time (fwd 9963 x 512 x 256 13.87 -> 12.79 us), K =
+ *    1024 -4% .. +4% (fwd 192 x 32000 x 1024 38.37 -> 36.87 us, 477 x
+ *    11008 x 1024 23.81 -> 24.77), K = 1536 0-4.1% more, K = 24 (no
+ *    persistent grid: a single K step) 4.4% more.
+ * Seeds 123 / 2718: fwd 1323x4096x1024 0.872 -> 0.910, 1339x4096x1024
+ * 0.885 -> 0.902. */
+#ifndef TK_GEMM_SWAP_ONE_ROUND
+#define TK_GEMM_SWAP_ONE_ROUND 1
+#endif
+#define SWAP_ONE_ROUND_BN_MIN 160
+#define SWAP_ONE_ROUND_K_MAX 1024
+static int swap_one_round(const gemm_plan *p, int wbn)
+{
+    return TK_GEMM_SWAP_ONE_ROUND && !p->b_kmajor && wbn >= SWAP_ONE_ROUND_BN_MIN && p->K > 64 &&
+           p->K <= SWAP_ONE_ROUND_K_MAX;
+}
 /* ... and against unswapped plans at this share of their cost
  * (TK_GEMM_SWAP_WIDE_GAIN 0: SWAP_GAIN, as other swapped plans). H100,
  * bench/sweep of bench/swapgain-check.tkm (the 71 of 2,000 random shapes it
@@ -615,12 +648,13 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             const int wbn =
                 TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, p->K, sms, 1, epi, &wbm, &wide_cost) : 0;
             /* a swapped plan of 256-row tiles stores each tile after its
-             * main loop (a block per tile); past a round and on a short
-             * reduction that weighs more than the wide tiles' persistent
-             * grid */
+             * main loop (a block per tile); past a round (or in one:
+             * swap_one_round) and on a short reduction that weighs more
+             * than the wide tiles' persistent grid */
             const double vs_swapped =
                 TK_GEMM_SWAP_SHORT_K && bm == 256 && p->K < SWAP_GAIN_256_MIN_K && wbn > 0 &&
-                        ((p->N + 255) / 256) * ((p->M + bn - 1) / bn) > sms &&
+                        (((p->N + 255) / 256) * ((p->M + bn - 1) / bn) > sms ||
+                         swap_one_round(p, wbn)) &&
                         swap_persist_epi(p->N, p->M, wbn, sms, epi)
                     ? SWAP_256_SHORT_K
                     : 0.999;

@@ -237,6 +237,18 @@ START_TEST(test_model_shapes)
                           one[i].M, one[i].N, one[i].K, p.wg_bm, p.wg_bn, p.persist, p.epi_tma);
         }
     }
+    /* from 1024 tokens the narrow swapped tiles of a long reduction win over
+     * 64-row tiles up to SWAP_NARROW_GAIN (grad_a 1038 x 3072 x 1024: 128 x
+     * 80 swapped, not 64 x 160); under 1024 tokens not (444 x 3072 x 2816) */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 1038, 3072, 1024, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn == 80, "grad_a 1038x3072x1024: %d x %d",
+                      p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 444, 3072, 2816, &p);
+        ck_assert_msg(!p.swap && p.wg_bm == 64, "grad_a 444x3072x2816: %d x %d swap %d", p.wg_bm,
+                      p.wg_bn, p.swap);
+    }
 }
 END_TEST
 

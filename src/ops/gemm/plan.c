@@ -490,6 +490,28 @@ static int swap_long_k(int64_t K, int bn, int epi)
  * 0.957 of cuBLAS, 40-42 -> 9-15 under 0.90, every shape faster (time
  * 0.936x / 0.938x); seeds 31 / 11: fwd 1282x1024x4096 0.83 -> 0.88, the
  * rest unchanged. */
+/* ... and from SWAP_NARROW_MIN_TOKENS tokens on, wherever they cost less
+ * than SWAP_NARROW_GAIN of the unswapped plan (TK_GEMM_SWAP_NARROW_GAIN 0:
+ * at SWAP_WIDE_EPI_GAIN there too): there the weights put the 64-row
+ * tiles the unswapped plans take (64 x 160, 64 x 176) 4-6% ahead of the
+ * swapped 128 x 80 and 128 x 96 tiles, which ran 2-5% faster. H100,
+ * bench/sweep of bench/narrowgain-check.tkm (45 shapes the thresholds 1.04
+ * and 1.06 change at any token count), the three ways in one call, two
+ * runs each:
+ *  - grad_a x {2816, 3072} x 1024 at 1025-1152 and 1281-1408 tokens 2-5.3%
+ *    less time (1030 x 3072 x 1024: 16.11 -> 15.76 us, 0.881 -> 0.890 of
+ *    cuBLAS; 1359 x 3072 x 1024 0.892 -> 0.926), x 4096 x 1024 -0.7% ..
+ *    +1.0%; grad_a 1629 x 6144 x 768 6.9% less, 1714 x 2280 x 584 7.5%
+ *    less (0.736 -> 0.778), 1328 x 3072 x 1024 3.8% less, fwd 1584 x 512
+ *    x 2816 11.7% less;
+ *  - under 1024 tokens 4-18% more time on 11 of the 14 shapes (grad_a
+ *    444 x 3072 x 2816 17.02 -> 19.28 us, fwd 240 x 3072 x 2560 +17.8%),
+ *    hence the bound: those keep SWAP_WIDE_EPI_GAIN. */
+#ifndef TK_GEMM_SWAP_NARROW_GAIN
+#define TK_GEMM_SWAP_NARROW_GAIN 1
+#endif
+#define SWAP_NARROW_GAIN 1.06
+#define SWAP_NARROW_MIN_TOKENS 1024
 #ifndef TK_GEMM_SWAP_NARROW_LONG_K
 #define TK_GEMM_SWAP_NARROW_LONG_K 1
 #endif
@@ -638,9 +660,11 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             int bn = swap_pick_bn(p->N, p->M, p->K, sms, 0, 0, &bm, &swap_cost);
             const double gain =
                 TK_GEMM_SWAP_NARROW_LONG_K && bm == 128 && swap_long_k(p->K, SWAP_EPI_BN_MIN, epi)
-                    ? SWAP_WIDE_EPI_GAIN
+                    ? (TK_GEMM_SWAP_NARROW_GAIN && p->M >= SWAP_NARROW_MIN_TOKENS
+                           ? SWAP_NARROW_GAIN
+                           : SWAP_WIDE_EPI_GAIN)
                 : bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256
-                                                            : SWAP_GAIN;
+                                                           : SWAP_GAIN;
             const int swapped = swap_cost < cost * gain;
             /* the wide 128-row tiles against the plan so far: at a swapped
              * plan's cost (both store transposed), at SWAP_GAIN of an

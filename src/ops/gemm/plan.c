@@ -14,6 +14,10 @@
  *   SWAP128_BN_MIN/MAX, SWAP128_WIDE_MIN  128-row swapped widths  swap_pick_bn
  *   swap_eff, KS_SWAP_EFF  swapped tiles' throughput           swap_pick_bn
  *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
+ *   SWAP_256_SHORT_K, SWAP_ONE_ROUND_BN_MIN/K_MAX  wide swapped tiles
+ *                       over 256-row ones                      swap_one_round
+ *   SWAP_NARROW_GAIN, SWAP_NARROW_MIN_TOKENS  narrow swapped tiles
+ *                       on a long reduction                    plan_wgmma
  *   SPLIT_MIN_KT_*, SPLIT_WS_MAX, the split thresholds         plan_split
  *     (and the 256-wide split of long reductions)
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
@@ -415,8 +419,9 @@ static double swap_eff(int bm, int bn)
  *    1024 -4% .. +4% (fwd 192 x 32000 x 1024 38.37 -> 36.87 us, 477 x
  *    11008 x 1024 23.81 -> 24.77), K = 1536 0-4.1% more, K = 24 (no
  *    persistent grid: a single K step) 4.4% more.
- * Seeds 123 / 2718: fwd 1323x4096x1024 0.872 -> 0.910, 1339x4096x1024
- * 0.885 -> 0.902. */
+ * Seeds 123 / 2718 / 11, final code against the stop before: fwd 1323 /
+ * 1339 / 1365 x 4096 x 1024 0.872 / 0.890 / 0.896 -> 0.906 / 0.918 /
+ * 0.935 of cuBLAS. */
 #ifndef TK_GEMM_SWAP_ONE_ROUND
 #define TK_GEMM_SWAP_ONE_ROUND 1
 #endif
@@ -506,7 +511,8 @@ static int swap_long_k(int64_t K, int bn, int epi)
  *    x 2816 11.7% less;
  *  - under 1024 tokens 4-18% more time on 11 of the 14 shapes (grad_a
  *    444 x 3072 x 2816 17.02 -> 19.28 us, fwd 240 x 3072 x 2560 +17.8%),
- *    hence the bound: those keep SWAP_WIDE_EPI_GAIN. */
+ *    hence the bound: those keep SWAP_WIDE_EPI_GAIN.
+ * Seed 2718, final code: grad_a 1038x3072x1024 0.859-0.866 -> 0.908. */
 #ifndef TK_GEMM_SWAP_NARROW_GAIN
 #define TK_GEMM_SWAP_NARROW_GAIN 1
 #endif

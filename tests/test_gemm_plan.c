@@ -237,6 +237,18 @@ START_TEST(test_model_shapes)
                           one[i].M, one[i].N, one[i].K, p.wg_bm, p.wg_bn, p.persist, p.epi_tma);
         }
     }
+    /* the persistent grid from more than a wave of the plan's own
+     * multiprocessors: fwd 1920 x 2048 x 4096, 120 tiles of 128 x 256, one
+     * round of 132 SMs, two of 114 (an H100 PCIe) */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1920, 2048, 4096, &p);
+        ck_assert_msg(p.tma && !p.swap && p.wg_bm == 128 && p.wg_bn == 256 && !p.persist,
+                      "fwd 1920x2048x4096: %d x %d persist %d", p.wg_bm, p.wg_bn, p.persist);
+        p.sms = 114;
+        tk__gemm_plan_grid(&p);
+        ck_assert_int_eq(p.persist, 1);
+    }
     /* from 1024 tokens the narrow swapped tiles of a long reduction win over
      * 64-row tiles up to SWAP_NARROW_GAIN (grad_a 1038 x 3072 x 1024: 128 x
      * 80 swapped, not 64 x 160); under 1024 tokens not (444 x 3072 x 2816) */

@@ -1226,8 +1226,11 @@ static void plan_grid_epi(gemm_plan *p)
         return;
     /* not for a single K step: the tiles are all epilogue, and a block per
      * tile ran faster (grad_a 16384 x 8 x 1024, a 16384 x 1024 output with
-     * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent) */
-    p->persist = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > NV_SMS && p->K > 64;
+     * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent); more
+     * than a wave of the plan's own multiprocessors, as swap_persist_epi
+     * predicts and the launch sizes the grid */
+    p->persist =
+        ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > plan_sms(p) && p->K > 64;
 }
 /* Clusters of two blocks sharing their A tile by TMA multicast (`cl=2`,
  * column tiles in pairs) for one round of narrow 128-row tiles (at most

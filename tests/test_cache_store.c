@@ -1130,6 +1130,50 @@ START_TEST(disabled_cache_does_nothing)
 }
 END_TEST
 
+/* A removal decided from an earlier stat (an eviction scan, a bad read)
+ * removes only the file it saw: an entry renamed onto the name since, as a
+ * concurrent store does, stays with its bytes. */
+START_TEST(unlink_same_keeps_a_replacement)
+{
+    char *root = tk_test_tmpdir("unlink-same");
+    char path[PATH_MAX], fresh[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/e.tkc", root);
+    snprintf(fresh, sizeof(fresh), "%s/fresh", root);
+    ck_assert_int_eq(tk_test_write_file(path, "old", 3), 0);
+    struct stat read_before, now;
+    ck_assert_int_eq(lstat(path, &read_before), 0);
+    ck_assert_int_eq(tk_test_write_file(fresh, "fresh", 5), 0);
+    ck_assert_int_eq(rename(fresh, path), 0);
+    errno = 0;
+    ck_assert_int_eq(tk__cache_unlink_same(path, read_before.st_dev, read_before.st_ino), -1);
+    ck_assert_int_eq(errno, ESTALE);
+    size_t len = 0;
+    char *bytes = tk_test_read_file(path, &len);
+    ck_assert_ptr_nonnull(bytes);
+    ck_assert_uint_eq(len, 5);
+    ck_assert_int_eq(memcmp(bytes, "fresh", 5), 0);
+    free(bytes);
+    /* nothing left aside in the folder: only the entry */
+    DIR *d = opendir(root);
+    ck_assert_ptr_nonnull(d);
+    int others = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        others += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "e.tkc");
+    closedir(d);
+    ck_assert_int_eq(others, 0);
+    /* the file it is now: removed */
+    ck_assert_int_eq(lstat(path, &now), 0);
+    ck_assert_int_eq(tk__cache_unlink_same(path, now.st_dev, now.st_ino), 0);
+    ck_assert_int_ne(lstat(path, &now), 0);
+    errno = 0;
+    ck_assert_int_eq(tk__cache_unlink_same(path, now.st_dev, now.st_ino), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    tk_test_rmtree(root);
+    free(root);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cache_store");
@@ -1155,6 +1199,7 @@ static Suite *suite(void)
     if (geteuid() == 0)
         tcase_add_test(tc, foreign_owner_refused);
     tcase_add_test(tc, disabled_cache_does_nothing);
+    tcase_add_test(tc, unlink_same_keeps_a_replacement);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -427,15 +427,6 @@ int tk__cache_writable(const tk_cache *cache)
 
 enum { LOAD_HIT, LOAD_MISS, LOAD_BAD };
 
-/* Removes a bad user-tier entry, but only the very file that was read: a
- * good entry renamed over it in the meantime stays. */
-static void remove_if_same(const char *path, const struct stat *read_st)
-{
-    struct stat now;
-    if (lstat(path, &now) == 0 && now.st_ino == read_st->st_ino && now.st_dev == read_st->st_dev)
-        tk__cache_unlink(path);
-}
-
 static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__key *key,
                     tk__entry *out, tk_status *err)
 {
@@ -525,8 +516,8 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
     goto done;
 bad:
     tk__cache_warn_once(cache, TK__WARN_BAD, "cache entry %s ignored: %s", path, why);
-    if (user_tier && cache->writable)
-        remove_if_same(path, &st);
+    if (user_tier && cache->writable) /* the very file read: a good entry renamed over it stays */
+        tk__cache_unlink_same(path, st.st_dev, st.st_ino);
     result = LOAD_BAD;
 done:
     free(buf);
@@ -826,6 +817,8 @@ typedef struct victim {
     char *path;
     uint64_t size;
     int64_t mtime_ns;
+    dev_t dev; /* the file the scan saw: a store may replace it before the unlink */
+    ino_t ino;
 } victim;
 
 static int victim_cmp(const void *a, const void *b)
@@ -949,8 +942,9 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
             }
             if (!temp && (uint64_t)fst.st_size > TK__ENTRY_MAX_FILE) {
                 /* Larger than any entry can be: never loadable, and its size
-                 * must not push good entries out. */
-                if (unlinkat(dirfd(dir), e->d_name, 0) == 0)
+                 * must not push good entries out. Only that file: a store
+                 * may have renamed a fresh entry onto the name since. */
+                if (tk__cache_unlink_same(path, fst.st_dev, fst.st_ino) == 0)
                     removed++;
                 free(path);
                 continue;
@@ -981,6 +975,8 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
             v[n].path = path;
             v[n].size = (uint64_t)fst.st_size;
             v[n].mtime_ns = (int64_t)fst.st_mtim.tv_sec * 1000000000LL + fst.st_mtim.tv_nsec;
+            v[n].dev = fst.st_dev;
+            v[n].ino = fst.st_ino;
             total += v[n].size;
             n++;
         }
@@ -1004,7 +1000,10 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)
             continue;
-        if (tk__cache_unlink(v[i].path) == 0 || errno == ENOENT) {
+        /* gone either way when replaced (ESTALE): the fresh entry is in
+         * the tally as an addition */
+        if (tk__cache_unlink_same(v[i].path, v[i].dev, v[i].ino) == 0 || errno == ENOENT ||
+            errno == ESTALE) {
             total -= v[i].size;
             evicted++;
         }

@@ -59,6 +59,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cache/cache.h"
 
@@ -240,6 +241,10 @@ const char *tk__cache_stat_unsafe(const struct stat *st, int allow_root_owner);
 const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
+/* tk__cache_unlink of path only while it is the file seen (dev, ino): a
+ * fresh entry renamed onto the name meanwhile stays. 0 when removed; -1
+ * with errno (ESTALE: the name held another file, left in place). */
+int tk__cache_unlink_same(const char *path, dev_t dev, ino_t ino);
 /* Removes whatever is at path, never following a link: a file, a link, a
  * FIFO, or a folder with what it holds (at any depth). For a
  * folder or special file found where an entry belongs. 0 on success. */

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -83,6 +85,43 @@ int tk__cache_unlink(const char *path)
         return -1;
     int r = unlinkat(dfd, leaf, 0);
     int saved = errno;
+    close(dfd);
+    errno = saved;
+    return r;
+}
+
+/* Unlinks path only while it is the file seen (same device and inode),
+ * through its parent folder as tk__cache_unlink: a store may have renamed a
+ * fresh entry onto the name since that stat (a scan's, a read's). The file
+ * is first moved aside to a unique temporary name (rename is atomic), then
+ * what moved is checked: the file seen is unlinked; another goes back
+ * under its name, unless a newer file took the name meanwhile (link does
+ * not replace), in which case the newer one stays. 0 when the file seen was
+ * removed; -1 with errno otherwise (ESTALE: the name held another file). */
+int tk__cache_unlink_same(const char *path, dev_t dev, ino_t ino)
+{
+    static _Atomic unsigned long serial;
+    const char *leaf;
+    int dfd = open_parent(path, &leaf);
+    if (dfd < 0)
+        return -1;
+    char aside[64];
+    snprintf(aside, sizeof aside, TK__TEMP_PREFIX "gone.%ld.%lu", (long)getpid(), ++serial);
+    int r = -1, saved = 0;
+    struct stat moved;
+    if (renameat(dfd, leaf, dfd, aside) != 0) {
+        saved = errno;
+    } else if (fstatat(dfd, aside, &moved, AT_SYMLINK_NOFOLLOW) == 0 && moved.st_dev == dev &&
+               moved.st_ino == ino) {
+        r = unlinkat(dfd, aside, 0);
+        saved = errno;
+    } else {
+        /* not the file seen: back where it was, or gone if a newer one is */
+        if (linkat(dfd, aside, dfd, leaf, 0) != 0 && errno != EEXIST)
+            renameat(dfd, aside, dfd, leaf); /* no hard links here: replace */
+        unlinkat(dfd, aside, 0);
+        saved = ESTALE;
+    }
     close(dfd);
     errno = saved;
     return r;

@@ -1145,7 +1145,8 @@ START_TEST(unlink_same_keeps_a_replacement)
     ck_assert_int_eq(tk_test_write_file(fresh, "fresh", 5), 0);
     ck_assert_int_eq(rename(fresh, path), 0);
     errno = 0;
-    ck_assert_int_eq(tk__cache_unlink_same(path, read_before.st_dev, read_before.st_ino), -1);
+    tk__file_id was = tk__file_id_of(&read_before);
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
     ck_assert_int_eq(errno, ESTALE);
     size_t len = 0;
     char *bytes = tk_test_read_file(path, &len);
@@ -1164,11 +1165,129 @@ START_TEST(unlink_same_keeps_a_replacement)
     ck_assert_int_eq(others, 0);
     /* the file it is now: removed */
     ck_assert_int_eq(lstat(path, &now), 0);
-    ck_assert_int_eq(tk__cache_unlink_same(path, now.st_dev, now.st_ino), 0);
+    was = tk__file_id_of(&now);
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), 0);
     ck_assert_int_ne(lstat(path, &now), 0);
     errno = 0;
-    ck_assert_int_eq(tk__cache_unlink_same(path, now.st_dev, now.st_ino), -1);
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
     ck_assert_int_eq(errno, ENOENT);
+    tk_test_rmtree(root);
+    free(root);
+}
+END_TEST
+
+/* The same with the inode number reused: a scan saw a bad file, a reader
+ * removed it, and a store made the fresh entry, which the file system gave
+ * the freed number (ext4 does at once). Device and inode are those of the
+ * fresh file here, whatever this file system does; only its size or its
+ * modification time differs from what the scan saw. */
+START_TEST(unlink_same_keeps_a_replacement_with_a_reused_inode)
+{
+    char *root = tk_test_tmpdir("unlink-same-reuse");
+    char path[PATH_MAX], fresh[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/e.tkc", root);
+    snprintf(fresh, sizeof(fresh), "%s/fresh", root);
+    ck_assert_int_eq(tk_test_write_file(path, "old!!", 5), 0);
+    struct stat old, now;
+    ck_assert_int_eq(lstat(path, &old), 0);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(tk_test_write_file(fresh, "fresh", 5), 0);
+    ck_assert_int_eq(rename(fresh, path), 0);
+    /* a time apart from the old file's, whatever the clock's grain */
+    struct timespec t[2] = {old.st_atim, old.st_mtim};
+    t[1].tv_sec += 1;
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, t, 0), 0);
+    ck_assert_int_eq(lstat(path, &now), 0);
+    tk__file_id was = tk__file_id_of(&old);
+    was.dev = now.st_dev;
+    was.ino = now.st_ino; /* the number passed on */
+    errno = 0;
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
+    ck_assert_int_eq(errno, ESTALE);
+    /* same time, another size */
+    was = tk__file_id_of(&now);
+    was.size = 3;
+    errno = 0;
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
+    ck_assert_int_eq(errno, ESTALE);
+    size_t len = 0;
+    char *bytes = tk_test_read_file(path, &len);
+    ck_assert_ptr_nonnull(bytes);
+    ck_assert_uint_eq(len, 5);
+    ck_assert_int_eq(memcmp(bytes, "fresh", 5), 0);
+    free(bytes);
+    /* what the scan would see now: removed */
+    was = tk__file_id_of(&now);
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), 0);
+    ck_assert_int_ne(lstat(path, &now), 0);
+    /* a file without read permission: checked by its stat alone */
+    ck_assert_int_eq(tk_test_write_file(path, "locked", 6), 0);
+    ck_assert_int_eq(chmod(path, 0), 0);
+    ck_assert_int_eq(lstat(path, &now), 0);
+    was = tk__file_id_of(&now);
+    was.mtime_ns += 1;
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
+    ck_assert_int_eq(lstat(path, &now), 0);
+    was = tk__file_id_of(&now);
+    ck_assert_int_eq(tk__cache_unlink_same(path, &was), 0);
+    ck_assert_int_ne(lstat(path, &now), 0);
+    tk_test_rmtree(root);
+    free(root);
+}
+END_TEST
+
+/* A file a removal moved aside (a 3 GiB bad file, say) is not counted
+ * toward the size limit while its remover holds it: a store's eviction
+ * beside it keeps every good entry. A prune removes it once nobody holds
+ * it (a remover killed mid-way), not before. */
+START_TEST(moved_aside_file_is_not_counted_and_pruned_when_unheld)
+{
+    char *root = tk_test_tmpdir("cache-gone");
+    tk_cache *probe = open_cache(root, NULL);
+    put_named(probe, "g00", 2000);
+    char path[PATH_MAX];
+    entry_path_of(root, "g00", path, sizeof(path));
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    const uint64_t s = (uint64_t)st.st_size;
+    tk_cache_close(probe);
+
+    char gone[PATH_MAX + 64];
+    snprintf(gone, sizeof(gone), "%s", path);
+    *strrchr(gone, '/') = 0;
+    strcat(gone, "/" TK__GONE_PREFIX "4242.1");
+    int gfd = open(gone, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ck_assert_int_ge(gfd, 0);
+    ck_assert_int_eq(ftruncate(gfd, (off_t)(100 * s)), 0); /* far over the limit */
+    ck_assert_int_eq(flock(gfd, LOCK_EX), 0);              /* its remover, alive */
+
+    tk__cache_opts opts;
+    memset(&opts, 0, sizeof(opts));
+    opts.root = root;
+    opts.lower = "";
+    opts.max_size = 4 * s + s / 2;
+    tk_cache *cache;
+    tk_assert_status(tk__cache_open(&opts, &cache), TK_OK);
+    char name[16];
+    for (int i = 1; i < 4; i++) {
+        snprintf(name, sizeof(name), "g%02d", i);
+        put_named(cache, name, 2000);
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "g%02d", i);
+        ck_assert_msg(get_named(cache, name, 2000), "%s evicted for a file being removed", name);
+    }
+    uint64_t removed = 0;
+    tk_assert_status(tk_cache_prune(cache, 0, &removed), TK_OK);
+    ck_assert_int_eq(access(gone, F_OK), 0); /* held: a live removal's */
+    close(gfd);                              /* the remover dies */
+    tk_assert_status(tk_cache_prune(cache, 0, &removed), TK_OK);
+    ck_assert_int_ne(access(gone, F_OK), 0);
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "g%02d", i);
+        ck_assert_msg(get_named(cache, name, 2000), "%s pruned", name);
+    }
+    tk_cache_close(cache);
     tk_test_rmtree(root);
     free(root);
 }
@@ -1200,6 +1319,8 @@ static Suite *suite(void)
         tcase_add_test(tc, foreign_owner_refused);
     tcase_add_test(tc, disabled_cache_does_nothing);
     tcase_add_test(tc, unlink_same_keeps_a_replacement);
+    tcase_add_test(tc, unlink_same_keeps_a_replacement_with_a_reused_inode);
+    tcase_add_test(tc, moved_aside_file_is_not_counted_and_pruned_when_unheld);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

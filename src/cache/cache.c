@@ -516,8 +516,11 @@ static int load_one(tk_cache *cache, const char *path, int user_tier, const tk__
     goto done;
 bad:
     tk__cache_warn_once(cache, TK__WARN_BAD, "cache entry %s ignored: %s", path, why);
-    if (user_tier && cache->writable) /* the very file read: a good entry renamed over it stays */
-        tk__cache_unlink_same(path, st.st_dev, st.st_ino);
+    if (user_tier && cache->writable) {
+        /* the very file read: a good entry renamed over it stays */
+        tk__file_id seen = tk__file_id_of(&st);
+        tk__cache_unlink_same(path, &seen);
+    }
     result = LOAD_BAD;
 done:
     free(buf);
@@ -815,17 +818,14 @@ tk_status tk__cache_store_bytes(tk_cache *cache, const char *hex, const uint8_t 
 
 typedef struct victim {
     char *path;
-    uint64_t size;
-    int64_t mtime_ns;
-    dev_t dev; /* the file the scan saw: a store may replace it before the unlink */
-    ino_t ino;
+    tk__file_id id; /* the file the scan saw: a store may replace it before the unlink */
 } victim;
 
 static int victim_cmp(const void *a, const void *b)
 {
     const victim *x = a, *y = b;
-    if (x->mtime_ns != y->mtime_ns)
-        return x->mtime_ns < y->mtime_ns ? -1 : 1;
+    if (x->id.mtime_ns != y->id.mtime_ns)
+        return x->id.mtime_ns < y->id.mtime_ns ? -1 : 1;
     return strcmp(x->path, y->path);
 }
 
@@ -944,8 +944,23 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 /* Larger than any entry can be: never loadable, and its size
                  * must not push good entries out. Only that file: a store
                  * may have renamed a fresh entry onto the name since. */
-                if (tk__cache_unlink_same(path, fst.st_dev, fst.st_ino) == 0)
+                tk__file_id seen = tk__file_id_of(&fst);
+                if (tk__cache_unlink_same(path, &seen) == 0)
                     removed++;
+                free(path);
+                continue;
+            }
+            if (temp && strncmp(e->d_name, TK__GONE_PREFIX, strlen(TK__GONE_PREFIX)) == 0) {
+                /* Moved aside by a removal in progress: its size is about
+                 * to leave (it must not push good entries out), and it may
+                 * be a fresh entry going back. Its rename set its change
+                 * time (a moved file keeps its modification time); its
+                 * remover holds a lock on it while alive. */
+                if ((all_temps || now - fst.st_ctim.tv_sec > TK__STALE_TEMP_SECONDS) &&
+                    unlinkat(dirfd(dir), e->d_name, 0) == 0)
+                    removed++;
+                else if (n_removed && temp_unheld_unlink(dirfd(dir), e->d_name))
+                    removed++; /* a tool's prune: its remover is gone */
                 free(path);
                 continue;
             }
@@ -973,11 +988,8 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
                 cap = ncap;
             }
             v[n].path = path;
-            v[n].size = (uint64_t)fst.st_size;
-            v[n].mtime_ns = (int64_t)fst.st_mtim.tv_sec * 1000000000LL + fst.st_mtim.tv_nsec;
-            v[n].dev = fst.st_dev;
-            v[n].ino = fst.st_ino;
-            total += v[n].size;
+            v[n].id = tk__file_id_of(&fst);
+            total += v[n].id.size;
             n++;
         }
         if (dir)
@@ -1000,11 +1012,11 @@ tk_status tk__cache_evict(tk_cache *cache, uint64_t limit, const char *keep_path
     for (size_t i = 0; i < n && total > limit; i++) {
         if (keep_path && strcmp(v[i].path, keep_path) == 0)
             continue;
-        /* gone either way when replaced (ESTALE): the fresh entry is in
-         * the tally as an addition */
-        if (tk__cache_unlink_same(v[i].path, v[i].dev, v[i].ino) == 0 || errno == ENOENT ||
-            errno == ESTALE) {
-            total -= v[i].size;
+        /* gone either way when replaced (ESTALE: the fresh entry is in
+         * the tally as an addition) or being removed by another (EBUSY) */
+        if (tk__cache_unlink_same(v[i].path, &v[i].id) == 0 || errno == ENOENT || errno == ESTALE ||
+            errno == EBUSY) {
+            total -= v[i].id.size;
             evicted++;
         }
     }

@@ -68,6 +68,11 @@
 #define TK__SOURCE_MAGIC "TKJITSRC"
 #define TK__ENTRY_EXT ".tkc"
 #define TK__TEMP_PREFIX ".tmp."
+/* A file a removal moved aside to check it (tk__cache_unlink_same): being
+ * removed, or an entry about to go back under its name. Not counted toward
+ * the size limit, and removed by another process only when its rename is
+ * older than TK__STALE_TEMP_SECONDS (its remover was killed). */
+#define TK__GONE_PREFIX TK__TEMP_PREFIX "gone."
 #define TK__LOCK_DIR "locks"
 #define TK__SRC_DIR "src"
 
@@ -241,10 +246,23 @@ const char *tk__cache_stat_unsafe(const struct stat *st, int allow_root_owner);
 const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
-/* tk__cache_unlink of path only while it is the file seen (dev, ino): a
- * fresh entry renamed onto the name meanwhile stays. 0 when removed; -1
- * with errno (ESTALE: the name held another file, left in place). */
-int tk__cache_unlink_same(const char *path, dev_t dev, ino_t ino);
+/* A file as a stat saw it. Device and inode alone do not name one file
+ * over time: a file system hands a freed inode number to the next file made
+ * (ext4 does at once), so a store that follows a removal can get the
+ * number of the file it replaced. Size and modification time tell them
+ * apart. */
+typedef struct tk__file_id {
+    dev_t dev;
+    ino_t ino;
+    uint64_t size;
+    int64_t mtime_ns;
+} tk__file_id;
+tk__file_id tk__file_id_of(const struct stat *st);
+/* tk__cache_unlink of path only while it is the file seen: a fresh entry
+ * renamed onto the name meanwhile stays, even one that got the inode number
+ * of the file seen. 0 when removed; -1 with errno (ESTALE: the name held
+ * another file, left in place). */
+int tk__cache_unlink_same(const char *path, const tk__file_id *seen);
 /* Removes whatever is at path, never following a link: a file, a link, a
  * FIFO, or a folder with what it holds (at any depth). For a
  * folder or special file found where an entry belongs. 0 on success. */

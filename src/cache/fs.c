@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,29 +91,70 @@ int tk__cache_unlink(const char *path)
     return r;
 }
 
-/* Unlinks path only while it is the file seen (same device and inode),
- * through its parent folder as tk__cache_unlink: a store may have renamed a
- * fresh entry onto the name since that stat (a scan's, a read's). The file
- * is first moved aside to a unique temporary name (rename is atomic), then
- * what moved is checked: the file seen is unlinked; another goes back
- * under its name, unless a newer file took the name meanwhile (link does
- * not replace), in which case the newer one stays. 0 when the file seen was
- * removed; -1 with errno otherwise (ESTALE: the name held another file). */
-int tk__cache_unlink_same(const char *path, dev_t dev, ino_t ino)
+tk__file_id tk__file_id_of(const struct stat *st)
+{
+    tk__file_id id;
+    id.dev = st->st_dev;
+    id.ino = st->st_ino;
+    id.size = (uint64_t)st->st_size;
+    id.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+    return id;
+}
+
+static int same_file(const struct stat *st, const tk__file_id *id)
+{
+    tk__file_id now = tk__file_id_of(st);
+    return now.dev == id->dev && now.ino == id->ino && now.size == id->size &&
+           now.mtime_ns == id->mtime_ns;
+}
+
+/* Unlinks path only while it is the file seen, through its parent folder
+ * as tk__cache_unlink: a store may have renamed a fresh entry onto the name
+ * since that stat (a scan's, a read's), and that entry may even carry the
+ * inode number of the file seen (freed by a removal just before the store).
+ * The file at the name is opened and checked against what was seen (device,
+ * inode, size, modification time); while it is held open its inode number
+ * cannot pass to another file, and it is locked (TK__GONE_PREFIX). Then it
+ * is moved aside to a unique temporary name (rename is atomic) and what
+ * moved is checked against the file held: that one is unlinked; another
+ * goes back under its name, unless a newer file took the name meanwhile
+ * (link does not replace), in which case the newer one stays. A file that
+ * cannot be opened (no read permission) is checked by its stat alone. 0
+ * when the file seen was removed; -1 with errno otherwise (ESTALE: the name
+ * held another file; EBUSY: another removal holds it). */
+int tk__cache_unlink_same(const char *path, const tk__file_id *seen)
 {
     static _Atomic unsigned long serial;
     const char *leaf;
     int dfd = open_parent(path, &leaf);
     if (dfd < 0)
         return -1;
-    char aside[64];
-    snprintf(aside, sizeof aside, TK__TEMP_PREFIX "gone.%ld.%lu", (long)getpid(), ++serial);
     int r = -1, saved = 0;
+    struct stat held;
+    int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0 ? fstat(fd, &held) != 0 : fstatat(dfd, leaf, &held, AT_SYMLINK_NOFOLLOW) != 0) {
+        saved = errno;
+        goto out;
+    }
+    if (!same_file(&held, seen)) {
+        saved = ESTALE;
+        goto out;
+    }
+    /* Held while it is aside, so a prune tells a live removal's file from
+     * one a killed remover left; another removal of the same file gives
+     * way. */
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        saved = errno == EWOULDBLOCK ? EBUSY : errno;
+        goto out;
+    }
+    char aside[64];
+    snprintf(aside, sizeof aside, TK__GONE_PREFIX "%ld.%lu", (long)getpid(), ++serial);
     struct stat moved;
     if (renameat(dfd, leaf, dfd, aside) != 0) {
         saved = errno;
-    } else if (fstatat(dfd, aside, &moved, AT_SYMLINK_NOFOLLOW) == 0 && moved.st_dev == dev &&
-               moved.st_ino == ino) {
+    } else if (fstatat(dfd, aside, &moved, AT_SYMLINK_NOFOLLOW) == 0 &&
+               (fd >= 0 ? moved.st_dev == held.st_dev && moved.st_ino == held.st_ino
+                        : same_file(&moved, seen))) {
         r = unlinkat(dfd, aside, 0);
         saved = errno;
     } else {
@@ -122,6 +164,9 @@ int tk__cache_unlink_same(const char *path, dev_t dev, ino_t ino)
         unlinkat(dfd, aside, 0);
         saved = ESTALE;
     }
+out:
+    if (fd >= 0)
+        close(fd);
     close(dfd);
     errno = saved;
     return r;

@@ -1136,11 +1136,13 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
 
 /* The user tier's entries by key and file identity: an entry this run
  * stored is one whose key is new or whose file was replaced (an atomic
- * store is a new file). Exact, unlike file times (seconds). */
+ * store is a new file; its inode number may be the one a removed bad file
+ * had, so size and time are compared too). */
 typedef struct entry_id {
     char hex[33];
     dev_t dev;
     ino_t ino;
+    uint64_t size;
     int64_t mtime_ns;
 } entry_id;
 
@@ -1175,6 +1177,7 @@ static int collect_id(void *user, const tk_cache_entry_info *info)
     memcpy(e->hex, info->key_hex, 33);
     e->dev = st.st_dev;
     e->ino = st.st_ino;
+    e->size = (uint64_t)st.st_size;
     e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
     return 0;
 }
@@ -1198,7 +1201,8 @@ static uint64_t entries_stored(const entry_ids *before, const entry_ids *now)
         const entry_id *e = &now->v[i];
         const entry_id *old =
             before->n ? bsearch(e, before->v, before->n, sizeof *e, entry_id_cmp) : NULL;
-        if (!old || old->dev != e->dev || old->ino != e->ino || old->mtime_ns != e->mtime_ns)
+        if (!old || old->dev != e->dev || old->ino != e->ino || old->size != e->size ||
+            old->mtime_ns != e->mtime_ns)
             n++;
     }
     return n;

@@ -322,25 +322,39 @@ END_TEST
 
 /* --------------------------------------------------------------- eviction */
 
-START_TEST(eviction_keeps_limit_and_recent_entries)
+/* Stores one entry of name (2000-byte code) through a cache of its own;
+ * the entry file's path in path and its size returned. */
+static uint64_t probe_entry(const char *root, const char *name, char *path, size_t size)
 {
-    char *root = tk_test_tmpdir("cache-evict");
     tk_cache *probe = open_cache(root, NULL);
-    put_named(probe, "k00", 2000);
-    char path[PATH_MAX];
-    entry_path_of(root, "k00", path, sizeof(path));
+    put_named(probe, name, 2000);
+    entry_path_of(root, name, path, size);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
-    const uint64_t s = (uint64_t)st.st_size;
     tk_cache_close(probe);
+    return (uint64_t)st.st_size;
+}
 
+/* The user tier at root alone, held to max_size bytes. */
+static tk_cache *open_limited(const char *root, uint64_t max_size)
+{
     tk__cache_opts opts;
     memset(&opts, 0, sizeof(opts));
     opts.root = root;
     opts.lower = "";
-    opts.max_size = 6 * s + s / 2;
+    opts.max_size = max_size;
     tk_cache *cache;
     tk_assert_status(tk__cache_open(&opts, &cache), TK_OK);
+    return cache;
+}
+
+START_TEST(eviction_keeps_limit_and_recent_entries)
+{
+    char *root = tk_test_tmpdir("cache-evict");
+    char path[PATH_MAX];
+    const uint64_t s = probe_entry(root, "k00", path, sizeof(path));
+    const uint64_t max_size = 6 * s + s / 2;
+    tk_cache *cache = open_limited(root, max_size);
     char name[16];
     for (int i = 0; i < 6; i++) {
         snprintf(name, sizeof(name), "k%02d", i);
@@ -360,8 +374,8 @@ START_TEST(eviction_keeps_limit_and_recent_entries)
         put_named(cache, name, 2000);
         tk_cache_stats stats = TK_STRUCT_INIT(tk_cache_stats);
         tk_assert_status(tk_cache_get_stats(cache, &stats), TK_OK);
-        ck_assert_uint_le(stats.bytes, opts.max_size);
-        ck_assert_uint_eq(stats.max_bytes, opts.max_size);
+        ck_assert_uint_le(stats.bytes, max_size);
+        ck_assert_uint_eq(stats.max_bytes, max_size);
     }
     static const int kept[] = {0, 1, 6, 7, 8}, gone[] = {2, 3, 4, 5};
     for (size_t i = 0; i < 5; i++) {
@@ -1130,6 +1144,16 @@ START_TEST(disabled_cache_does_nothing)
 }
 END_TEST
 
+static void assert_holds(const char *path, const char *text)
+{
+    size_t len = 0;
+    char *bytes = tk_test_read_file(path, &len);
+    ck_assert_ptr_nonnull(bytes);
+    ck_assert_uint_eq(len, strlen(text));
+    ck_assert_int_eq(memcmp(bytes, text, len), 0);
+    free(bytes);
+}
+
 /* A removal decided from an earlier stat (an eviction scan, a bad read)
  * removes only the file it saw: an entry renamed onto the name since, as a
  * concurrent store does, stays with its bytes. */
@@ -1148,12 +1172,7 @@ START_TEST(unlink_same_keeps_a_replacement)
     tk__file_id was = tk__file_id_of(&read_before);
     ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
     ck_assert_int_eq(errno, ESTALE);
-    size_t len = 0;
-    char *bytes = tk_test_read_file(path, &len);
-    ck_assert_ptr_nonnull(bytes);
-    ck_assert_uint_eq(len, 5);
-    ck_assert_int_eq(memcmp(bytes, "fresh", 5), 0);
-    free(bytes);
+    assert_holds(path, "fresh");
     /* nothing left aside in the folder: only the entry */
     DIR *d = opendir(root);
     ck_assert_ptr_nonnull(d);
@@ -1210,12 +1229,7 @@ START_TEST(unlink_same_keeps_a_replacement_with_a_reused_inode)
     errno = 0;
     ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
     ck_assert_int_eq(errno, ESTALE);
-    size_t len = 0;
-    char *bytes = tk_test_read_file(path, &len);
-    ck_assert_ptr_nonnull(bytes);
-    ck_assert_uint_eq(len, 5);
-    ck_assert_int_eq(memcmp(bytes, "fresh", 5), 0);
-    free(bytes);
+    assert_holds(path, "fresh");
     /* what the scan would see now: removed */
     was = tk__file_id_of(&now);
     ck_assert_int_eq(tk__cache_unlink_same(path, &was), 0);
@@ -1243,14 +1257,8 @@ END_TEST
 START_TEST(moved_aside_file_is_not_counted_and_pruned_when_unheld)
 {
     char *root = tk_test_tmpdir("cache-gone");
-    tk_cache *probe = open_cache(root, NULL);
-    put_named(probe, "g00", 2000);
     char path[PATH_MAX];
-    entry_path_of(root, "g00", path, sizeof(path));
-    struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
-    const uint64_t s = (uint64_t)st.st_size;
-    tk_cache_close(probe);
+    const uint64_t s = probe_entry(root, "g00", path, sizeof(path));
 
     char gone[PATH_MAX + 64];
     snprintf(gone, sizeof(gone), "%s", path);
@@ -1261,13 +1269,7 @@ START_TEST(moved_aside_file_is_not_counted_and_pruned_when_unheld)
     ck_assert_int_eq(ftruncate(gfd, (off_t)(100 * s)), 0); /* far over the limit */
     ck_assert_int_eq(flock(gfd, LOCK_EX), 0);              /* its remover, alive */
 
-    tk__cache_opts opts;
-    memset(&opts, 0, sizeof(opts));
-    opts.root = root;
-    opts.lower = "";
-    opts.max_size = 4 * s + s / 2;
-    tk_cache *cache;
-    tk_assert_status(tk__cache_open(&opts, &cache), TK_OK);
+    tk_cache *cache = open_limited(root, 4 * s + s / 2);
     char name[16];
     for (int i = 1; i < 4; i++) {
         snprintf(name, sizeof(name), "g%02d", i);

@@ -70,8 +70,9 @@
 #define TK__TEMP_PREFIX ".tmp."
 /* A file a removal moved aside to check it (tk__cache_unlink_same): being
  * removed, or an entry about to go back under its name. Not counted toward
- * the size limit, and removed by another process only when its rename is
- * older than TK__STALE_TEMP_SECONDS (its remover was killed). */
+ * the size limit; removed by another process only when its rename is older
+ * than TK__STALE_TEMP_SECONDS, or by a prune when no remover holds its lock
+ * (its remover was killed). */
 #define TK__GONE_PREFIX TK__TEMP_PREFIX "gone."
 #define TK__LOCK_DIR "locks"
 #define TK__SRC_DIR "src"
@@ -261,7 +262,7 @@ tk__file_id tk__file_id_of(const struct stat *st);
 /* tk__cache_unlink of path only while it is the file seen: a fresh entry
  * renamed onto the name meanwhile stays, even one that got the inode number
  * of the file seen. 0 when removed; -1 with errno (ESTALE: the name held
- * another file, left in place). */
+ * another file, left in place; EBUSY: another removal holds it). */
 int tk__cache_unlink_same(const char *path, const tk__file_id *seen);
 /* Removes whatever is at path, never following a link: a file, a link, a
  * FIFO, or a folder with what it holds (at any depth). For a

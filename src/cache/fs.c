@@ -158,7 +158,8 @@ int tk__cache_unlink_same(const char *path, const tk__file_id *seen)
         r = unlinkat(dfd, aside, 0);
         saved = errno;
     } else {
-        /* not the file seen: back where it was, or gone if a newer one is */
+        /* not the file seen: back where it was, or gone if a newer one is
+         * (unlocked while aside: a prune in this instant costs a miss) */
         if (linkat(dfd, aside, dfd, leaf, 0) != 0 && errno != EEXIST)
             renameat(dfd, aside, dfd, leaf); /* no hard links here: replace */
         unlinkat(dfd, aside, 0);

@@ -1154,15 +1154,23 @@ static void assert_holds(const char *path, const char *text)
     free(bytes);
 }
 
+/* A new folder (returned) with the paths of an entry and of a fresh file
+ * beside it (both PATH_MAX long), neither made yet. */
+static char *entry_and_fresh(const char *tag, char *path, char *fresh)
+{
+    char *root = tk_test_tmpdir(tag);
+    snprintf(path, PATH_MAX, "%s/e.tkc", root);
+    snprintf(fresh, PATH_MAX, "%s/fresh", root);
+    return root;
+}
+
 /* A removal decided from an earlier stat (an eviction scan, a bad read)
  * removes only the file it saw: an entry renamed onto the name since, as a
  * concurrent store does, stays with its bytes. */
 START_TEST(unlink_same_keeps_a_replacement)
 {
-    char *root = tk_test_tmpdir("unlink-same");
     char path[PATH_MAX], fresh[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/e.tkc", root);
-    snprintf(fresh, sizeof(fresh), "%s/fresh", root);
+    char *root = entry_and_fresh("unlink-same", path, fresh);
     ck_assert_int_eq(tk_test_write_file(path, "old", 3), 0);
     struct stat read_before, now;
     ck_assert_int_eq(lstat(path, &read_before), 0);
@@ -1202,10 +1210,8 @@ END_TEST
  * modification time differs from what the scan saw. */
 START_TEST(unlink_same_keeps_a_replacement_with_a_reused_inode)
 {
-    char *root = tk_test_tmpdir("unlink-same-reuse");
     char path[PATH_MAX], fresh[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/e.tkc", root);
-    snprintf(fresh, sizeof(fresh), "%s/fresh", root);
+    char *root = entry_and_fresh("unlink-same-reuse", path, fresh);
     ck_assert_int_eq(tk_test_write_file(path, "old!!", 5), 0);
     struct stat old, now;
     ck_assert_int_eq(lstat(path, &old), 0);

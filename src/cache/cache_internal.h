@@ -62,6 +62,7 @@
 #include <sys/types.h>
 
 #include "cache/cache.h"
+#include "common/file_id.h"
 
 #define TK__ENTRY_MAGIC "TKJITENT"
 #define TK__BUNDLE_MAGIC "TKJITBDL"
@@ -247,18 +248,6 @@ const char *tk__cache_stat_unsafe(const struct stat *st, int allow_root_owner);
 const char *tk__cache_dir_unsafe(const char *path, int allow_root_owner);
 int tk__cache_open_dir(const char *path);
 int tk__cache_unlink(const char *path);
-/* A file as a stat saw it. Device and inode alone do not name one file
- * over time: a file system hands a freed inode number to the next file made
- * (ext4 does at once), so a store that follows a removal can get the
- * number of the file it replaced. Size and modification time tell them
- * apart. */
-typedef struct tk__file_id {
-    dev_t dev;
-    ino_t ino;
-    uint64_t size;
-    int64_t mtime_ns;
-} tk__file_id;
-tk__file_id tk__file_id_of(const struct stat *st);
 /* tk__cache_unlink of path only while it is the file seen: a fresh entry
  * renamed onto the name meanwhile stays, even one that got the inode number
  * of the file seen. 0 when removed; -1 with errno (ESTALE: the name held

@@ -91,21 +91,10 @@ int tk__cache_unlink(const char *path)
     return r;
 }
 
-tk__file_id tk__file_id_of(const struct stat *st)
-{
-    tk__file_id id;
-    id.dev = st->st_dev;
-    id.ino = st->st_ino;
-    id.size = (uint64_t)st->st_size;
-    id.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-    return id;
-}
-
 static int same_file(const struct stat *st, const tk__file_id *id)
 {
-    tk__file_id now = tk__file_id_of(st);
-    return now.dev == id->dev && now.ino == id->ino && now.size == id->size &&
-           now.mtime_ns == id->mtime_ns;
+    const tk__file_id now = tk__file_id_of(st);
+    return tk__file_id_eq(&now, id);
 }
 
 /* Unlinks path only while it is the file seen, through its parent folder

@@ -25,6 +25,7 @@
 
 #include "cli.h"
 #include "common/env_vars.h"
+#include "common/file_id.h"
 #include "manifest.h"
 
 /* Offline targets used when neither --arch, the manifest nor a device says. */
@@ -1140,10 +1141,7 @@ static int execute(run_state *s, int n_workers, double t_start, const char *root
  * had, so size and time are compared too). */
 typedef struct entry_id {
     char hex[33];
-    dev_t dev;
-    ino_t ino;
-    uint64_t size;
-    int64_t mtime_ns;
+    tk__file_id file;
 } entry_id;
 
 typedef struct entry_ids {
@@ -1175,10 +1173,7 @@ static int collect_id(void *user, const tk_cache_entry_info *info)
     }
     entry_id *e = &ids->v[ids->n++];
     memcpy(e->hex, info->key_hex, 33);
-    e->dev = st.st_dev;
-    e->ino = st.st_ino;
-    e->size = (uint64_t)st.st_size;
-    e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    e->file = tk__file_id_of(&st);
     return 0;
 }
 
@@ -1201,8 +1196,7 @@ static uint64_t entries_stored(const entry_ids *before, const entry_ids *now)
         const entry_id *e = &now->v[i];
         const entry_id *old =
             before->n ? bsearch(e, before->v, before->n, sizeof *e, entry_id_cmp) : NULL;
-        if (!old || old->dev != e->dev || old->ino != e->ino || old->size != e->size ||
-            old->mtime_ns != e->mtime_ns)
+        if (!old || !tk__file_id_eq(&old->file, &e->file))
             n++;
     }
     return n;

@@ -1164,6 +1164,20 @@ static char *entry_and_fresh(const char *tag, char *path, char *fresh)
     return root;
 }
 
+/* path holds `old` and is seen (*seen_st); then a store renames a fresh entry
+ * holding "fresh" onto it, after a removal of the old file where
+ * unlink_first (the fresh file may then get its inode number). */
+static void seen_then_replaced(const char *path, const char *fresh, const char *old,
+                               int unlink_first, struct stat *seen_st)
+{
+    ck_assert_int_eq(tk_test_write_file(path, old, strlen(old)), 0);
+    ck_assert_int_eq(lstat(path, seen_st), 0);
+    if (unlink_first)
+        ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(tk_test_write_file(fresh, "fresh", 5), 0);
+    ck_assert_int_eq(rename(fresh, path), 0);
+}
+
 /* A removal decided from an earlier stat (an eviction scan, a bad read)
  * removes only the file it saw: an entry renamed onto the name since, as a
  * concurrent store does, stays with its bytes. */
@@ -1171,11 +1185,8 @@ START_TEST(unlink_same_keeps_a_replacement)
 {
     char path[PATH_MAX], fresh[PATH_MAX];
     char *root = entry_and_fresh("unlink-same", path, fresh);
-    ck_assert_int_eq(tk_test_write_file(path, "old", 3), 0);
     struct stat read_before, now;
-    ck_assert_int_eq(lstat(path, &read_before), 0);
-    ck_assert_int_eq(tk_test_write_file(fresh, "fresh", 5), 0);
-    ck_assert_int_eq(rename(fresh, path), 0);
+    seen_then_replaced(path, fresh, "old", 0, &read_before);
     errno = 0;
     tk__file_id was = tk__file_id_of(&read_before);
     ck_assert_int_eq(tk__cache_unlink_same(path, &was), -1);
@@ -1212,12 +1223,8 @@ START_TEST(unlink_same_keeps_a_replacement_with_a_reused_inode)
 {
     char path[PATH_MAX], fresh[PATH_MAX];
     char *root = entry_and_fresh("unlink-same-reuse", path, fresh);
-    ck_assert_int_eq(tk_test_write_file(path, "old!!", 5), 0);
     struct stat old, now;
-    ck_assert_int_eq(lstat(path, &old), 0);
-    ck_assert_int_eq(unlink(path), 0);
-    ck_assert_int_eq(tk_test_write_file(fresh, "fresh", 5), 0);
-    ck_assert_int_eq(rename(fresh, path), 0);
+    seen_then_replaced(path, fresh, "old!!", 1, &old);
     /* a time apart from the old file's, whatever the clock's grain */
     struct timespec t[2] = {old.st_atim, old.st_mtim};
     t[1].tv_sec += 1;

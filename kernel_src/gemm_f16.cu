@@ -35,7 +35,7 @@
 //   TK_SWAP (optional, TMA kernel)         the host swapped the operands to
 //                                          compute C^T = B^T A^T (the token
 //                                          count on the kernel's N, where the
-//                                          tile width is free in steps of 16):
+//                                          tile width is free in steps of 8):
 //                                          kernel element (m, n) is stored at
 //                                          C[n*ldc + m]
 //   TK_BM (TMA kernel)                     64, 128 or 256 rows (256: two

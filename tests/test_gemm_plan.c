@@ -7,10 +7,11 @@
  *   tk__gemm_plan_apply on the same call, and applying it gives back the
  *   same configuration and the same tile, ring and grid: a tuning record
  *   naming it would run the kernel the heuristics run.
- * - TMA plans: widths in steps of 16 (of 64 where B comes N-major), 64,
- *   128 or 256 rows, 256-row tiles at most SWAP_BN_MAX wide, at least two
- *   ring stages that fit shared memory beside the epilogue's staging, and
- *   a launch within 227 KiB.
+ * - TMA plans: widths in steps of 16 (of 64 where B comes N-major; of 8
+ *   on 128- and 256-row tiles stored from the ring, B K-major), 64, 128 or
+ *   256 rows, 256-row tiles at most SWAP_BN_MAX wide, at least two ring
+ *   stages that fit shared memory beside the epilogue's staging, and a
+ *   launch within 227 KiB.
  * - Swapped plans: only where the tokens are on the kernel's M with A
  *   K-major before the swap, or grad_b (tokens on the reduction).
  * - Split plans: no persistent grid, no TMA-store epilogue; swapped only
@@ -62,7 +63,7 @@ static const char *op_name(tk_op op)
     return op == TK_OP_GEMM_F16_FWD ? "fwd" : op == TK_OP_GEMM_F16_GRAD_A ? "grad_a" : "grad_b";
 }
 
-static unsigned g_checked, g_tma, g_swapped, g_split, g_split_swapped, g_pairs;
+static unsigned g_checked, g_tma, g_swapped, g_split, g_split_swapped, g_pairs, g_half;
 
 static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
 {
@@ -90,8 +91,16 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
     if (p.tma && !p.skinny && !p.smallk) {
         ck_assert_int_eq(q.wg_stages, p.wg_stages);
         g_tma++;
-        ck_assert_msg(p.wg_bn % 16 == 0 && p.wg_bn >= 16 && p.wg_bn <= 256, "%s: width %d",
-                      text, p.wg_bn);
+        ck_assert_msg(p.wg_bn % 8 == 0 && p.wg_bn >= 16 && p.wg_bn <= 256, "%s: width %d", text,
+                      p.wg_bn);
+        if (p.wg_bn % 16 != 0) {
+            /* 16 g + 8 (config.c cfg_bn_ok): stored from registers or the
+             * ring, B whole in each block */
+            g_half++;
+            ck_assert_msg(p.wg_bm != 64 && !p.epi_tma && p.persist != 3 && p.cluster != 4 &&
+                              !p.cluster_rows && p.b_kmajor,
+                          "width %d: '%s'", p.wg_bn, text);
+        }
         ck_assert_msg(p.b_kmajor || p.wg_bn % 64 == 0, "%s: N-major B, width %d", text,
                       p.wg_bn);
         ck_assert(p.wg_bm == 64 || p.wg_bm == 128 || p.wg_bm == 256);
@@ -155,7 +164,7 @@ START_TEST(test_model_shapes)
     static const int64_t fam[][2] = {{2816, 1024}, {1024, 2816}, {3072, 1024}, {1024, 3072},
                                      {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
-    g_checked = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = 0;
+    g_checked = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = g_half = 0;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
         for (size_t o = 0; o < 3; o++)
             for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
@@ -166,6 +175,7 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_split, 100);
     ck_assert_uint_gt(g_split_swapped, 10);
     ck_assert_uint_gt(g_pairs, 10);
+    ck_assert_uint_gt(g_half, 10);
     /* 112 tiles of 128 x 64 make one round over 5/6 of the 132
      * multiprocessors or more: no 64-row tiles there (plan.c
      * ks_fill_keeps), at 96 tiles (650 tokens) they stay */
@@ -212,6 +222,28 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 2385, 512, 4096, &p);
         ck_assert_int_eq(p.cluster, 0);
     }
+    /* one round of narrow swapped tiles in widths of 16 g + 8 (plan.c
+     * TK_GEMM_SWAP_HALF): fwd 1149 x 1024 x 3072 on 8 x 16 tiles of 128 x
+     * 72 (80 wide: 8 x 15 over 1200 columns), 1386 x 1024 x 2816 on 8 x 16
+     * of 128 x 88; not with K = 4096 (the pairs' and fours' 16-wide steps),
+     * not past a round (fwd 85 x 50304 x 1024: 393 tiles) */
+    {
+        static const struct {
+            int64_t M, K;
+            int bn;
+        } half[] = {{1149, 3072, 72}, {1386, 2816, 88}, {1149, 4096, 80}};
+        for (size_t i = 0; i < sizeof half / sizeof half[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(TK_OP_GEMM_F16_FWD, half[i].M, 1024, half[i].K, &p);
+            ck_assert_msg(p.tma && p.swap && p.wg_bm == 128 && p.wg_bn == half[i].bn &&
+                              p.splits == 1 && !p.epi_tma,
+                          "fwd %" PRId64 "x1024x%" PRId64 ": %d x %d split %d epi %d", half[i].M,
+                          half[i].K, p.wg_bm, p.wg_bn, p.splits, p.epi_tma);
+        }
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 85, 50304, 1024, &p);
+        ck_assert_msg(p.tma && p.wg_bn % 16 == 0, "fwd 85x50304x1024: %d x %d", p.wg_bm, p.wg_bn);
+    }
     /* one round of swapped 256 x 176 tiles (fwd 1339 x 4096 x 1024: 16 x 8)
      * goes to 128 x 176 on the persistent TMA-store grid (plan.c
      * swap_one_round); not 144 wide (1497 x 3072 x 1024), not with the op's
@@ -251,11 +283,11 @@ START_TEST(test_model_shapes)
     }
     /* from 1024 tokens the narrow swapped tiles of a long reduction win over
      * 64-row tiles up to SWAP_NARROW_GAIN (grad_a 1038 x 3072 x 1024: 128 x
-     * 80 swapped, not 64 x 160); under 1024 tokens not (444 x 3072 x 2816) */
+     * 72 swapped, not 64 x 160); under 1024 tokens not (444 x 3072 x 2816) */
     {
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 1038, 3072, 1024, &p);
-        ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn == 80, "grad_a 1038x3072x1024: %d x %d",
+        ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn <= 96, "grad_a 1038x3072x1024: %d x %d",
                       p.wg_bm, p.wg_bn);
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 444, 3072, 2816, &p);
         ck_assert_msg(!p.swap && p.wg_bm == 64, "grad_a 444x3072x2816: %d x %d swap %d", p.wg_bm,
@@ -284,8 +316,8 @@ START_TEST(test_random_shapes)
 }
 END_TEST
 
-/* Cluster configurations applied to heuristic plans: what they accept,
- * their text, and a grid of whole clusters (pairs of column tiles; with
+/* Cluster configurations and tile widths of 16 g + 8 applied to heuristic
+ * plans: what they accept, their text, and a grid of whole clusters (pairs of column tiles; with
  * cl=4 pairs of row tiles too; with clm=2 pairs of row tiles), also on a
  * persistent grid. */
 START_TEST(test_cluster_configs)
@@ -357,6 +389,35 @@ START_TEST(test_cluster_configs)
          {.tma = 1, .bn = 80, .bm = 64, .cluster = 2, .cluster_rows = 1, .splits = 2}, 0, NULL, 0},
         {TK_OP_GEMM_F16_GRAD_A, 1100, 2816, 1024,
          {.tma = 1, .bn = 80, .bm = 128, .cluster = 4, .cluster_rows = 1, .splits = 1}, 0, NULL, 0},
+        /* widths of 16 g + 8 (config.c cfg_bn_ok): swapped 128 x 72, 8 x 16
+         * tiles (C^T is 1024 x 1149), alone and in pairs; grad_a's K-major B
+         * unswapped (9 x 15 of 128 x 72); refused with the TMA-store
+         * epilogue, 64 rows, ping-pong, clusters sharing B, the forward's
+         * N-major B, a width off the steps of 8 */
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .splits = 1}, 1,
+         "tma bn=72 persist=0 epi=0 split=1 swap=1", 128},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .cluster = 2, .splits = 1}, 1,
+         "tma bn=72 persist=0 epi=0 split=1 swap=1 cl=2", 128},
+        {TK_OP_GEMM_F16_GRAD_A, 1100, 2816, 1024,
+         {.tma = 1, .bn = 72, .bm = 128, .splits = 1}, 1, "tma bn=72 persist=0 epi=0 split=1",
+         135},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .epi = 1, .splits = 1}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 72, .bm = 64, .swap = 1, .splits = 1}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .persist = 3, .splits = 1}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .cluster = 4, .splits = 1}, 0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .cluster = 2, .cluster_rows = 1, .splits = 1},
+         0, NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072, {.tma = 1, .bn = 72, .bm = 128, .splits = 1}, 0,
+         NULL, 0},
+        {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
+         {.tma = 1, .bn = 76, .bm = 128, .swap = 1, .splits = 1}, 0, NULL, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gemm_plan p;
@@ -374,7 +435,7 @@ START_TEST(test_cluster_configs)
         unsigned threads, smem;
         tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
         ck_assert_msg(blocks == cases[i].blocks, "case %zu: %" PRId64 " blocks", i, blocks);
-        ck_assert_int_eq(blocks % c.cluster, 0);
+        ck_assert_int_eq(blocks % (c.cluster > 1 ? c.cluster : 1), 0);
         /* a persistent grid on a chip whose SM count is not a multiple of
          * the cluster: whole clusters, one block per SM at most */
         if (p.persist == 1 && blocks == p.sms) {

@@ -366,7 +366,10 @@ END_TEST
  * tiles, swapped or not, odd row-tile counts), clusters of each kind on a
  * persistent grid (several tiles per block), and
  * ping-pong tiles (persist=3: the consumer warpgroups on alternate tiles,
- * unswapped and swapped, K-major widths that are not whole 64-column boxes). */
+ * unswapped and swapped, K-major widths that are not whole 64-column boxes),
+ * and K-major widths of 16 g + 8 (24 to 248: swapped, unswapped, 256-row,
+ * split, persistent, stream-K, in pairs; fwd's N-major B unswapped keeps
+ * the heuristics' plan). */
 START_TEST(test_every_configuration)
 {
     static const char *const configs[] = {
@@ -449,6 +452,15 @@ START_TEST(test_every_configuration)
         "tma bn=128 persist=1 epi=0 split=1 clm=2",
         "tma bn=192 persist=1 epi=1 split=1 swap=1 clm=2",
         "tma bn=128 persist=1 epi=0 split=1 cl=4",
+        "tma bn=72 persist=0 epi=0 split=1 swap=1",
+        "tma bn=40 persist=0 epi=0 split=1 swap=1",
+        "tma bn=88 persist=1 epi=0 split=1 swap=1",
+        "tma bn=24 persist=0 epi=0 split=2 swap=1",
+        "tma bn=136 persist=0 epi=0 split=1 bm=256 swap=1",
+        "tma bn=248 persist=0 epi=0 split=1",
+        "tma bn=120 persist=2 epi=0 split=1",
+        "tma bn=56 persist=0 epi=0 split=3",
+        "tma bn=72 persist=0 epi=0 split=1 swap=1 cl=2",
         "tma bn=128 persist=3 epi=0 split=1",
         "tma bn=64 persist=3 epi=0 split=1",
         "tma bn=80 persist=3 epi=0 split=1",

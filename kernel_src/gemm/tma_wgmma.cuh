@@ -958,7 +958,7 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
 // Dynamic shared memory: STAGES * (BM + BN) * 64 * 2 + 2048 bytes (1 KiB of
 // alignment slack, then the barriers), + 32 KiB of staging with TK_EPI_TMA.
 // 384 threads. BN a multiple of 64 when B is N-major (its boxes are 64
-// columns wide), of 16 when K-major.
+// columns wide), of 8 when K-major (16 for the forms named below).
 template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *mB,
                                               const tk_tmap *mC, void *C, tk_i64 M, tk_i64 N,
@@ -967,7 +967,14 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
 {
     constexpr int BK = 64;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-    static_assert(BKM ? BN % 16 == 0 : BN % 64 == 0, "TMA tile width");
+    static_assert(BKM ? BN % 8 == 0 : BN % 64 == 0, "TMA tile width");
+    // Widths of 16 g + 8 (mma_h): 128- or 256-row tiles stored from
+    // registers or the ring, B whole in each block (the TMA-store epilogues
+    // store boxes of 16 columns or rows, 64-row tiles and ping-pong split or
+    // hold the columns in 16s, a cluster sharing B halves it).
+    static_assert(BN % 16 == 0 || (BM != 64 && !TK_EPI_TMA && !TK_PINGPONG && TK_CLUSTER != 4 &&
+                                   !TK_CLUSTER_ROWS),
+                  "TMA tile width of 16 g + 8: 128- or 256-row tiles, register epilogue, B whole");
     static_assert((TK_CLUSTER != 4 && !TK_CLUSTER_ROWS) || BKM || BN % 128 == 0,
                   "B shared: N-major B in an even number of 64-column boxes");
     static_assert(!TK_CLUSTER_ROWS || TK_CLUSTER == 2, "row pairs: clusters of two");

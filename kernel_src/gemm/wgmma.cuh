@@ -66,10 +66,12 @@ template <int R> __device__ __forceinline__ void fence_regs(float *d)
 }
 
 // wgmma.mma_async m64nNk16 (fp32 += fp16 x fp16, both operands from shared
-// memory), N any multiple of 16 up to 256: N/2 accumulators per thread, as
-// N/16 groups of 8 registers (TK_WG_Lg: the operand numbers of the first g
-// groups, TK_WG_Cg: their constraints), then the two descriptors and the
-// operands' transposition flags.
+// memory), N any multiple of 8 from 16 to 256: N/2 accumulators per thread,
+// as N/16 groups of 8 registers (TK_WG_Lg: the operand numbers of the first
+// g groups, TK_WG_Cg: their constraints) and for N % 16 == 8 a half group of
+// 4 (TK_WG_HLg, TK_WG_HCg), then the two descriptors and the operands'
+// transposition flags. Accumulator 4 j + e belongs to columns 8 j .. 8 j + 7
+// whatever N is, so the epilogues walk N / 8 column blocks.
 #define TK_WG_G0 "%0,%1,%2,%3,%4,%5,%6,%7"
 #define TK_WG_G1 "%8,%9,%10,%11,%12,%13,%14,%15"
 #define TK_WG_G2 "%16,%17,%18,%19,%20,%21,%22,%23"
@@ -121,6 +123,39 @@ template <int R> __device__ __forceinline__ void fence_regs(float *d)
 #define TK_WG_C15 TK_WG_C14, TK_WG_F8(112)
 #define TK_WG_L16 TK_WG_L15 "," TK_WG_G15
 #define TK_WG_C16 TK_WG_C15, TK_WG_F8(120)
+// A half group (8 columns, 4 registers) after the first g whole ones, for
+// widths of 16 g + 8 (TK_WG_HLg / TK_WG_HCg).
+#define TK_WG_F4(b) "+f"(d[(b) + 0]), "+f"(d[(b) + 1]), "+f"(d[(b) + 2]), "+f"(d[(b) + 3])
+#define TK_WG_HL1 TK_WG_L1 ",%8,%9,%10,%11"
+#define TK_WG_HC1 TK_WG_C1, TK_WG_F4(8)
+#define TK_WG_HL2 TK_WG_L2 ",%16,%17,%18,%19"
+#define TK_WG_HC2 TK_WG_C2, TK_WG_F4(16)
+#define TK_WG_HL3 TK_WG_L3 ",%24,%25,%26,%27"
+#define TK_WG_HC3 TK_WG_C3, TK_WG_F4(24)
+#define TK_WG_HL4 TK_WG_L4 ",%32,%33,%34,%35"
+#define TK_WG_HC4 TK_WG_C4, TK_WG_F4(32)
+#define TK_WG_HL5 TK_WG_L5 ",%40,%41,%42,%43"
+#define TK_WG_HC5 TK_WG_C5, TK_WG_F4(40)
+#define TK_WG_HL6 TK_WG_L6 ",%48,%49,%50,%51"
+#define TK_WG_HC6 TK_WG_C6, TK_WG_F4(48)
+#define TK_WG_HL7 TK_WG_L7 ",%56,%57,%58,%59"
+#define TK_WG_HC7 TK_WG_C7, TK_WG_F4(56)
+#define TK_WG_HL8 TK_WG_L8 ",%64,%65,%66,%67"
+#define TK_WG_HC8 TK_WG_C8, TK_WG_F4(64)
+#define TK_WG_HL9 TK_WG_L9 ",%72,%73,%74,%75"
+#define TK_WG_HC9 TK_WG_C9, TK_WG_F4(72)
+#define TK_WG_HL10 TK_WG_L10 ",%80,%81,%82,%83"
+#define TK_WG_HC10 TK_WG_C10, TK_WG_F4(80)
+#define TK_WG_HL11 TK_WG_L11 ",%88,%89,%90,%91"
+#define TK_WG_HC11 TK_WG_C11, TK_WG_F4(88)
+#define TK_WG_HL12 TK_WG_L12 ",%96,%97,%98,%99"
+#define TK_WG_HC12 TK_WG_C12, TK_WG_F4(96)
+#define TK_WG_HL13 TK_WG_L13 ",%104,%105,%106,%107"
+#define TK_WG_HC13 TK_WG_C13, TK_WG_F4(104)
+#define TK_WG_HL14 TK_WG_L14 ",%112,%113,%114,%115"
+#define TK_WG_HC14 TK_WG_C14, TK_WG_F4(112)
+#define TK_WG_HL15 TK_WG_L15 ",%120,%121,%122,%123"
+#define TK_WG_HC15 TK_WG_C15, TK_WG_F4(120)
 #define TK_WG_MMA(n, regs, da_op, db_op, ta_op, tb_op, ...)                                        \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
                  "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.f16.f16 {" regs "}, %" #da_op    \
@@ -128,11 +163,52 @@ template <int R> __device__ __forceinline__ void fence_regs(float *d)
                  : __VA_ARGS__                                                                     \
                  : "l"(da), "l"(db), "n"(TA), "n"(TB))
 
+// Widths of 16 g + 8 (24 to 248): the TMA kernel's 128- and 256-row tiles
+// with K-major B and the register epilogue, whose tokens fit such widths
+// (TK_BN; the host's gemm config rules).
+template <int BN, int TA, int TB>
+__device__ __forceinline__ void mma_h(float *d, unsigned long long da, unsigned long long db)
+{
+    static_assert(BN % 16 == 8 && BN >= 24 && BN <= 248, "wgmma tile width of 16 g + 8");
+    if constexpr (BN == 248)
+        TK_WG_MMA(248, TK_WG_HL15, 124, 125, 126, 127, TK_WG_HC15);
+    else if constexpr (BN == 232)
+        TK_WG_MMA(232, TK_WG_HL14, 116, 117, 118, 119, TK_WG_HC14);
+    else if constexpr (BN == 216)
+        TK_WG_MMA(216, TK_WG_HL13, 108, 109, 110, 111, TK_WG_HC13);
+    else if constexpr (BN == 200)
+        TK_WG_MMA(200, TK_WG_HL12, 100, 101, 102, 103, TK_WG_HC12);
+    else if constexpr (BN == 184)
+        TK_WG_MMA(184, TK_WG_HL11, 92, 93, 94, 95, TK_WG_HC11);
+    else if constexpr (BN == 168)
+        TK_WG_MMA(168, TK_WG_HL10, 84, 85, 86, 87, TK_WG_HC10);
+    else if constexpr (BN == 152)
+        TK_WG_MMA(152, TK_WG_HL9, 76, 77, 78, 79, TK_WG_HC9);
+    else if constexpr (BN == 136)
+        TK_WG_MMA(136, TK_WG_HL8, 68, 69, 70, 71, TK_WG_HC8);
+    else if constexpr (BN == 120)
+        TK_WG_MMA(120, TK_WG_HL7, 60, 61, 62, 63, TK_WG_HC7);
+    else if constexpr (BN == 104)
+        TK_WG_MMA(104, TK_WG_HL6, 52, 53, 54, 55, TK_WG_HC6);
+    else if constexpr (BN == 88)
+        TK_WG_MMA(88, TK_WG_HL5, 44, 45, 46, 47, TK_WG_HC5);
+    else if constexpr (BN == 72)
+        TK_WG_MMA(72, TK_WG_HL4, 36, 37, 38, 39, TK_WG_HC4);
+    else if constexpr (BN == 56)
+        TK_WG_MMA(56, TK_WG_HL3, 28, 29, 30, 31, TK_WG_HC3);
+    else if constexpr (BN == 40)
+        TK_WG_MMA(40, TK_WG_HL2, 20, 21, 22, 23, TK_WG_HC2);
+    else if constexpr (BN == 24)
+        TK_WG_MMA(24, TK_WG_HL1, 12, 13, 14, 15, TK_WG_HC1);
+}
+
 template <int BN, int TA, int TB>
 __device__ __forceinline__ void mma(float *d, unsigned long long da, unsigned long long db)
 {
-    static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "wgmma tile width");
-    if constexpr (BN == 256)
+    static_assert(BN % 8 == 0 && BN >= 16 && BN <= 256, "wgmma tile width");
+    if constexpr (BN % 16 == 8)
+        mma_h<BN, TA, TB>(d, da, db);
+    else if constexpr (BN == 256)
         TK_WG_MMA(256, TK_WG_L16, 128, 129, 130, 131, TK_WG_C16);
     else if constexpr (BN == 240)
         TK_WG_MMA(240, TK_WG_L15, 120, 121, 122, 123, TK_WG_C15);

@@ -69,6 +69,22 @@ void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
 
+/* A TMA configuration's tile width: a multiple of 16 from 16 to 256, or of
+ * 8 (16 g + 8, 24 to 248) for the forms whose kernel walks the columns in
+ * 8s (tma_wgmma.cuh, gemm_body_tma): 128- or 256-row tiles stored from
+ * registers or the ring, no ping-pong, no cluster sharing B. Such widths let
+ * a token count on a swapped tile's width fill one round with less empty
+ * room (fwd 1149 x 1024 x 3072: 16 tiles of 72 in 128 blocks where 80-wide
+ * tiles take 120 blocks over 1200 columns). The tile's B must be K-major
+ * (N-major B comes in boxes of 64 columns; tk__gemm_plan_apply). */
+static int cfg_bn_ok(const gemm_cfg *c)
+{
+    if (c->bn % 8 != 0 || c->bn < 16 || c->bn > 256)
+        return 0;
+    return c->bn % 16 == 0 ||
+           (c->bm != 64 && !c->epi && c->persist != 3 && c->cluster != 4 && !c->cluster_rows);
+}
+
 /* 1 when text is a well-formed configuration (whether it fits a call is
  * tk__gemm_plan_apply's question). Options may follow a TMA configuration, each at
  * most once: bm=64|128|256, swap=0|1, cl=1|2|4 or clm=2 (pairs of row
@@ -104,8 +120,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                 return 0;
             seen |= (unsigned)bit;
         }
-        return c->bn % 16 == 0 && c->bn >= 16 && c->bn <= 256 &&
-               (c->bm == 64 || c->bm == 128 || c->bm == 256) &&
+        return cfg_bn_ok(c) && (c->bm == 64 || c->bm == 128 || c->bm == 256) &&
                (c->bm != 256 || c->bn <= SWAP_BN_MAX) && (c->swap == 0 || c->swap == 1) &&
                c->persist >= 0 && c->persist <= 3 &&
                (c->cluster == 0 || c->cluster == 2 || c->cluster == 4) &&
@@ -156,8 +171,8 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
     }
     if (c->tma) {
         if (!TK_GEMM_TMA || !p->sm90 || !p->aligned || p->M >= INT32_MAX || p->N >= INT32_MAX ||
-            p->K >= INT32_MAX || c->bn % 16 != 0 || c->bn < 16 || c->bn > 256 ||
-            (c->bm != 64 && c->bm != 128 && c->bm != 256) || (c->bm == 256 && c->bn > SWAP_BN_MAX))
+            p->K >= INT32_MAX || !cfg_bn_ok(c) || (c->bm != 64 && c->bm != 128 && c->bm != 256) ||
+            (c->bm == 256 && c->bn > SWAP_BN_MAX))
             return 0;
         /* 64-row tiles (the consumer warpgroups take alternate K steps):
          * a block per tile, stored from the ring or registers; clusters

@@ -348,6 +348,8 @@ static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_
 #define KS_SWAP_EFF 0.85
 static double swap_eff(int bm, int bn)
 {
+    if (bn % 16 != 0) /* 16 g + 8 (swap_pick_bn's `half`): between its neighbours */
+        return (swap_eff(bm, bn - 8) + swap_eff(bm, bn + 8)) / 2;
     if (bm == 128)
         return bn >= 128   ? 0.85
                : bn >= 112 ? 0.78
@@ -521,8 +523,37 @@ static int swap_long_k(int64_t K, int bn, int epi)
 #ifndef TK_GEMM_SWAP_NARROW_LONG_K
 #define TK_GEMM_SWAP_NARROW_LONG_K 1
 #endif
+/* The narrow 128-row swapped tiles also in widths of 16 g + 8 (40 to 88;
+ * the kernel's mma_h, stored from the ring: tma_wgmma.cuh), weighed
+ * between their neighbours, on reductions under PAIRS_K_MIN (from there the
+ * 16-wide steps' pairs and fours of plan_cluster ran faster than single
+ * blocks 8 columns narrower would by the measure below).
+ * TK_GEMM_SWAP_HALF 0: steps of 16 only. A narrower tile that still makes
+ * one round costs its block less: on an H100 (cfgrun, tuning records naming
+ * each width, 2026-11-27) fwd 1020 x 1024 x 3072 took 15.43 us on 128 tiles
+ * of 128 x 64 swapped against 16.64 on 104 of 128 x 80 (0.93, the ratio of
+ * the rows each block loads per K step: 192 / 208), 760 x 1024 x 3072
+ * 13.51 on 128 x 48 against 14.30 on 128 x 64; so fwd 1149 x 1024 x 3072
+ * runs on 16 tiles of 72 (128 blocks) where 80 wide made 15 (1200 columns
+ * for 1149). Only where those tiles make one round: past it, a block's
+ * bytes per K step no longer set the time alone, and the unswapped
+ * persistent grids they displaced ran faster (fwd 87 x 50304 x 512: 393
+ * tiles of 128 x 88, 27.5 -> 29.7 us against 128 x 128 persistent).
+ * H100, bench/sweep of bench/half-check.tkm (47 shapes the rule changed
+ * before the one-round bound), both ways in one call, two runs: 0.971 /
+ * 0.973 -> 1.003 / 1.015 of cuBLAS, 11 / 10 -> 4 / 3 shapes under 0.90,
+ * time 0.966x (fwd 1149 x 1024 x 3072 16.78 -> 16.22 us, 1290 x 1024 x
+ * 3072 18.30 -> 17.32, grad_a 2239 x 1024 x 512 8.31 -> 7.01); slower:
+ * the 5 of more than a round (+0.7-9.1%), grad_a 566 x 3072 x 2048
+ * (+7.4%, 64 x 160 tiles before), grad_a 1359 / 1400 x 3072 x 1024
+ * (+0.6 / 0.8%). */
+#ifndef TK_GEMM_SWAP_HALF
+#define TK_GEMM_SWAP_HALF 1
+#endif
+#define SWAP_HALF_K_MAX 4096 /* PAIRS_K_MIN */
 /* Kernel M x N of the swapped plan (M: the op's N, N: its tokens), K: the
- * tile (256, 128 or 64 rows, width in steps of 16) of least rounds x area /
+ * tile (256, 128 or 64 rows, width in steps of 16, of 8 for the narrow
+ * 128-row ones where TK_GEMM_SWAP_HALF allows) of least rounds x area /
  * throughput, and that cost; `wide`: among the wide 128-row tiles only,
  * weighed for the TMA-store epilogue where `epi` (C allows it). */
 static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, int epi,
@@ -530,10 +561,14 @@ static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, 
 {
     int best = 0, best_bm = 256;
     double best_cost = 0;
+    const int half = TK_GEMM_SWAP_HALF && K < SWAP_HALF_K_MAX;
     for (int bm = wide ? 128 : 256; bm >= (wide ? 128 : 64); bm /= 2) {
         const int hi = wide ? 256 : bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
         const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
-        for (int bn = hi; bn >= lo; bn -= 16) {
+        const int step = bm == 128 && !wide && half ? 8 : 16;
+        for (int bn = hi; bn >= lo; bn -= step) {
+            if (bn % 16 != 0 && ((M + bm - 1) / bm) * ((N + bn - 1) / bn) > sms)
+                continue; /* 16 g + 8: one round only (TK_GEMM_SWAP_HALF) */
             const double eff = bm == 64 ? KS_SWAP_EFF * ks_eff(bn)
                                : wide && swap_long_k(K, bn, epi) ? TMA_KB_EFF
                                : wide && swap_persist_epi(M, N, bn, sms, epi) ? SWAP_EPI_EFF
@@ -1252,6 +1287,7 @@ static void plan_grid_epi(gemm_plan *p)
 #define TK_GEMM_PAIRS 1
 #endif
 #define PAIRS_K_MIN 4096
+_Static_assert(SWAP_HALF_K_MAX == PAIRS_K_MIN, "widths of 16 g + 8 where no pairs are taken");
 #define PAIRS_BN_MAX 96
 #define PAIRS_TM_MIN 6
 /* The pairs become clusters of 2 x 2 blocks (`cl=4`, B shared down each
@@ -1283,7 +1319,10 @@ static int plan_cluster(const gemm_plan *p)
     if (tm < PAIRS_TM_MIN || tn % 2 != 0 ||
         !one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN))
         return 0;
-    return TK_GEMM_QUADS && p->b_kmajor && tm % 2 == 0 && tiles / 4 <= sms / 4 - 4 ? 4 : 2;
+    return TK_GEMM_QUADS && p->b_kmajor && p->wg_bn % 16 == 0 && tm % 2 == 0 &&
+                   tiles / 4 <= sms / 4 - 4
+               ? 4
+               : 2;
 }
 
 void tk__gemm_plan_grid(gemm_plan *p)

@@ -128,6 +128,20 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
                     n = tune_add(c, n, &q);
             }
         }
+    /* swapped 128-row tiles of 16 g + 8 columns (config.c cfg_bn_ok: stored
+     * through the ring, no cluster sharing B): for each round count, its
+     * narrowest such width */
+    for (int bn = 24, last = 0; tma_ok && bn < 256; bn += 16) {
+        const int64_t rounds =
+            ((o.N + 127) / 128 * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
+        if (rounds == last)
+            continue;
+        last = (int)rounds;
+        cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .swap = 1, .splits = 1};
+        q = *base;
+        if (tk__gemm_plan_apply(&q, &cfg))
+            n = tune_add(c, n, &q);
+    }
     /* ping-pong tiles (persist 3), unswapped and swapped: 128 rows, for
      * each round count its narrowest width up to PP_BN_MAX (N-major B:
      * whole 64-column boxes) */

@@ -539,14 +539,14 @@ static int swap_long_k(int64_t K, int bn, int epi)
  * bytes per K step no longer set the time alone, and the unswapped
  * persistent grids they displaced ran faster (fwd 87 x 50304 x 512: 393
  * tiles of 128 x 88, 27.5 -> 29.7 us against 128 x 128 persistent).
- * H100, bench/sweep of bench/half-check.tkm (47 shapes the rule changed
- * before the one-round bound), both ways in one call, two runs: 0.971 /
- * 0.973 -> 1.003 / 1.015 of cuBLAS, 11 / 10 -> 4 / 3 shapes under 0.90,
- * time 0.966x (fwd 1149 x 1024 x 3072 16.78 -> 16.22 us, 1290 x 1024 x
- * 3072 18.30 -> 17.32, grad_a 2239 x 1024 x 512 8.31 -> 7.01); slower:
- * the 5 of more than a round (+0.7-9.1%), grad_a 566 x 3072 x 2048
- * (+7.4%, 64 x 160 tiles before), grad_a 1359 / 1400 x 3072 x 1024
- * (+0.6 / 0.8%). */
+ * H100, bench/sweep of bench/half-check.tkm (47 shapes), both ways in one
+ * call: without the bound 0.971 / 0.973 -> 1.003 / 1.015 of cuBLAS (two
+ * runs), its 5 shapes past a round 0.7-9.1% slower; with it (another
+ * call) 0.986 -> 1.024, 5 -> 1 shapes under 0.90, time 0.962x (fwd 1149 x
+ * 1024 x 3072 16.47 -> 16.03 us, 1290 x 1024 x 2816 17.13 -> 16.14, grad_a
+ * 2239 x 1024 x 512 8.31 -> 7.05), those 5 unchanged; slower: grad_a 566
+ * x 3072 x 2048 4.4% (64 x 160 tiles before), grad_a 1359 / 1400 x 3072 x
+ * 1024 within 0.6%. */
 #ifndef TK_GEMM_SWAP_HALF
 #define TK_GEMM_SWAP_HALF 1
 #endif

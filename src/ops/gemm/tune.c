@@ -61,6 +61,13 @@ static int tune_add(tune_cand *c, int n, const gemm_plan *q)
     return n + 1;
 }
 
+/* Rounds of rows x cols in bm x bn tiles over sms multiprocessors (a tile
+ * each per round): the candidate loops keep the narrowest width of each. */
+static int64_t tile_rounds(int64_t rows, int64_t cols, int bm, int bn, int64_t sms)
+{
+    return (((rows + bm - 1) / bm) * ((cols + bn - 1) / bn) + sms - 1) / sms;
+}
+
 /* base: the heuristics' plan (candidate 0). */
 static int tune_candidates(const gemm_plan *base, tune_cand *c)
 {
@@ -99,8 +106,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     for (int bm = 256; tma_ok && bm >= 64; bm /= 2)
         for (int bn = bm == 256 ? SWAP_BN_MIN : 32, last = 0; bn <= (bm == 256 ? SWAP_BN_MAX : 256);
              bn += 16) {
-            const int64_t rounds =
-                ((o.N + bm - 1) / bm * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
+            const int64_t rounds = tile_rounds(o.N, o.M, bm, bn, base->sms);
             if (rounds == last)
                 continue;
             last = (int)rounds;
@@ -132,8 +138,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
      * through the ring, no cluster sharing B): for each round count, its
      * narrowest such width */
     for (int bn = 24, last = 0; tma_ok && bn < 256; bn += 16) {
-        const int64_t rounds =
-            ((o.N + 127) / 128 * ((o.M + bn - 1) / bn) + base->sms - 1) / base->sms;
+        const int64_t rounds = tile_rounds(o.N, o.M, 128, bn, base->sms);
         if (rounds == last)
             continue;
         last = (int)rounds;
@@ -148,8 +153,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     for (int sw = 0; tma_ok && sw <= 1; sw++)
         for (int bn = 32, last = 0; bn <= PP_BN_MAX; bn += 16) {
             const int64_t km = sw ? o.N : o.M, kn = sw ? o.M : o.N;
-            const int64_t rounds =
-                (((km + 127) / 128) * ((kn + bn - 1) / bn) + base->sms - 1) / base->sms;
+            const int64_t rounds = tile_rounds(km, kn, 128, bn, base->sms);
             if (rounds == last)
                 continue;
             cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .swap = sw, .persist = 3, .splits = 1};
@@ -182,8 +186,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     /* K-major B: widths between 128 and 256 in steps of 16, the narrowest
      * of each round count */
     for (int bn = 144, last = 0; tma_ok && o.b_kmajor && bn < 256; bn += 16) {
-        const int64_t rounds =
-            (((o.M + 127) / 128) * ((o.N + bn - 1) / bn) + base->sms - 1) / base->sms;
+        const int64_t rounds = tile_rounds(o.M, o.N, 128, bn, base->sms);
         if (rounds == last || bn == 192)
             continue;
         last = (int)rounds;
@@ -201,8 +204,7 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     /* 64-row tiles: widths in steps of 16 (K-major B) or 64, the
      * narrowest of each round count */
     for (int bn = o.b_kmajor ? 32 : 64, last = 0; tma_ok && bn <= 256; bn += o.b_kmajor ? 16 : 64) {
-        const int64_t rounds =
-            (((o.M + 63) / 64) * ((o.N + bn - 1) / bn) + base->sms - 1) / base->sms;
+        const int64_t rounds = tile_rounds(o.M, o.N, 64, bn, base->sms);
         if (rounds == last)
             continue;
         last = (int)rounds;

@@ -36,8 +36,9 @@
  * 16 blocks too (non-portable; the engine allows them at load).
  * --cluster-min C skips the sweep's clusters of fewer than C blocks.
  * --only TEXT keeps the sweep's variants whose name (the table's variant
- * column) holds TEXT; --smem-min B gives each at least B bytes of dynamic
- * shared memory (fewer blocks resident per SM).
+ * column) holds TEXT (TEXT|TEXT...: any of them); --smem-min B gives each at least B bytes of dynamic
+ * shared memory (fewer blocks resident per SM); --define NAME[=VALUE] adds
+ * a define to every variant (a kernel experiment's switch).
  *
  * Prints markdown tables; exit 0 when every check passed, 1 otherwise, 77
  * without a device. PyTorch's figures for the same shapes:
@@ -45,6 +46,7 @@
  */
 #include <dlfcn.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,6 +265,23 @@ static int sweep_edge(const sm_case *s)
 
 /* --only, --smem-min (below) */
 static const char *sweep_only;
+/* whether name holds one of the |-separated texts of `any` */
+static int name_matches(const char *name, const char *any)
+{
+    for (const char *p = any;;) {
+        const char *bar = strchr(p, '|');
+        const size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        for (const char *q = name; strlen(q) >= n; q++)
+            if (strncmp(q, p, n) == 0)
+                return 1;
+        if (bar == NULL)
+            return 0;
+        p = bar + 1;
+    }
+}
+/* --define NAME[=VALUE]: one more define for every sweep variant */
+static const char *sweep_define;
+static char sweep_define_name[64];
 static unsigned sweep_smem_min;
 
 /* One variant launched directly; prints a row. Returns GB/s (0: failed). */
@@ -290,7 +309,7 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     if (v->minb)
         snprintf(what + strlen(what), sizeof what - strlen(what), " m%u", v->minb);
     /* --only TEXT: the variants whose name holds TEXT */
-    if (sweep_only != NULL && strstr(what, sweep_only) == NULL)
+    if (sweep_only != NULL && !name_matches(what, sweep_only))
         return 0;
     snprintf(d_vec, sizeof d_vec, "%u", vec);
     snprintf(d_g, sizeof d_g, "%u", v->g);
@@ -320,6 +339,12 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     snprintf(d_minb, sizeof d_minb, "%u", v->minb);
     if (v->minb)
         defs[nd++] = (tk_define){"TK_MINB", d_minb};
+    if (sweep_define != NULL) {
+        const char *eq = strchr(sweep_define, '=');
+        snprintf(sweep_define_name, sizeof sweep_define_name, "%.*s",
+                 (int)(eq ? eq - sweep_define : (ptrdiff_t)strlen(sweep_define)), sweep_define);
+        defs[nd++] = (tk_define){sweep_define_name, eq ? eq + 1 : NULL};
+    }
     memset(&d, 0, sizeof d);
     d.source_name = s->bwd ? "softmax_xent_f16" : "softmax_f16";
     d.entry = s->bwd ? (v->is_long       ? "tk_softmax_xent_f16_bwd_long"
@@ -531,6 +556,8 @@ int main(int argc, char **argv)
             sweep_cluster_min = (unsigned)atoi(argv[++i]);
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             sweep_only = argv[++i];
+        } else if (strcmp(argv[i], "--define") == 0 && i + 1 < argc) {
+            sweep_define = argv[++i];
         } else if (strcmp(argv[i], "--smem-min") == 0 && i + 1 < argc) {
             sweep_smem_min = (unsigned)atoi(argv[++i]);
         } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
@@ -549,7 +576,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
                     "N,...] [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]\n"
-                    "       [--only TEXT] [--smem-min B]\n",
+                    "       [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]\n",
                     argv[0]);
             return 2;
         }

@@ -16,12 +16,14 @@
  * against the CPU reference with the tolerance of tests/test_gpu_ops.c.
  *
  *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N[,N...]]
- *           [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]
- *           [--only TEXT] [--smem-min B]
+ *           [--odd N] [--seed S] [--offset H] [--ld-pad P] [--rows R] [--cluster-min C]
+ *           [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]
  *
  * --odd N adds N odd column counts drawn log-uniformly from 1024..262144
  * with the seed S (default 1); --offset H moves every pointer H halves
- * past the allocation's start (H odd: no row starts on a 16-byte boundary).
+ * past the allocation's start (H odd: no row starts on a 16-byte boundary);
+ * --ld-pad P sets every array's leading dimension to cols + P halves
+ * (rows P halves apart beyond their length; default packed).
  * --rows R takes R rows at every width (default: as many as fill 256 MiB;
  * R is clamped to that), to see how a kernel shape fares at other token
  * counts than the one that fills the buffer.
@@ -36,9 +38,10 @@
  * 16 blocks too (non-portable; the engine allows them at load).
  * --cluster-min C skips the sweep's clusters of fewer than C blocks.
  * --only TEXT keeps the sweep's variants whose name (the table's variant
- * column) holds TEXT (TEXT|TEXT...: any of them); --smem-min B gives each at least B bytes of dynamic
- * shared memory (fewer blocks resident per SM); --define NAME[=VALUE] adds
- * a define to every variant (a kernel experiment's switch).
+ * column) holds TEXT (TEXT|TEXT...: any of them); --smem-min B gives each
+ * at least B bytes of dynamic shared memory (fewer blocks resident per
+ * SM); --define NAME[=VALUE] adds a define to every variant (a kernel
+ * experiment's switch).
  *
  * Prints markdown tables; exit 0 when every check passed, 1 otherwise, 77
  * without a device. PyTorch's figures for the same shapes:
@@ -171,20 +174,28 @@ typedef struct sm_case {
     void *x, *g, *out;  /* bwd: x = s */
     const tk_kernel *k; /* sweep: a kernel launched directly */
     unsigned grid, block, smem;
+    int64_t ld; /* every array's leading dimension (0: cols, packed) */
 } sm_case;
+
+static int64_t ld_of(const sm_case *s)
+{
+    return s->ld > 0 ? s->ld : s->cols;
+}
 
 static tk_status run_lib(void *user)
 {
     sm_case *s = user;
+    const int64_t ld = s->ld; /* 0: packed */
     if (s->bwd)
-        return tk_softmax_xent_f16_bwd(g_ctx, s->rows, s->cols, s->x, 0, s->g, 0, s->out, 0, NULL);
-    return tk_softmax_f16_fwd(g_ctx, s->rows, s->cols, s->x, 0, s->out, 0, NULL);
+        return tk_softmax_xent_f16_bwd(g_ctx, s->rows, s->cols, s->x, ld, s->g, ld, s->out, ld,
+                                       NULL);
+    return tk_softmax_f16_fwd(g_ctx, s->rows, s->cols, s->x, ld, s->out, ld, NULL);
 }
 
 static tk_status run_direct(void *user)
 {
     sm_case *s = user;
-    int64_t ld = s->cols;
+    int64_t ld = ld_of(s);
     const unsigned grid[3] = {s->grid, 1, 1}, block[3] = {s->block, 1, 1};
     void *fargs[] = {&s->x, &ld, &s->out, &ld, &s->rows, &s->cols};
     void *bargs[] = {&s->x, &ld, &s->g, &ld, &s->out, &ld, &s->rows, &s->cols};
@@ -202,14 +213,14 @@ static long check_rows(const sm_case *s, const uint16_t *x_host, const int64_t *
     CHECK(tk_stream_sync(g_ctx, NULL));
     for (int t = 0; t < n; t++) {
         const int64_t r = which[t];
-        const size_t off = (size_t)(r * s->cols) * 2;
+        const size_t off = (size_t)(r * ld_of(s)) * 2;
         CHECK(tk_mem_download(g_ctx, got, (char *)s->out + off, rb));
         if (s->bwd) {
             CHECK(tk_mem_download(g_ctx, sr, (char *)s->x + off, rb));
             CHECK(tk_mem_download(g_ctx, gr, (char *)s->g + off, rb));
             tk_ref_softmax_xent_f16_bwd(1, s->cols, sr, gr, want);
         } else {
-            tk_ref_softmax_f16_fwd(1, s->cols, x_host + r * s->cols, want);
+            tk_ref_softmax_f16_fwd(1, s->cols, x_host + r * ld_of(s), want);
         }
         for (int64_t c = 0; c < s->cols; c++) {
             const double w = tk_f16_to_f32(want[c]), v = tk_f16_to_f32(got[c]);
@@ -226,7 +237,7 @@ static int run_and_check(sm_case *s, tk_status (*fn)(void *), const uint16_t *x_
 {
     int64_t which[9];
     int n = 0;
-    CHECK(tk_mem_set(g_ctx, s->out, 0xFF, (size_t)(s->rows * s->cols) * 2));
+    CHECK(tk_mem_set(g_ctx, s->out, 0xFF, (size_t)((s->rows - 1) * ld_of(s) + s->cols) * 2));
     if (fn(s) != TK_OK)
         return 0;
     if (sample)
@@ -260,7 +271,7 @@ static int has_clusters(void)
  * not all start on a 16-byte boundary or end on one. */
 static int sweep_edge(const sm_case *s)
 {
-    return s->cols % 8 != 0 || (uintptr_t)s->x % 16 != 0;
+    return s->cols % 8 != 0 || ld_of(s) % 8 != 0 || (uintptr_t)s->x % 16 != 0;
 }
 
 /* --only, --smem-min (below) */
@@ -517,7 +528,7 @@ int main(int argc, char **argv)
     int64_t cols_list[MAX_COLS];
     int n_cols = (int)(sizeof default_cols / sizeof default_cols[0]);
     int n_odd = 0, offset = 0;
-    int64_t rows_opt = 0;
+    int64_t rows_opt = 0, ld_pad = 0;
     uint64_t seed = 1;
     memcpy(cols_list, default_cols, sizeof default_cols);
 
@@ -560,6 +571,12 @@ int main(int argc, char **argv)
             sweep_define = argv[++i];
         } else if (strcmp(argv[i], "--smem-min") == 0 && i + 1 < argc) {
             sweep_smem_min = (unsigned)atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--ld-pad") == 0 && i + 1 < argc) {
+            ld_pad = strtoll(argv[++i], NULL, 10);
+            if (ld_pad < 0 || ld_pad > 65536) {
+                fprintf(stderr, "--ld-pad: 0..65536 halves\n");
+                return 2;
+            }
         } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
             rows_opt = strtoll(argv[++i], NULL, 10);
             if (rows_opt < 1) {
@@ -575,7 +592,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
-                    "N,...] [--odd N] [--seed S] [--offset H] [--rows R] [--cluster-min C]\n"
+                    "N,...] [--odd N] [--seed S] [--offset H] [--ld-pad P] [--rows R] [--cluster-min C]\n"
                     "       [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]\n",
                     argv[0]);
             return 2;
@@ -619,9 +636,9 @@ int main(int argc, char **argv)
         }
     }
     printf("device %s (%s), compiler %s, policy %s, %lld halves per tensor, pointers offset by "
-           "%d halves\n",
+           "%d halves, leading dimension cols + %lld\n",
            tk_context_target(g_ctx), tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx),
-           tk__op_policy_name(policy), (long long)ELEMS, offset);
+           tk__op_policy_name(policy), (long long)ELEMS, offset, (long long)ld_pad);
     printf("device time: batches of %d calls behind a sleep kernel (host cost excluded), median "
            "of %d; host: enqueue time per call, median\n\n",
            BATCH, ITERS);
@@ -652,16 +669,17 @@ int main(int argc, char **argv)
     }
     for (int ci = 0; ci < n_cols; ci++) {
         const int64_t cols = cols_list[ci];
-        const int64_t rows = rows_opt > 0 && rows_opt < ELEMS / cols ? rows_opt : ELEMS / cols;
+        const int64_t ld = cols + ld_pad;
+        const int64_t rows = rows_opt > 0 && rows_opt < ELEMS / ld ? rows_opt : ELEMS / ld;
         for (int bwd = 0; bwd <= 1; bwd++) {
             sm_case s;
             memset(&s, 0, sizeof s);
-            s.bwd = bwd, s.rows = rows, s.cols = cols;
+            s.bwd = bwd, s.rows = rows, s.cols = cols, s.ld = ld_pad > 0 ? ld : 0;
             s.x = (uint16_t *)dx + offset, s.g = (uint16_t *)dg + offset;
             s.out = (uint16_t *)dout + offset;
             if (bwd) {
                 /* s: the forward's output */
-                sm_case f = {0, rows, cols, s.x, NULL, (uint16_t *)ds + offset, NULL, 0, 0, 0};
+                sm_case f = {0, rows, cols, s.x, NULL, (uint16_t *)ds + offset, NULL, 0, 0, 0, s.ld};
                 CHECK(run_lib(&f));
                 s.x = f.out;
             }

@@ -9,7 +9,10 @@ GEMM kernel's ring with no math. Modes:
   distinct  every block its own chunks
   sharedG   G blocks (a cluster of G) load the same chunk, each on its own
   mcastG    the same G blocks each load 1/G of it, multicast to all G
-and, distinct and shared2 again, each stage loaded by 2, 3 or 6 copies.
+then a GEMM's stage (16 KiB of A shared by a pair, the rest each block's
+own B: loaded by each, or multicast), groups of 2, 8 or 16 blocks without clusters reading the same chunks
+in step or block j of a group j x 1 or j x 4 chunks ahead (out of step),
+and distinct and shared2 again with each stage loaded by 2, 3 or 6 copies.
 Prints bytes landed in shared memory per second over the grid.
 
 Usage (GPU machine): python3 scripts/bulk-stream.py [BLOCKS] [CHUNK_KIB]
@@ -33,7 +36,11 @@ __device__ __forceinline__ void bar_arrive_cta(unsigned b, unsigned cta) {
                  "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(cta) : "memory"); }
 __device__ __forceinline__ unsigned rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
 
-// MODE 0: distinct, 1: shared (each block loads the whole chunk), 2: multicast
+// MODE 0: distinct, 1: shared (each block loads the whole chunk), 2: multicast;
+// 3 / 4: a GEMM's stage, its first ACH bytes shared by the cluster (3: each
+// block loads them, 4: multicast in CL parts), the rest the block's own;
+// GROUP: blocks per group of MODE 1 (default CL); LAG: block j of a group
+// reads j * LAG chunks ahead of block 0 (out of step)
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(64, 1)
 stream(const char *src, long long nchunks, int steps)
 {
@@ -41,11 +48,12 @@ stream(const char *src, long long nchunks, int steps)
     const unsigned base = (smem_u32(sm) + 1023u) & ~1023u;
     const unsigned bars = base + STAGES * CHUNK;
     const unsigned r = CL > 1 ? rank() : 0u;
-    const long long group = blockIdx.x / (MODE == 0 ? 1 : CL);
+    const long long group = blockIdx.x / (MODE == 0 ? 1 : GROUP);
+    const int lag = MODE == 1 ? (int)(blockIdx.x % GROUP) * LAG : 0;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
-            bar_init(bars + 8 * (STAGES + s), MODE == 2 ? CL : 1);
+            bar_init(bars + 8 * (STAGES + s), MODE == 2 || MODE == 4 ? CL : 1);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -57,9 +65,21 @@ stream(const char *src, long long nchunks, int steps)
                 bar_wait(bars + 8 * (STAGES + s), ((it / STAGES) - 1) & 1);
             const unsigned full = bars + 8 * s;
             bar_expect(full, CHUNK);
-            const char *g = src + ((group * 7919 + it) % nchunks) * CHUNK;
+            const char *g = src + ((group * 7919 + it + lag) % nchunks) * CHUNK;
             const unsigned dst = base + s * CHUNK;
-            if (MODE == 2) {
+            if (MODE == 3 || MODE == 4) {
+                const char *own = src + ((blockIdx.x * 7919 + it + 3) % nchunks) * CHUNK + ACH;
+                if (MODE == 3)
+                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                                 :: "r"(dst), "l"(g), "r"(ACH), "r"(full) : "memory");
+                else
+                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                                 " [%0], [%1], %2, [%3], %4;"
+                                 :: "r"(dst + r * (ACH / CL)), "l"(g + r * (ACH / CL)), "r"(ACH / CL), "r"(full),
+                                    "h"((unsigned short)((1u << CL) - 1)) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(dst + ACH), "l"(own), "r"(CHUNK - ACH), "r"(full) : "memory");
+            } else if (MODE == 2) {
                 const unsigned part = CHUNK / CL;
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
                              " [%0], [%1], %2, [%3], %4;"
@@ -78,7 +98,7 @@ stream(const char *src, long long nchunks, int steps)
             const int s = it % STAGES;
             bar_wait(bars + 8 * s, (it / STAGES) & 1);
             const unsigned empty = bars + 8 * (STAGES + s);
-            if (MODE == 2)
+            if (MODE == 2 || MODE == 4)
                 for (unsigned c = 0; c < CL; ++c)
                     bar_arrive_cta(empty, c);
             else
@@ -91,9 +111,10 @@ stream(const char *src, long long nchunks, int steps)
 """
 
 
-def run(mode, cl, blocks, chunk, stages, steps, src, reps=5, pieces=1):
+def run(mode, cl, blocks, chunk, stages, steps, src, reps=5, pieces=1, group=0, lag=0, ach=0):
     opts = ("-DMODE=%d" % mode, "-DCL=%d" % cl, "-DCHUNK=%d" % chunk, "-DSTAGES=%d" % stages,
-            "-DPIECES=%d" % pieces, "--gpu-architecture=sm_90")
+            "-DPIECES=%d" % pieces, "-DGROUP=%d" % (group or cl), "-DLAG=%d" % lag,
+            "-DACH=%d" % ach, "--gpu-architecture=sm_90")
     fn = cp.RawModule(code=SRC, options=opts).get_function("stream")
     smem = stages * chunk + 1024 + 16 * stages
     fn.max_dynamic_shared_size_bytes = smem
@@ -125,6 +146,17 @@ def main():
         if blocks % cl:
             continue
         print("%-26s %6.2f TB/s into shared memory" % (name, run(mode, cl, blocks, chunk, stages, steps, src)))
+    # a GEMM's stage: 16 KiB of A shared by the pair, the rest the block's B
+    ach = 16 * 1024 if chunk > 16 * 1024 else chunk // 2
+    for name, mode, cl in (("A+B, no sharing", 0, 1), ("A+B, pairs load A each", 3, 2),
+                           ("A+B, pairs multicast A", 4, 2)):
+        print("%-26s %6.2f TB/s into shared memory" % (
+            name, run(mode, cl, blocks, chunk, stages, steps, src, ach=ach)))
+    for group in (2, 8, 16):
+        for lag in (0, 1, 4):
+            print("%-26s %6.2f TB/s into shared memory" % (
+                "shared%d, no cluster, lag %d" % (group, lag),
+                run(1, 1, blocks, chunk, stages, steps, src, group=group, lag=lag)))
     for pieces in (2, 3, 6):
         if chunk % (16 * pieces) == 0:
             for name, mode, cl in (("distinct", 0, 1), ("shared2", 1, 2)):

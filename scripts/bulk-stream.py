@@ -21,19 +21,9 @@ Measured with it: bench/gemm-measurements.md.
 import sys
 
 import cupy as cp
+from ring_probe import MBARRIER_SRC, median_seconds
 
-SRC = r"""
-__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void bar_init(unsigned b, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n) : "memory"); }
-__device__ __forceinline__ void bar_expect(unsigned b, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory"); }
-__device__ __forceinline__ void bar_wait(unsigned b, unsigned ph) {
-    asm volatile("{\n.reg .pred p;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra W_%=;\n}"
-                 :: "r"(b), "r"(ph) : "memory"); }
-__device__ __forceinline__ void bar_arrive_cta(unsigned b, unsigned cta) {
-    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(cta) : "memory"); }
+SRC = MBARRIER_SRC + r"""
 __device__ __forceinline__ unsigned rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
 
 // MODE 0: distinct, 1: shared (each block loads the whole chunk), 2: multicast;
@@ -50,21 +40,11 @@ stream(const char *src, long long nchunks, int steps)
     const unsigned r = CL > 1 ? rank() : 0u;
     const long long group = blockIdx.x / (MODE == 0 ? 1 : GROUP);
     const int lag = MODE == 1 ? (int)(blockIdx.x % GROUP) * LAG : 0;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            bar_init(bars + 8 * s, 1);
-            bar_init(bars + 8 * (STAGES + s), MODE == 2 || MODE == 4 ? CL : 1);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+    ring_init(bars, STAGES, MODE == 2 || MODE == 4 ? CL : 1);
     if (threadIdx.x == 0) {
         for (int it = 0; it < steps; ++it) {
             const int s = it % STAGES;
-            if (it >= STAGES)
-                bar_wait(bars + 8 * (STAGES + s), ((it / STAGES) - 1) & 1);
-            const unsigned full = bars + 8 * s;
-            bar_expect(full, CHUNK);
+            const unsigned full = ring_produce(bars, STAGES, it, CHUNK);
             const char *g = src + ((group * 7919 + it + lag) % nchunks) * CHUNK;
             const unsigned dst = base + s * CHUNK;
             if (MODE == 3 || MODE == 4) {
@@ -120,16 +100,7 @@ def run(mode, cl, blocks, chunk, stages, steps, src, reps=5, pieces=1, group=0, 
     fn.max_dynamic_shared_size_bytes = smem
     nchunks = src.size // chunk
     args = (src, cp.int64(nchunks), cp.int32(steps))
-    fn((blocks,), (64,), args, shared_mem=smem)  # warm-up: L2 holds src after it
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn((blocks,), (64,), args, shared_mem=smem)
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
-    t = sorted(times)[len(times) // 2]
+    t = median_seconds(fn, (blocks,), (64,), args, smem, reps)  # (its warm-up fills L2 with src)
     return blocks * steps * chunk / t / 1e12
 
 

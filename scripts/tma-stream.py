@@ -23,21 +23,11 @@ import ctypes
 import sys
 
 import cupy as cp
+from ring_probe import MBARRIER_SRC, median_seconds
 import numpy as np
 
-SRC = r"""
+SRC = MBARRIER_SRC + r"""
 struct __align__(64) tmap { unsigned long long v[16]; };
-__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void bar_init(unsigned b, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n) : "memory"); }
-__device__ __forceinline__ void bar_expect(unsigned b, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory"); }
-__device__ __forceinline__ void bar_wait(unsigned b, unsigned ph) {
-    asm volatile("{\n.reg .pred p;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra W_%=;\n}"
-                 :: "r"(b), "r"(ph) : "memory"); }
-__device__ __forceinline__ void bar_arrive_cta(unsigned b, unsigned cta) {
-    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(cta) : "memory"); }
 __device__ __forceinline__ void load(unsigned dst, const tmap *m, int c0, int c1, unsigned bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                  :: "r"(dst), "l"((unsigned long long)m), "r"(c0), "r"(c1), "r"(bar) : "memory"); }
@@ -63,21 +53,14 @@ stream(const tmap *mA, const tmap *mA64, const tmap *mB, int ksteps, int steps)
         asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)mA) : "memory");
         asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)mA64) : "memory");
         asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)mB) : "memory");
-        for (int s = 0; s < STAGES; ++s) {
-            bar_init(bars + 8 * s, 1);
-            bar_init(bars + 8 * (STAGES + s), FORM == 2 ? 2 : 1);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+    ring_init(bars, STAGES, FORM == 2 ? 2 : 1);
     if (threadIdx.x == 0) {
         for (int it = 0; it < steps; ++it) {
             const int s = it % STAGES;
-            if (it >= STAGES)
-                bar_wait(bars + 8 * (STAGES + s), ((it / STAGES) - 1) & 1);
-            const unsigned full = bars + 8 * s, sa = base + s * STAGE, sb = sa + A_BYTES;
+            const unsigned full = ring_produce(bars, STAGES, it, STAGE), sa = base + s * STAGE,
+                           sb = sa + A_BYTES;
             const int kc = (it % ksteps) * 64;
-            bar_expect(full, STAGE);
             if (FORM == 2)
                 load_mc(sa + r * 8192, mA64, kc, tm * 128 + (int)r * 64, full);
             else
@@ -149,16 +132,7 @@ def main():
         smem = stages * stage + 1024 + 16 * stages
         fn.max_dynamic_shared_size_bytes = smem
         args = (mA, mA64, mB, cp.int32(k // 64), cp.int32(steps))
-        fn((blocks,), (64,), args, shared_mem=smem)
-        times = []
-        for _ in range(5):
-            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-            e0.record()
-            fn((blocks,), (64,), args, shared_mem=smem)
-            e1.record()
-            e1.synchronize()
-            times.append(cp.cuda.get_elapsed_time(e0, e1) * 1e-3)
-        t = sorted(times)[2]
+        t = median_seconds(fn, (blocks,), (64,), args, smem)
         print("%-8s %6.2f TB/s into shared memory, %.0f ns per step" % (
             name, blocks * steps * stage / t / 1e12, t / steps * 1e9))
 

@@ -5,11 +5,10 @@ Writes to OUT a copy of kernel_src/gemm/tma_wgmma.cuh whose consumer
 warpgroups count clock64 cycles waiting on each stage's full barrier, in
 wgmma.wait_group 1 and in their main loop, and whose producer counts the
 cycles it waits for free stages. Blocks 0 and 64 store them as 32-bit
-words just past the end of an fp16 C of M x N (words 0-3 and 4-7: the
-consumer warpgroups' steps, data wait, wgmma wait, main loop; 8-10: the
-producer's steps, free-stage wait, total; +16 for block 64): the caller
-allocates C twice that size and reads them back. With an fp32 output
-(fwd) that place is inside C, and output stores may overwrite them. (Not printf: a call in
+words just past the end of C (M x N, fp16 or fp32; words 0-3 and 4-7:
+the consumer warpgroups' steps, data wait, wgmma wait, main loop; 8-10:
+the producer's steps, free-stage wait, total; +16 for block 64): the
+caller allocates 128 bytes more and reads them back. (Not printf: a call in
 the kernel makes ptxas serialize its wgmmas.) Put OUT in place of the
 header in a scratch copy of the tree (never in one that ships), build,
 and run one GEMM configuration (a tuning record naming it).
@@ -62,7 +61,7 @@ rep('''    if (TK_EPI_TMA && (tid & 127) == 0)
 }''', '''    if (TK_EPI_TMA && (tid & 127) == 0)
         bulk_wait_all(); // the staging buffers live until the stores have read them
     if ((tid & 127) == 0 && (blockIdx.x == 0 || blockIdx.x == 64)) {
-        unsigned *tr = (unsigned *)((char *)C + (size_t)M * (size_t)N * 2) + (blockIdx.x ? 16 : 0) + 4 * cw;
+        unsigned *tr = (unsigned *)((char *)C + (size_t)M * (size_t)N * (OUT16 ? 2 : 4)) + (blockIdx.x ? 16 : 0) + 4 * cw;
         tr[0] = (unsigned)it, tr[1] = (unsigned)tr_full, tr[2] = (unsigned)tr_mma;
         tr[3] = (unsigned)(tr_mainend - tr_start);
     }
@@ -87,7 +86,7 @@ rep('''            if (TK_CLUSTER > 1)
                 for (int j = it > STAGES ? it - STAGES : 0; j < it; ++j)
                     bar_wait(bars + 8 * (STAGES + j % STAGES), (j / STAGES) & 1);
             if (blockIdx.x == 0 || blockIdx.x == 64) {
-                unsigned *tr = (unsigned *)((char *)C + (size_t)M * (size_t)N * 2) + (blockIdx.x ? 16 : 0) + 8;
+                unsigned *tr = (unsigned *)((char *)C + (size_t)M * (size_t)N * (OUT16 ? 2 : 4)) + (blockIdx.x ? 16 : 0) + 8;
                 tr[0] = (unsigned)it, tr[1] = (unsigned)tr_empty, tr[2] = (unsigned)(clock64() - tr_start);
             }''')
 if len(sys.argv) != 2:

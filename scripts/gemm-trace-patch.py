@@ -7,7 +7,9 @@ wgmma.wait_group 1 and in their main loop, and whose producer counts the
 cycles it waits for free stages. Blocks 0 and 64 store them as 32-bit
 words just past the end of C (M x N, fp16 or fp32; words 0-3 and 4-7:
 the consumer warpgroups' steps, data wait, wgmma wait, main loop; 8-10:
-the producer's steps, free-stage wait, total; +16 for block 64): the
+the producer's steps, free-stage wait, total; 11-12: warpgroup 0's main
+loop and what follows it to the end, in ns of %globaltimer; +16 for
+block 64): the
 caller allocates 128 bytes more and reads them back. (Not printf: a call in
 the kernel makes ptxas serialize its wgmmas.) Put OUT in place of the
 header in a scratch copy of the tree (never in one that ships), build,
@@ -31,6 +33,8 @@ rep('''    tk_work work;
     int it = 0, chunk = 0;''', '''    tk_work work;
     work.init(tma_grid_tiles(tiles_m, tiles_n), KT);
     long long tr_full = 0, tr_mma = 0, tr_mainend = 0, tr_t0;
+    unsigned long long tr_g0, tr_g1 = 0, tr_g2;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_g0));
     const long long tr_start = clock64();
     int it = 0, chunk = 0;''')
 rep('''            bar_wait(bars + 8 * s, (i / STAGES) & 1);
@@ -55,7 +59,8 @@ rep('''        it += k1 - k0;
         fence_regs<NACC>(acc);''', '''        it += k1 - k0;
         wait<0>();
         fence_regs<NACC>(acc);
-        tr_mainend = clock64();''')
+        tr_mainend = clock64();
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_g1));''')
 rep('''    if (TK_EPI_TMA && (tid & 127) == 0)
         bulk_wait_all(); // the staging buffers live until the stores have read them
 }''', '''    if (TK_EPI_TMA && (tid & 127) == 0)
@@ -64,6 +69,9 @@ rep('''    if (TK_EPI_TMA && (tid & 127) == 0)
         unsigned *tr = (unsigned *)((char *)C + (size_t)M * (size_t)N * (OUT16 ? 2 : 4)) + (blockIdx.x ? 16 : 0) + 4 * cw;
         tr[0] = (unsigned)it, tr[1] = (unsigned)tr_full, tr[2] = (unsigned)tr_mma;
         tr[3] = (unsigned)(tr_mainend - tr_start);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_g2));
+        if (cw == 0) // 11-12: the main loop and the rest to here in ns
+            tr[11] = (unsigned)(tr_g1 - tr_g0), tr[12] = (unsigned)(tr_g2 - tr_g1);
     }
 }''')
 rep('''                    const int s = it % STAGES;

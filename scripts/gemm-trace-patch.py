@@ -9,9 +9,8 @@ words just past the end of C (M x N, fp16 or fp32; words 0-3 and 4-7:
 the consumer warpgroups' steps, data wait, wgmma wait, main loop; 8-10:
 the producer's steps, free-stage wait, total; 11-12: warpgroup 0's main
 loop and what follows it to the end, in ns of %globaltimer; +16 for
-block 64): the
-caller allocates 128 bytes more and reads them back. (Not printf: a call in
-the kernel makes ptxas serialize its wgmmas.) Put OUT in place of the
+block 64): the caller allocates 128 bytes more and reads them back. (Not
+printf: a call in the kernel makes ptxas serialize its wgmmas.) Put OUT in place of the
 header in a scratch copy of the tree (never in one that ships), build,
 and run one GEMM configuration (a tuning record naming it).
 Measured with it: bench/gemm-measurements.md, "What the K step's time

@@ -4,7 +4,7 @@
 Each block (one per multiprocessor) runs the kernel's own mma_kstep (the
 m64nBNk16 wgmmas of one K step of 64, both operands K-major in the 128-byte
 swizzle) on a fixed stage in shared memory, STEPS times, with the kernel's
-commit / wait_group 1 between steps: no copies, no barriers. Printed: cycles
+commit / wait_group 1 between steps: no copies, no waits. Printed: cycles
 per K step (clock64, mean over the blocks' consumer warpgroups) against the
 tensor cores' floor (2048 FMA a cycle, so 128 x BN x 64 / 2048 = 4 BN for
 two warpgroups of 64 rows), for each width BN; with one consumer

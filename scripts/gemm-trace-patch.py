@@ -8,8 +8,11 @@ cycles it waits for free stages. Blocks 0 and 64 store them as 32-bit
 words just past the end of C (M x N, fp16 or fp32; words 0-3 and 4-7:
 the consumer warpgroups' steps, data wait, wgmma wait, main loop; 8-10:
 the producer's steps, free-stage wait, total; 11-12: warpgroup 0's main
-loop and what follows it to the end, in ns of %globaltimer; +16 for
-block 64): the caller allocates 128 bytes more and reads them back. (Not
+loop and what follows it to the end, in ns of %globaltimer; 13-14: the
+consumer warpgroups' cycles from each tile's main loop end to the next
+tile's start (the epilogues), 15: warpgroup 0's cycles in all, for the
+clock; +16 for block 64): the caller allocates 128 bytes more and reads
+them back. (Not
 printf: a call in the kernel makes ptxas serialize its wgmmas.) Put OUT in place of the
 header in a scratch copy of the tree (never in one that ships), build,
 and run one GEMM configuration (a tuning record naming it).
@@ -31,11 +34,18 @@ rep('''    tk_work work;
     work.init(tma_grid_tiles(tiles_m, tiles_n), KT);
     int it = 0, chunk = 0;''', '''    tk_work work;
     work.init(tma_grid_tiles(tiles_m, tiles_n), KT);
-    long long tr_full = 0, tr_mma = 0, tr_mainend = 0, tr_t0;
+    long long tr_full = 0, tr_mma = 0, tr_mainend = 0, tr_epi = 0, tr_t0;
     unsigned long long tr_g0, tr_g1 = 0, tr_g2;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_g0));
     const long long tr_start = clock64();
     int it = 0, chunk = 0;''')
+rep('''    while (work.take(t, k0, k1, more)) {
+        int m0, n0;
+        const bool phantom''', '''    while (work.take(t, k0, k1, more)) {
+        if (tr_mainend)
+            tr_epi += clock64() - tr_mainend;
+        int m0, n0;
+        const bool phantom''')
 rep('''            bar_wait(bars + 8 * s, (i / STAGES) & 1);
             const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
             fence_regs<NACC>(acc);
@@ -71,6 +81,12 @@ rep('''    if (TK_EPI_TMA && (tid & 127) == 0)
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_g2));
         if (cw == 0) // 11-12: the main loop and the rest to here in ns
             tr[11] = (unsigned)(tr_g1 - tr_g0), tr[12] = (unsigned)(tr_g2 - tr_g1);
+        // 13-14: each warpgroup's epilogues, cycles from each tile's main
+        // loop end to the next tile's start (or to here); 15: cycles of
+        // warpgroup 0 from its start to here, for the clock (with 11-12)
+        tr[13 - 3 * cw] = (unsigned)(tr_epi + clock64() - tr_mainend);
+        if (cw == 0)
+            tr[15] = (unsigned)(clock64() - tr_start);
     }
 }''')
 rep('''                    const int s = it % STAGES;

@@ -466,6 +466,10 @@ START_TEST(test_every_configuration)
         "tma bn=80 persist=3 epi=0 split=1",
         "tma bn=112 persist=3 epi=0 split=1 swap=1",
         "tma bn=48 persist=3 epi=0 split=1 swap=1",
+        "tma bn=176 persist=3 epi=0 split=1",
+        "tma bn=192 persist=3 epi=0 split=1 swap=1",
+        "tma bn=176 persist=3 epi=1 split=1",
+        "tma bn=128 persist=3 epi=1 split=1",
         "mma tile=1 split=2",
     };
     const shape big = {2100, 2600, 2200, 2, 0, 1};

@@ -255,7 +255,12 @@ __device__ __forceinline__ void bulk_wait_all()
 // that is not a whole number of chunks (grad_a's K-major widths: 176 =
 // 2 x 64 + 48 fp16 columns) stores its last BN % CW columns from registers
 // (C 16-byte aligned, rows a multiple of 16 bytes apart: the host's c16).
-template <int BN, bool OUT16, int NACC>
+// PP (ping-pong, consume_pp): one warpgroup holds all 128 rows (MI = 2
+// blocks of 64, accumulators acc + 64-row block x BN / 2) and stores them
+// alone, through its own two staging buffers (stg + cw x 32 KiB), its own
+// named barrier and its first thread, while the other warpgroup's main loop
+// runs.
+template <int BN, bool OUT16, int NACC, bool PP = false>
 __device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk_tmap *mC,
                                               unsigned stg, int &chunk, int m0, int n0, int cw,
                                               int warp_in_wg, int lane, int tid, void *C,
@@ -264,48 +269,65 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk
     constexpr int ES = OUT16 ? 2 : 4;
     constexpr int CW = 128 / ES; // columns per chunk
     constexpr int NCH = BN / CW, TAIL = BN % CW;
+    constexpr int MI = PP ? 2 : 1, NACC1 = BN / 2;
     static_assert(TAIL % 16 == 0, "TMA-store epilogue: a tail of whole 16-column blocks");
-    const bool issuer = tid == 128;
-    const int rl = cw * 64 + warp_in_wg * 16 + (lane >> 2);
+    const bool issuer = PP ? (tid & 127) == 0 : tid == 128;
+    const int rl = (PP ? 0 : cw * 64) + warp_in_wg * 16 + (lane >> 2);
+    const unsigned mine = stg + (PP ? (unsigned)cw * 32768u : 0u);
 #pragma unroll
     for (int ch = 0; ch < NCH; ++ch, ++chunk) {
-        const unsigned buf = stg + (unsigned)(chunk & 1) * 16384u;
+        const unsigned buf = mine + (unsigned)(chunk & 1) * 16384u;
         if (issuer)
             bulk_wait_read<1>();
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        if (PP)
+            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+        else
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = rl + 8 * h;
+        for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-            for (int jj = 0; jj < CW / 8; ++jj) {
-                const int j = ch * (CW / 8) + jj;
-                const int cb = (jj * 8 + (lane & 3) * 2) * ES; // byte in the chunk's row
-                const unsigned off =
-                    buf + (unsigned)(r * 128 + ((((cb >> 4) ^ (r & 7)) << 4) | (cb & 15)));
-                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-                if (OUT16)
-                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off), "r"(tkg::pack_h2(v0, v1))
-                                 : "memory");
-                else
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off), "f"(v0), "f"(v1)
-                                 : "memory");
+            for (int h = 0; h < 2; ++h) {
+                const int r = rl + 64 * mi + 8 * h;
+#pragma unroll
+                for (int jj = 0; jj < CW / 8; ++jj) {
+                    const int j = ch * (CW / 8) + jj;
+                    const int cb = (jj * 8 + (lane & 3) * 2) * ES; // byte in the chunk's row
+                    const unsigned off =
+                        buf + (unsigned)(r * 128 + ((((cb >> 4) ^ (r & 7)) << 4) | (cb & 15)));
+                    const float v0 = acc[mi * NACC1 + 4 * j + 2 * h];
+                    const float v1 = acc[mi * NACC1 + 4 * j + 2 * h + 1];
+                    if (OUT16)
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off),
+                                     "r"(tkg::pack_h2(v0, v1))
+                                     : "memory");
+                    else
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(off), "f"(v0),
+                                     "f"(v1)
+                                     : "memory");
+                }
             }
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        if (PP)
+            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+        else
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
         if (issuer) {
             tma_store2d(mC, buf, n0 + ch * CW, m0);
             bulk_commit();
         }
     }
     if constexpr (TAIL > 0) {
-        const tk_i64 r = m0 + rl;
-        if constexpr (OUT16)
-            store_acc_h4<TAIL>(acc + NCH * CW / 2, (unsigned short *)C, ldc, M, N, r,
-                               n0 + NCH * CW, lane);
-        else
-            store_acc_regs<TAIL, false, true>(acc + NCH * CW / 2, C, ldc, M, N, r, n0 + NCH * CW,
-                                              lane);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const tk_i64 r = m0 + rl + 64 * mi;
+            if constexpr (OUT16)
+                store_acc_h4<TAIL>(acc + mi * NACC1 + NCH * CW / 2, (unsigned short *)C, ldc, M,
+                                   N, r, n0 + NCH * CW, lane);
+            else
+                store_acc_regs<TAIL, false, true>(acc + mi * NACC1 + NCH * CW / 2, C, ldc, M, N,
+                                                  r, n0 + NCH * CW, lane);
+        }
     }
 }
 
@@ -783,20 +805,24 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
 // whole ring ahead of the barrier's phase would pass on an earlier phase.
 // The producer loads tile j + 1 right after tile j, so the next main loop
 // finds its first stages full. A warpgroup holds 128 rows (two 64-row wgmmas per K step, B
-// shared) by BN columns: BN accumulators a thread, BN <= 128 for registers.
+// shared) by BN columns: BN accumulators a thread, BN <= 192 for registers
+// (192 of them, of the 232 that setmaxnreg gives a consumer thread).
 // The epilogue stores from registers (8-byte fp16 quads where C allows it),
-// SWAP transposed.
+// SWAP transposed; with TK_EPI_TMA (unswapped) through the warpgroup's own
+// staging buffers by the bulk tensor copy engine (store_acc_tma).
 template <int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT, tk_i64 M,
                                            tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
-                                           void *C)
+                                           void *C, const tk_tmap *mC)
 {
     constexpr int BM = 128, BK = 64, MI = 2;
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
     constexpr int NACC1 = BN / 2, NACC = MI * NACC1;
-    static_assert(BN <= 128, "ping-pong tiles: BN accumulators a thread, at most 128");
-    static_assert(!TK_PINGPONG || (!TK_EPI_TMA && !TK_STREAMK && !TK_SPLITK && TK_CLUSTER == 1),
-                  "ping-pong: whole tiles on a persistent grid, stored from registers");
+    static_assert(BN <= 192, "ping-pong tiles: BN accumulators a thread, at most 192");
+    static_assert(!TK_PINGPONG || (!TK_STREAMK && !TK_SPLITK && TK_CLUSTER == 1),
+                  "ping-pong: whole tiles on a persistent grid");
+    static_assert(!TK_PINGPONG || !TK_EPI_TMA || !SWAP,
+                  "ping-pong: the TMA-store epilogue of unswapped tiles");
     const int tid = threadIdx.x;
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = (tid >> 7) - 1;
@@ -806,7 +832,7 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
     tk_work work;
     work.init(tma_grid_tiles(tiles_m, tiles_n), KT);
     tk_i64 t;
-    int k0, k1;
+    int k0, k1, chunk = 0;
     bool more;
     for (int j = 0; work.take(t, k0, k1, more); ++j) {
         if ((j & 1) != cw)
@@ -848,6 +874,11 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
         // the last stage too: the other warpgroup's tiles follow in the ring
         if (mine >= 0 && (tid & 127) == 0)
             bar_arrive(bars + 8 * (STAGES + mine % STAGES));
+        if constexpr (TK_EPI_TMA && !SWAP) {
+            store_acc_tma<BN, OUT16, NACC, true>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0,
+                                                 n0, cw, warp_in_wg, lane, tid, C, ldc, M, N);
+            continue;
+        }
         const tk_i64 rbase = m0 + warp_in_wg * 16 + (lane >> 2);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
@@ -859,6 +890,8 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
                                                      rbase + 64 * mi, n0, lane);
         }
     }
+    if (TK_EPI_TMA && (tid & 127) == 0)
+        bulk_wait_all(); // the staging buffers live until the stores have read them
 }
 
 // Producer and consumers of gemm_body_tma once the barriers are set up.
@@ -948,7 +981,7 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
     } else if constexpr (TK_PINGPONG) {
         static_assert(BM == 128, "ping-pong: 128-row tiles");
         consume_pp<BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(sbase, bars, KT, M, N, tiles_m, tiles_n,
-                                                          ldc, C);
+                                                          ldc, C, mC);
     } else {
         consume_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(sbase, bars, KT, M, N, tiles_m,
                                                                tiles_n, ldc, C, mC, skw, tag);
@@ -956,7 +989,8 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
 }
 
 // Dynamic shared memory: STAGES * (BM + BN) * 64 * 2 + 2048 bytes (1 KiB of
-// alignment slack, then the barriers), + 32 KiB of staging with TK_EPI_TMA.
+// alignment slack, then the barriers), + 32 KiB of staging with TK_EPI_TMA
+// (64 KiB with TK_PINGPONG: each warpgroup's own).
 // 384 threads. BN a multiple of 64 when B is N-major (its boxes are 64
 // columns wide), of 8 when K-major (16 for the forms named below).
 template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
@@ -985,7 +1019,8 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     // at bars + 8 (STAGES + s) (one arrival per consumer warpgroup of every
     // block of the cluster: all of them read what the stage's copies wrote;
     // 64-row tiles and ping-pong: one, the warpgroup whose K step it held).
-    const unsigned bars = sbase + STAGES * STAGE_BYTES + (TK_EPI_TMA ? 32768u : 0u);
+    const unsigned bars =
+        sbase + STAGES * STAGE_BYTES + (TK_EPI_TMA ? (TK_PINGPONG ? 65536u : 32768u) : 0u);
     int kt0, KT;
     tk_gemm_k_range((int)((K + BK - 1) / BK), &kt0, &KT);
     if (tid == 0) {

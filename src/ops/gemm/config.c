@@ -204,9 +204,10 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
         if (c->persist == 2 && (c->swap || c->bm != 128))
             return 0;
         /* ping-pong: a warpgroup per 128-row tile, its accumulators in
-         * registers, stored from them */
-        if (c->persist == 3 &&
-            (c->bm != 128 || c->bn > PP_BN_MAX || c->epi || c->splits > 1 || c->cluster > 1))
+         * registers, stored from them or (unswapped) by the TMA-store
+         * epilogue */
+        if (c->persist == 3 && (c->bm != 128 || c->bn > PP_BN_MAX || (c->epi && c->swap) ||
+                                c->splits > 1 || c->cluster > 1))
             return 0;
         /* clusters: unsplit, a block per tile or a persistent grid (not
          * stream-K or ping-pong); pairs of row tiles in twos */

@@ -89,8 +89,12 @@ typedef struct gemm_tile {
 #ifndef TK_GEMM_STAGE
 #define TK_GEMM_STAGE 1
 #endif
-/* Widest ping-pong tile: a warpgroup holds 128 x BN fp32 accumulators. */
-#define PP_BN_MAX 128
+/* Widest ping-pong tile: a warpgroup holds 128 x BN fp32 accumulators (BN
+ * a thread, of the 232 registers a consumer thread gets; no spills at 192
+ * with nvcc 13.0 for sm_90a). Tuning records and the tuner's candidates go
+ * up to it; the heuristics take ping-pong on short reductions only
+ * (plan.c, TK_GEMM_PP_ROUNDS). */
+#define PP_BN_MAX 192
 /* TMA kernel epilogue staged through shared memory (TK_EPI_SMEM in the
  * kernel); build with -DTK_GEMM_EPI_SMEM=0 for the register-pair stores. */
 #ifndef TK_GEMM_EPI_SMEM
@@ -197,6 +201,7 @@ void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p);
 extern const int tk__gemm_tma_bns[N_TMA_BNS];
 int tk__gemm_tma_stages(int bm, int bn, int room);
 int tk__gemm_ring_room(const gemm_plan *p);
+int tk__gemm_epi_bytes(const gemm_plan *p);
 void tk__gemm_plan_swap(gemm_plan *p);
 void tk__gemm_plan_wgmma(gemm_plan *p);
 int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N);

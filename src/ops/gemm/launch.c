@@ -257,7 +257,7 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
         *threads = p->tma ? 384 : 256;
         /* + 1 KiB: the kernel aligns the ring to 1024 bytes (swizzle period) */
         *smem = (unsigned)(p->wg_stages * (p->wg_bm + p->wg_bn) * 64 * 2 + (p->tma ? 2048 : 1024) +
-                           (p->epi_tma ? 32768 : 0));
+                           tk__gemm_epi_bytes(p));
         return;
     }
     *blocks = ((p->M + p->tile.bm - 1) / p->tile.bm) * ((p->N + p->tile.bn - 1) / p->tile.bn);

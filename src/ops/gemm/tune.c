@@ -19,8 +19,9 @@
  * TMA-store epilogue), the TMA kernel with 64- to 256-column tiles
  * (persistent grid or not, when there is more than a wave of tiles; each
  * epilogue; in clusters of two sharing A), K-major B's widths 144-240
- * (persistent or not, each epilogue), ping-pong tiles up to 128 wide
- * (unswapped and swapped, for each round count its narrowest width), 64-row
+ * (persistent or not, each epilogue), ping-pong tiles up to PP_BN_MAX
+ * wide (unswapped with either epilogue, and swapped; for each round count
+ * its narrowest width), 64-row
  * tiles (for each round count its narrowest width), the TMA kernel split
  * 2..8 ways on 64- and 128-row tiles 64, 128, 192 and 256 wide when its
  * tiles fill less than the chip (and on swapped 128-row tiles of those
@@ -161,6 +162,11 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
             if (tk__gemm_plan_apply(&q, &cfg)) {
                 n = tune_add(c, n, &q);
                 last = (int)rounds;
+                /* unswapped: also with the TMA-store epilogue */
+                cfg.epi = 1;
+                q = *base;
+                if (!sw && tk__gemm_plan_apply(&q, &cfg))
+                    n = tune_add(c, n, &q);
             }
         }
     for (int b = 0; tma_ok && b < N_TMA_BNS; b++) {

@@ -22,6 +22,7 @@
  *     (and the 256-wide split of long reductions)
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
  *   the persistent grid's threshold (more than a wave)         plan_grid
+ *   PP_K_MAX, TK_GEMM_PP_ROUNDS  ping-pong on short reductions plan_grid_epi
  *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN, TK_GEMM_QUADS
  *                       clusters of two and of 2 x 2           plan_cluster
  *   GROUP16_N_MIN       the tile order's groups of 16 rows     plan_grid
@@ -115,8 +116,9 @@ const int tk__gemm_tma_bns[N_TMA_BNS] = {64, 128, 192, 256};
 static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 
 /* Ring stages for a TMA tile: as many as fit (at most the caps below)
- * beside the barriers in 227 KiB, and beside the TMA-store staging (32 KiB)
- * where the plan keeps its room (room: tk__gemm_ring_room): 128-row tiles
+ * beside the barriers in 227 KiB, and beside the TMA-store staging (32 KiB,
+ * 64 for ping-pong tiles) where the plan keeps its room (room, in bytes:
+ * tk__gemm_ring_room): 128-row tiles
  * 8 for 64 columns, 7 for 80, 6 for 96 and 128, 4 for 192 and 256; 256-row
  * tiles 4 up to 192 columns, 3 with the (swapped) TMA-store epilogue. The
  * heuristics choose the epilogue last (tk__gemm_plan_grid), which sets the
@@ -146,7 +148,7 @@ int tk__gemm_tma_stages(int bm, int bn, int room)
     const int cap = bm != 64   ? TK_GEMM_STAGES_MAX
                     : bn <= 64 ? TK_GEMM_STAGES_KS_NARROW
                                : TK_GEMM_STAGES_KS;
-    const int s = (232448 - 2048 - (room ? 32768 : 0)) / stage;
+    const int s = (232448 - 2048 - room) / stage;
     return s > cap ? cap : s;
 }
 
@@ -175,11 +177,20 @@ int tk__gemm_ring_room(const gemm_plan *p)
     const int64_t kt = (p->K + 63) / 64;
     const int64_t per = p->splits > 1 ? (kt + p->splits - 1) / p->splits : kt;
     if (p->epi_tma)
-        return 1;
+        return tk__gemm_epi_bytes(p);
     if (p->wg_bm != 128)
         return 0;
-    return !(TK_GEMM_STAGES_LONG_KT > 0 && p->wg_bn <= 128 && per >= TK_GEMM_STAGES_LONG_KT &&
-             !(p->swap && p->a_kmajor));
+    return TK_GEMM_STAGES_LONG_KT > 0 && p->wg_bn <= 128 && per >= TK_GEMM_STAGES_LONG_KT &&
+                   !(p->swap && p->a_kmajor)
+               ? 0
+               : 32768;
+}
+
+/* The TMA-store epilogue's staging in shared memory after the ring: two
+ * 16 KiB buffers, a pair per consumer warpgroup on ping-pong tiles. */
+int tk__gemm_epi_bytes(const gemm_plan *p)
+{
+    return p->epi_tma ? (p->persist == 3 ? 65536 : 32768) : 0;
 }
 
 /* The TMA tile width for a kernel M x N on `sms` multiprocessors: least
@@ -613,8 +624,8 @@ void tk__gemm_plan_swap(gemm_plan *p)
  * weights took geomean 1.026 -> 1.012 and ping-pong wherever it fits 0.924;
  * fwd 821x50304x1024 535 -> 416 TFLOP/s on 128 x 128 ping-pong tiles, grad_a
  * 13959x1024x2816 655 -> 627. A 128-wide tile loads a third more bytes per
- * FLOP than a 256-wide one, and a warpgroup's registers hold at most 128
- * columns of 128 rows. */
+ * FLOP than a 256-wide one, and a warpgroup's registers hold at most
+ * PP_BN_MAX columns of 128 rows. */
 static double pp_eff(int bn, int swap)
 {
     const double e = bn >= 128   ? 1.0
@@ -646,6 +657,35 @@ static int pp_pick_bn(int64_t M, int64_t N, int b_kmajor, int swap, int64_t sms,
 /* Ping-pong plans win when they save at least this share of the cost
  * (TK_GEMM_PINGPONG 2: whenever they fit, for measuring them). */
 #define PP_GAIN 0.97
+/* Ping-pong on short reductions (plan_grid_epi): an unsplit persistent
+ * unswapped tile of 128 x BN (BN <= PP_BN_MAX) with an fp16 output, a
+ * reduction of at most PP_K_MAX and more than TK_GEMM_PP_ROUNDS rounds of
+ * the chip (0: never) runs ping-pong at the same width, stored by the
+ * TMA-store epilogue (TK_GEMM_PP_EPI 1; 0: from registers). The
+ * cooperative tile's epilogue, the tensor cores idle meanwhile, is 9-16%
+ * of such a call (grad_a M x 1024 x 2816, counters); the ping-pong tile
+ * stores one tile while the other warpgroup computes the next. H100,
+ * bench/pp-short-k-check.tkm (the 19 shapes a rule of one round reaches:
+ * grad_a with N = 1024 and outputs 2816-4096 wide; bench/gemm-measurements.md,
+ * 2026-11-27, "The epilogue's share"):
+ * - this form, more than 4 rounds, both ways (one machine, two calls,
+ *   three sweeps):
+ *   every shape it reaches 2-5% faster (grad_a 6492x1024x2816 61.8 ->
+ *   59.0 us, 0.893 -> 0.934 of cuBLAS; 12557 113.3 -> 110.2; 5500 x 1024
+ *   x 4096 75.1 -> 71.6), the other 15 unchanged; seed 123: 1 -> 0 shapes
+ *   under 0.90;
+ * - stored from registers, more than one round: in one call 4-8% faster
+ *   from 5 rounds on, in another (another machine) 1-10% slower on 17 of
+ *   the 19, its times at 12557 spread over 105.6-116.0 us in one sample
+ *   set; cfgrun on that machine had it 5-9% faster from 5 rounds on and
+ *   slower at 2-4 rounds (so not taken there, nor that epilogue). */
+#define PP_K_MAX 2048
+#ifndef TK_GEMM_PP_ROUNDS
+#define TK_GEMM_PP_ROUNDS 4
+#endif
+#ifndef TK_GEMM_PP_EPI
+#define TK_GEMM_PP_EPI 1
+#endif
 
 /* Swapped plans win when they save at least this share of the cost. */
 #define SWAP_GAIN 0.92
@@ -1266,6 +1306,16 @@ static void plan_grid_epi(gemm_plan *p)
      * predicts and the launch sizes the grid */
     p->persist =
         ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > plan_sms(p) && p->K > 64;
+    /* On a short reduction the cooperative tile's epilogue is a large share
+     * of its time, the tensor cores idle meanwhile: past TK_GEMM_PP_ROUNDS
+     * rounds the same tile runs ping-pong (PP_K_MAX). */
+    if (TK_GEMM_PP_ROUNDS > 0 && p->persist == 1 && !p->swap && p->out_f16 &&
+        p->wg_bn <= PP_BN_MAX && p->wg_bn % 16 == 0 && p->K <= PP_K_MAX && p->cluster == 0 &&
+        ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) >
+            TK_GEMM_PP_ROUNDS * plan_sms(p)) {
+        p->persist = 3;
+        p->epi_tma = TK_GEMM_PP_EPI ? p->epi_tma : 0;
+    }
 }
 /* Clusters of two blocks sharing their A tile by TMA multicast (`cl=2`,
  * column tiles in pairs) for one round of narrow 128-row tiles (at most

@@ -1304,15 +1304,14 @@ static void plan_grid_epi(gemm_plan *p)
      * K = 8: 128 x 256 tiles in 22.1 us against 26.6 persistent); more
      * than a wave of the plan's own multiprocessors, as swap_persist_epi
      * predicts and the launch sizes the grid */
-    p->persist =
-        ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) > plan_sms(p) && p->K > 64;
+    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn);
+    p->persist = tiles > plan_sms(p) && p->K > 64;
     /* On a short reduction the cooperative tile's epilogue is a large share
      * of its time, the tensor cores idle meanwhile: past TK_GEMM_PP_ROUNDS
-     * rounds the same tile runs ping-pong (PP_K_MAX). */
-    if (TK_GEMM_PP_ROUNDS > 0 && p->persist == 1 && !p->swap && p->out_f16 &&
-        p->wg_bn <= PP_BN_MAX && p->wg_bn % 16 == 0 && p->K <= PP_K_MAX && p->cluster == 0 &&
-        ((p->M + 127) / 128) * ((p->N + p->wg_bn - 1) / p->wg_bn) >
-            TK_GEMM_PP_ROUNDS * plan_sms(p)) {
+     * rounds the same tile runs ping-pong (PP_K_MAX; widths of 16 g + 8
+     * have no ping-pong form). */
+    if (TK_GEMM_PP_ROUNDS > 0 && p->persist && !p->swap && p->out_f16 && p->wg_bn <= PP_BN_MAX &&
+        p->wg_bn % 16 == 0 && p->K <= PP_K_MAX && tiles > TK_GEMM_PP_ROUNDS * plan_sms(p)) {
         p->persist = 3;
         p->epi_tma = TK_GEMM_PP_EPI ? p->epi_tma : 0;
     }

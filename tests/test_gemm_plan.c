@@ -63,7 +63,7 @@ static const char *op_name(tk_op op)
     return op == TK_OP_GEMM_F16_FWD ? "fwd" : op == TK_OP_GEMM_F16_GRAD_A ? "grad_a" : "grad_b";
 }
 
-static unsigned g_checked, g_tma, g_swapped, g_split, g_split_swapped, g_pairs, g_half;
+static unsigned g_checked, g_fast, g_tma, g_swapped, g_split, g_split_swapped, g_pairs, g_half;
 
 static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
 {
@@ -106,10 +106,11 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
         ck_assert(p.wg_bm == 64 || p.wg_bm == 128 || p.wg_bm == 256);
         ck_assert(p.wg_bm != 256 || p.wg_bn <= SWAP_BN_MAX);
         /* the ring (A and B boxes of 64 K columns) beside the barriers and,
-         * with the TMA-store epilogue, 32 KiB of staging, in 227 KiB (what
-         * tk__gemm_launch_dims asks for) */
+         * with the TMA-store epilogue, 32 KiB of staging (64 on ping-pong
+         * tiles), in 227 KiB (what tk__gemm_launch_dims asks for) */
         const int stage = (p.wg_bm + p.wg_bn) * 64 * 2;
-        const int room = 232448 - 2048 - (p.epi_tma ? 32768 : 0);
+        const int room =
+            232448 - 2048 - (p.epi_tma ? (p.persist == 3 ? 65536 : 32768) : 0);
         ck_assert_msg(p.wg_stages >= 2, "%s: %d stages", text, p.wg_stages);
         ck_assert_msg(p.wg_stages * stage <= room, "%s: %d stages of %d bytes", text,
                       p.wg_stages, stage);
@@ -153,6 +154,20 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
                           text, kt);
         }
     }
+    /* the fast fallback that serves the call while its own kernel is built
+     * (tk__gemm_plan_fast, M, N and K at run time): its ring and staging
+     * fit too */
+    gemm_plan f;
+    if (tk__gemm_plan_fast(&p, &f)) {
+        g_fast++;
+        int64_t blocks;
+        unsigned threads, smem;
+        tk__gemm_launch_dims(&f, &blocks, &threads, &smem);
+        ck_assert_msg(f.wg_stages >= 2 && smem <= 232448,
+                      "%s %" PRId64 "x%" PRId64 "x%" PRId64
+                      ": fast fallback 128 x %d, %d stages, %u bytes of shared memory",
+                      op_name(op), M, N, K, f.wg_bn, f.wg_stages, smem);
+    }
     g_checked++;
 }
 
@@ -164,13 +179,14 @@ START_TEST(test_model_shapes)
     static const int64_t fam[][2] = {{2816, 1024}, {1024, 2816}, {3072, 1024}, {1024, 3072},
                                      {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
-    g_checked = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = g_half = 0;
+    g_checked = g_fast = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = g_half = 0;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
         for (size_t o = 0; o < 3; o++)
             for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
                 check_shape(ops[o], m, fam[f][0], fam[f][1]);
     /* every kind of plan checked above was reached */
     ck_assert_uint_gt(g_tma, g_checked / 2);
+    ck_assert_uint_gt(g_fast, g_checked / 2);
     ck_assert_uint_gt(g_swapped, 100);
     ck_assert_uint_gt(g_split, 100);
     ck_assert_uint_gt(g_split_swapped, 10);

@@ -1505,7 +1505,9 @@ int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
                    : 128;
     f->persist = 1;
     f->epi_tma = TK_GEMM_EPI_TMA && f->c16;
-    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, 1); /* K at run time: the room kept */
+    /* K at run time: the TMA-store staging's room kept (32 KiB), whichever
+     * epilogue the output allows */
+    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, 32768);
     return 1;
 }
 

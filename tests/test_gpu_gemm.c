@@ -474,10 +474,16 @@ START_TEST(test_every_configuration)
     };
     const shape big = {2100, 2600, 2200, 2, 0, 1};
     const shape small = {136, 2600, 2200, 2, 1, 0};
-    /* $TK_TEST_CONFIGS (a substring, e.g. "cl=2"): only those configurations */
-    const char *only = getenv("TK_TEST_CONFIGS");
+    /* $TK_TEST_CONFIGS (a substring, e.g. "cl=2"): only those configurations;
+     * $TK_TEST_SHARD "i/n": only every n-th from the i-th (0-based), so that
+     * n processes share the list */
+    const char *only = getenv("TK_TEST_CONFIGS"), *shard = getenv("TK_TEST_SHARD");
+    unsigned shard_i = 0, shard_n = 1;
+    if (shard != NULL)
+        ck_assert_msg(sscanf(shard, "%u/%u", &shard_i, &shard_n) == 2 && shard_i < shard_n,
+                      "TK_TEST_SHARD '%s': expected i/n with i < n", shard);
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
-        if (only != NULL && strstr(configs[i], only) == NULL)
+        if ((only != NULL && strstr(configs[i], only) == NULL) || i % shard_n != shard_i)
             continue;
         /* a fresh context: records are remembered per context */
         tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);

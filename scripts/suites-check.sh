@@ -3,8 +3,8 @@
 # GPU suite at once: the cases of test_gpu_gemm each in its own process
 # (CK_RUN_CASE; the configurations case, ~100 configurations, in $SHARDS
 # processes, default 6, through TK_TEST_SHARD: one process ran 40 of them in
-# 400 s beside the other cases; six, all of them in 190 s), the other GPU suites through CTest. Logs to
-# $OUT; prints each part's verdict.
+# 400 s beside the other cases; six ran all of them in 190 s), the other GPU
+# suites through CTest. Logs to $OUT; prints each part's verdict.
 . "$(dirname "$0")/gpu-lib.sh" /tmp/tk-suites-out
 rc=0
 gpu_build

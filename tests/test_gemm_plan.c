@@ -463,6 +463,67 @@ START_TEST(test_cluster_configs)
 }
 END_TEST
 
+/* Every plan the tuner may time (tk__gemm_tune_candidate_plans) fits the
+ * device's limits as launched: 227 KiB of shared memory (ring, barriers and
+ * the epilogue's staging: 64 KiB on ping-pong tiles), 2 ring stages or more,
+ * 384 threads on the TMA kernel, a grid of at least one block. Over the
+ * model's families at token counts that cross the tile sizes and random
+ * shapes of every op. */
+static void check_candidates(tk_op op, int64_t M, int64_t N, int64_t K, unsigned *n_plans,
+                             unsigned *n_pp_epi)
+{
+    gemm_plan base, plans[128];
+    sm90_heuristic(op, M, N, K, &base);
+    const int n = tk__gemm_tune_candidate_plans(&base, plans, 128);
+    ck_assert_int_gt(n, 0);
+    for (int i = 0; i < n; i++) {
+        const gemm_plan *q = &plans[i];
+        gemm_cfg c;
+        char text[128];
+        tk__gemm_cfg_of_plan(q, &c);
+        tk__gemm_cfg_text(&c, text, sizeof text);
+        int64_t blocks;
+        unsigned threads, smem;
+        tk__gemm_launch_dims(q, &blocks, &threads, &smem);
+        ck_assert_msg(smem <= 232448 && blocks >= 1 && threads <= 1024,
+                      "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": candidate '%s': %u bytes of "
+                      "shared memory, %" PRId64 " blocks of %u threads",
+                      op_name(op), M, N, K, text, smem, blocks, threads);
+        if (q->tma && !q->skinny && !q->smallk) {
+            ck_assert_msg(q->wg_stages >= 2 && threads == 384, "candidate '%s': %d stages",
+                          text, q->wg_stages);
+            *n_pp_epi += q->persist == 3 && q->epi_tma;
+        }
+        (*n_plans)++;
+    }
+}
+
+START_TEST(test_tune_candidates)
+{
+    static const int64_t fam[][2] = {{2816, 1024}, {1024, 2816}, {3072, 1024}, {1024, 3072},
+                                     {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
+    static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
+    unsigned n_plans = 0, n_pp_epi = 0;
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
+        for (size_t o = 0; o < 3; o++)
+            for (int64_t m = 40; m <= 16384; m = m * 3 / 2 + 8)
+                check_candidates(ops[o], m, fam[f][0], fam[f][1], &n_plans, &n_pp_epi);
+    uint64_t s = 77;
+    for (int i = 0; i < 300; i++) {
+        int64_t d[3];
+        for (int j = 0; j < 3; j++) {
+            const double u = (double)(rnd(&s) >> 11) / 9007199254740992.0;
+            d[j] = ((int64_t)(1.0 + 32767.0 * u * u * u) + 7) / 8 * 8;
+        }
+        check_candidates(ops[rnd(&s) % 3], d[0], d[1], d[2], &n_plans, &n_pp_epi);
+    }
+    /* the candidates include ping-pong tiles with the TMA-store epilogue,
+     * the largest staging there is */
+    ck_assert_uint_gt(n_pp_epi, 100);
+    ck_assert_uint_gt(n_plans, 10000);
+}
+END_TEST
+
 static void setup(void)
 {
     tk_config *cfg = NULL;
@@ -490,6 +551,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_model_shapes);
     tcase_add_test(tc, test_random_shapes);
     tcase_add_test(tc, test_cluster_configs);
+    tcase_add_test(tc, test_tune_candidates);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -259,6 +259,7 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
                                void *d_c, void *stream);
 
 /* tune.c */
+int tk__gemm_tune_candidate_plans(const gemm_plan *base, gemm_plan *out, int max);
 void tk__gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b, void *d_c,
                         void *stream);
 

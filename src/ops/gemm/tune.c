@@ -253,6 +253,22 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
     return n;
 }
 
+/* The tuner's candidate plans for base, at most max of them, the count
+ * returned (-1: no memory): what test_gemm_plan holds to the device's
+ * limits (shared memory, stages) without a device. */
+int tk__gemm_tune_candidate_plans(const gemm_plan *base, gemm_plan *out, int max)
+{
+    tune_cand *c = calloc(TUNE_MAX_CANDS, sizeof *c);
+    if (c == NULL)
+        return -1;
+    const int n = tune_candidates(base, c);
+    const int m = n < max ? n : max;
+    for (int i = 0; i < m; i++)
+        out[i] = c[i].p;
+    free(c);
+    return m;
+}
+
 typedef struct tune_jobs {
     tk_context *ctx;
     tune_cand *c;

@@ -142,6 +142,10 @@ static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 #ifndef TK_GEMM_STAGES_KS_NARROW
 #define TK_GEMM_STAGES_KS_NARROW 12
 #endif
+/* The TMA-store epilogue's staging after the ring: two 16 KiB buffers, a
+ * pair per consumer warpgroup on ping-pong tiles (the kernel's layout,
+ * gemm_body_tma). */
+#define EPI_STAGING 32768
 int tk__gemm_tma_stages(int bm, int bn, int room)
 {
     const int stage = (bm + bn) * 64 * 2;
@@ -183,14 +187,13 @@ int tk__gemm_ring_room(const gemm_plan *p)
     return TK_GEMM_STAGES_LONG_KT > 0 && p->wg_bn <= 128 && per >= TK_GEMM_STAGES_LONG_KT &&
                    !(p->swap && p->a_kmajor)
                ? 0
-               : 32768;
+               : EPI_STAGING;
 }
 
-/* The TMA-store epilogue's staging in shared memory after the ring: two
- * 16 KiB buffers, a pair per consumer warpgroup on ping-pong tiles. */
+/* The TMA-store epilogue's staging in shared memory (EPI_STAGING). */
 int tk__gemm_epi_bytes(const gemm_plan *p)
 {
-    return p->epi_tma ? (p->persist == 3 ? 65536 : 32768) : 0;
+    return p->epi_tma ? (p->persist == 3 ? 2 : 1) * EPI_STAGING : 0;
 }
 
 /* The TMA tile width for a kernel M x N on `sms` multiprocessors: least
@@ -1505,9 +1508,10 @@ int tk__gemm_plan_fast(const gemm_plan *p, gemm_plan *f)
                    : 128;
     f->persist = 1;
     f->epi_tma = TK_GEMM_EPI_TMA && f->c16;
-    /* K at run time: the TMA-store staging's room kept (32 KiB), whichever
-     * epilogue the output allows */
-    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, 32768);
+    /* K at run time (tk__gemm_ring_room's rule reads K): the staging's room
+     * kept whichever epilogue the output allows, so that one kernel serves
+     * every K */
+    f->wg_stages = tk__gemm_tma_stages(128, f->wg_bn, EPI_STAGING);
     return 1;
 }
 

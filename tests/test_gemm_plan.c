@@ -63,7 +63,8 @@ static const char *op_name(tk_op op)
     return op == TK_OP_GEMM_F16_FWD ? "fwd" : op == TK_OP_GEMM_F16_GRAD_A ? "grad_a" : "grad_b";
 }
 
-static unsigned g_checked, g_fast, g_tma, g_swapped, g_split, g_split_swapped, g_pairs, g_half;
+static unsigned g_checked, g_fast, g_tma, g_swapped, g_split, g_split_swapped, g_pairs, g_half,
+    g_half_epi;
 
 static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
 {
@@ -94,11 +95,14 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
         ck_assert_msg(p.wg_bn % 8 == 0 && p.wg_bn >= 16 && p.wg_bn <= 256, "%s: width %d", text,
                       p.wg_bn);
         if (p.wg_bn % 16 != 0) {
-            /* 16 g + 8 (config.c cfg_bn_ok): stored from registers or the
-             * ring, B whole in each block */
+            /* 16 g + 8 (config.c cfg_bn_ok): stored from registers, the
+             * ring or (swapped) the TMA-store epilogue, B whole in each
+             * block */
             g_half++;
-            ck_assert_msg(p.wg_bm != 64 && !p.epi_tma && p.persist != 3 && p.cluster != 4 &&
-                              !p.cluster_rows && p.b_kmajor,
+            if (p.epi_tma)
+                g_half_epi++;
+            ck_assert_msg(p.wg_bm != 64 && (!p.epi_tma || p.swap) && p.persist != 3 &&
+                              p.cluster != 4 && !p.cluster_rows && p.b_kmajor,
                           "width %d: '%s'", p.wg_bn, text);
         }
         ck_assert_msg(p.b_kmajor || p.wg_bn % 64 == 0, "%s: N-major B, width %d", text,
@@ -179,7 +183,8 @@ START_TEST(test_model_shapes)
     static const int64_t fam[][2] = {{2816, 1024}, {1024, 2816}, {3072, 1024}, {1024, 3072},
                                      {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
-    g_checked = g_fast = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = g_half = 0;
+    g_checked = g_fast = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = g_half =
+        g_half_epi = 0;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
         for (size_t o = 0; o < 3; o++)
             for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
@@ -192,6 +197,7 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_split_swapped, 10);
     ck_assert_uint_gt(g_pairs, 10);
     ck_assert_uint_gt(g_half, 10);
+    ck_assert_uint_gt(g_half_epi, 0);
     /* 112 tiles of 128 x 64 make one round over 5/6 of the 132
      * multiprocessors or more: no 64-row tiles there (plan.c
      * ks_fill_keeps), at 96 tiles (650 tokens) they stay */
@@ -260,9 +266,27 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 85, 50304, 1024, &p);
         ck_assert_msg(p.tma && p.wg_bn % 16 == 0, "fwd 85x50304x1024: %d x %d", p.wg_bm, p.wg_bn);
     }
+    /* wide swapped tiles on the TMA-store epilogue trimmed to the fewest
+     * columns in 8s that keep their column-tile count (plan.c
+     * plan_swap_trim): fwd 540 x 50304 x 1024 on 3 x 184 (192 before),
+     * 301 on 2 x 152 (160); 576 tokens fill 3 x 192 and keep it */
+    {
+        static const struct {
+            int64_t M;
+            int bn;
+        } trim[] = {{540, 184}, {301, 152}, {576, 192}};
+        for (size_t i = 0; i < sizeof trim / sizeof trim[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(TK_OP_GEMM_F16_FWD, trim[i].M, 50304, 1024, &p);
+            ck_assert_msg(p.tma && p.swap && p.wg_bm == 128 && p.wg_bn == trim[i].bn &&
+                              p.epi_tma && p.persist == 1,
+                          "fwd %" PRId64 "x50304x1024: %d x %d epi %d persist %d", trim[i].M,
+                          p.wg_bm, p.wg_bn, p.epi_tma, p.persist);
+        }
+    }
     /* one round of swapped 256 x 176 tiles (fwd 1339 x 4096 x 1024: 16 x 8)
      * goes to 128 x 176 on the persistent TMA-store grid (plan.c
-     * swap_one_round); not 144 wide (1497 x 3072 x 1024), not with the op's
+     * swap_one_round; then trimmed to 168, plan_swap_trim); not 144 wide (1497 x 3072 x 1024), not with the op's
      * B K-major (grad_a 2086 x 1024 x 2816), not with K = 1536 */
     {
         static const struct {
@@ -270,8 +294,8 @@ START_TEST(test_model_shapes)
             int64_t M, N, K;
             int bm, bn;
         } one[] = {
-            {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 128, 176},
-            {TK_OP_GEMM_F16_FWD, 1160, 4096, 1024, 128, 160},
+            {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 128, 168}, /* 176 trimmed */
+            {TK_OP_GEMM_F16_FWD, 1160, 4096, 1024, 128, 152}, /* 160 trimmed */
             {TK_OP_GEMM_F16_FWD, 1497, 3072, 1024, 256, 144},
             {TK_OP_GEMM_F16_GRAD_A, 2086, 1024, 2816, 256, 176},
             {TK_OP_GEMM_F16_FWD, 1751, 2816, 1536, 256, 160},
@@ -406,10 +430,12 @@ START_TEST(test_cluster_configs)
         {TK_OP_GEMM_F16_GRAD_A, 1100, 2816, 1024,
          {.tma = 1, .bn = 80, .bm = 128, .cluster = 4, .cluster_rows = 1, .splits = 1}, 0, NULL, 0},
         /* widths of 16 g + 8 (config.c cfg_bn_ok): swapped 128 x 72, 8 x 16
-         * tiles (C^T is 1024 x 1149), alone and in pairs; grad_a's K-major B
-         * unswapped (9 x 15 of 128 x 72); refused with the TMA-store
-         * epilogue, 64 rows, ping-pong, clusters sharing B, the forward's
-         * N-major B, a width off the steps of 8 */
+         * tiles (C^T is 1024 x 1149), alone, in pairs and with the swapped
+         * TMA-store epilogue (also persistent: 393 x 3 tiles of 128 x 184
+         * at fwd 540 x 50304 x 1024); grad_a's K-major B unswapped (9 x 15
+         * of 128 x 72); refused with the unswapped TMA-store epilogue, 64
+         * rows, ping-pong, clusters sharing B, the forward's N-major B, a
+         * width off the steps of 8 */
         {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
          {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .splits = 1}, 1,
          "tma bn=72 persist=0 epi=0 split=1 swap=1", 128},
@@ -420,7 +446,13 @@ START_TEST(test_cluster_configs)
          {.tma = 1, .bn = 72, .bm = 128, .splits = 1}, 1, "tma bn=72 persist=0 epi=0 split=1",
          135},
         {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
-         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .epi = 1, .splits = 1}, 0, NULL, 0},
+         {.tma = 1, .bn = 72, .bm = 128, .swap = 1, .epi = 1, .splits = 1}, 1,
+         "tma bn=72 persist=0 epi=1 split=1 swap=1", 128},
+        {TK_OP_GEMM_F16_FWD, 540, 50304, 1024,
+         {.tma = 1, .bn = 184, .bm = 128, .swap = 1, .epi = 1, .persist = 1, .splits = 1}, 1,
+         "tma bn=184 persist=1 epi=1 split=1 swap=1", 132},
+        {TK_OP_GEMM_F16_GRAD_A, 1100, 2816, 1024,
+         {.tma = 1, .bn = 72, .bm = 128, .epi = 1, .splits = 1}, 0, NULL, 0},
         {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
          {.tma = 1, .bn = 72, .bm = 64, .swap = 1, .splits = 1}, 0, NULL, 0},
         {TK_OP_GEMM_F16_FWD, 1149, 1024, 3072,
@@ -457,7 +489,8 @@ START_TEST(test_cluster_configs)
         if (p.persist == 1 && blocks == p.sms) {
             p.sms = 131;
             tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
-            ck_assert_int_eq(blocks, 131 / c.cluster * c.cluster);
+            const int64_t cl = c.cluster > 1 ? c.cluster : 1;
+            ck_assert_int_eq(blocks, 131 / cl * cl);
         }
     }
 }

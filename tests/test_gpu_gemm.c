@@ -368,8 +368,9 @@ END_TEST
  * ping-pong tiles (persist=3: the consumer warpgroups on alternate tiles,
  * unswapped and swapped, K-major widths that are not whole 64-column boxes),
  * and K-major widths of 16 g + 8 (24 to 248: swapped, unswapped, 256-row,
- * split, persistent, stream-K, in pairs; fwd's N-major B unswapped keeps
- * the heuristics' plan). */
+ * split, persistent, stream-K, in pairs, swapped with the TMA-store
+ * epilogue, whose last 8 C rows of a tile the threads store; fwd's N-major
+ * B unswapped keeps the heuristics' plan). */
 START_TEST(test_every_configuration)
 {
     static const char *const configs[] = {
@@ -461,6 +462,10 @@ START_TEST(test_every_configuration)
         "tma bn=120 persist=2 epi=0 split=1",
         "tma bn=56 persist=0 epi=0 split=3",
         "tma bn=72 persist=0 epi=0 split=1 swap=1 cl=2",
+        "tma bn=184 persist=1 epi=1 split=1 swap=1",
+        "tma bn=136 persist=0 epi=1 split=1 swap=1",
+        "tma bn=72 persist=1 epi=1 split=1 swap=1",
+        "tma bn=152 persist=0 epi=1 split=1 bm=256 swap=1",
         "tma bn=128 persist=3 epi=0 split=1",
         "tma bn=64 persist=3 epi=0 split=1",
         "tma bn=80 persist=3 epi=0 split=1",

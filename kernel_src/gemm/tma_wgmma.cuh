@@ -339,21 +339,25 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[NACC], const tk
 // warpgroup's two 8 KiB buffers (64 C rows x 128 bytes, 128-byte swizzle:
 // a warp's 2- or 4-byte stores reach 4 C rows at distinct 16-byte columns,
 // no bank conflicts), then its first thread stores them as boxes of CW C
-// columns x 16 C rows (the host's map; whole boxes, since BN is a multiple
-// of 16) while the warpgroup goes on. A buffer is rewritten only after the
+// columns x 16 C rows (the host's map) while the warpgroup goes on. A width
+// of 16 g + 8 leaves the last chunk 8 C rows past its whole boxes: the
+// warpgroup's threads copy those from the buffer to C themselves, 8 bytes
+// each, within C's bounds (C 16-byte aligned, rows a multiple of 16 bytes
+// apart, as the map needs). A buffer is rewritten only after the
 // store that read it two chunks ago has read it (`chunk`, counted across
 // the block's tiles: the buffer's parity). fp32: a chunk's rows are those
 // of two of the four warps (warp-uniform), the other two only wait.
 template <int BM, int BN, bool OUT16, int NACC>
 __device__ __forceinline__ void store_acc_tma_t(const float (&acc)[NACC], const tk_tmap *mC,
                                                 unsigned stg, int &chunk, int m0, int n0, int cw,
-                                                int warp_in_wg, int lane, int tid)
+                                                int warp_in_wg, int lane, int tid, void *C,
+                                                tk_i64 ldc, tk_i64 M, tk_i64 N)
 {
     constexpr int ES = OUT16 ? 2 : 4;
     constexpr int CW = 128 / ES, RCH = 64 / CW;
     constexpr int MI = BM / 128, NACC1 = BN / 2;
     constexpr int TR = 64, NT = (BN + TR - 1) / TR;
-    static_assert(BN % 16 == 0, "swapped TMA-store epilogue: whole 16-row boxes");
+    static_assert(BN % 8 == 0, "swapped TMA-store epilogue: C rows in 8s");
     const bool issuer = (tid & 127) == 0;
     const unsigned mine = stg + (unsigned)cw * 16384u;
     const int rw = warp_in_wg * 16 + (lane >> 2); // the thread's row (h = 0) in a 64-row block
@@ -397,11 +401,44 @@ __device__ __forceinline__ void store_acc_tma_t(const float (&acc)[NACC], const 
                 }
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+                const int c0 = m0 + cw * (BM / 2) + 64 * mi + rc * CW;
                 if (issuer) {
-                    const int c0 = m0 + cw * (BM / 2) + 64 * mi + rc * CW;
                     for (int b = 0; b < rows / 16; ++b)
                         tma_store2d(mC, buf + (unsigned)b * 2048u, c0, n0 + tc * TR + 16 * b);
                     bulk_commit();
+                }
+                if (BN % 16 != 0 && tc == NT - 1) {
+                    // The last 8 C rows (no whole box): thread ct copies
+                    // bytes 8 (ct % 16) .. + 8 of row rows - 8 + ct / 16.
+                    const int ct = tid & 127;
+                    const int tr = rows - 8 + (ct >> 4), cb = (ct & 15) * 8;
+                    unsigned lo, hi;
+                    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
+                                 : "=r"(lo), "=r"(hi)
+                                 : "r"(buf + (unsigned)(tr * 128 +
+                                                        ((((cb >> 4) ^ (tr & 7)) << 4) | (cb & 15))))
+                                 : "memory");
+                    const tk_i64 n = (tk_i64)n0 + tc * TR + tr, m = (tk_i64)c0 + cb / ES;
+                    if (n < N && m < M) {
+                        char *dst = (char *)C + (n * ldc + m) * ES;
+                        if (m + 8 / ES <= M) {
+                            asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(dst), "r"(lo),
+                                         "r"(hi)
+                                         : "memory");
+                        } else {
+                            // C's last columns: element by element
+                            const unsigned long long w = ((unsigned long long)hi << 32) | lo;
+#pragma unroll
+                            for (int e = 0; e < 8 / ES; ++e)
+                                if (m + e < M) {
+                                    if (OUT16)
+                                        *(unsigned short *)(dst + e * ES) =
+                                            (unsigned short)(w >> (16 * e));
+                                    else
+                                        *(unsigned *)(dst + e * ES) = (unsigned)(w >> (32 * e));
+                                }
+                        }
+                    }
                 }
             }
         }
@@ -672,10 +709,10 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         const tk_i64 rbase = row0 + warp_in_wg * 16 + (lane >> 2);
         if constexpr (TK_EPI_TMA && SWAP) {
             store_acc_tma_t<BM, BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0,
-                                           cw, warp_in_wg, lane, tid);
+                                           cw, warp_in_wg, lane, tid, C, ldc, M, N);
             continue;
         }
-        if constexpr (TK_EPI_TMA && BM == 128) {
+        if constexpr (TK_EPI_TMA && !SWAP && BM == 128) {
             store_acc_tma<BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
                                      warp_in_wg, lane, tid, C, ldc, M, N);
             continue;
@@ -1003,12 +1040,14 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
     static_assert(BKM ? BN % 8 == 0 : BN % 64 == 0, "TMA tile width");
     // Widths of 16 g + 8 (mma_h): 128- or 256-row tiles stored from
-    // registers or the ring, B whole in each block (the TMA-store epilogues
-    // store boxes of 16 columns or rows, 64-row tiles and ping-pong split or
-    // hold the columns in 16s, a cluster sharing B halves it).
-    static_assert(BN % 16 == 0 || (BM != 64 && !TK_EPI_TMA && !TK_PINGPONG && TK_CLUSTER != 4 &&
-                                   !TK_CLUSTER_ROWS),
-                  "TMA tile width of 16 g + 8: 128- or 256-row tiles, register epilogue, B whole");
+    // registers, the ring or, swapped, the TMA-store epilogue (its last 8 C
+    // rows copied by the threads), B whole in each block (the unswapped
+    // TMA-store epilogue stores boxes of 16 columns, 64-row tiles and
+    // ping-pong split or hold the columns in 16s, a cluster sharing B
+    // halves it).
+    static_assert(BN % 16 == 0 || (BM != 64 && (!TK_EPI_TMA || SWAP) && !TK_PINGPONG &&
+                                   TK_CLUSTER != 4 && !TK_CLUSTER_ROWS),
+                  "TMA tile width of 16 g + 8: 128- or 256-row tiles, no unswapped TMA store, B whole");
     static_assert((TK_CLUSTER != 4 && !TK_CLUSTER_ROWS) || BKM || BN % 128 == 0,
                   "B shared: N-major B in an even number of 64-column boxes");
     static_assert(!TK_CLUSTER_ROWS || TK_CLUSTER == 2, "row pairs: clusters of two");

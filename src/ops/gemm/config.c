@@ -72,7 +72,8 @@ void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
 /* A TMA configuration's tile width: a multiple of 16 from 16 to 256, or of
  * 8 (16 g + 8, 24 to 248) for the forms whose kernel walks the columns in
  * 8s (tma_wgmma.cuh, gemm_body_tma): 128- or 256-row tiles stored from
- * registers or the ring, no ping-pong, no cluster sharing B. Such widths let
+ * registers, the ring or (swapped) the TMA-store epilogue, no ping-pong, no
+ * cluster sharing B. Such widths let
  * a token count on a swapped tile's width fill one round with less empty
  * room (fwd 1149 x 1024 x 3072: 16 tiles of 72 in 128 blocks where 80-wide
  * tiles take 120 blocks over 1200 columns). The tile's B must be K-major
@@ -82,7 +83,8 @@ static int cfg_bn_ok(const gemm_cfg *c)
     if (c->bn % 8 != 0 || c->bn < 16 || c->bn > 256)
         return 0;
     return c->bn % 16 == 0 ||
-           (c->bm != 64 && !c->epi && c->persist != 3 && c->cluster != 4 && !c->cluster_rows);
+           (c->bm != 64 && (!c->epi || c->swap) && c->persist != 3 && c->cluster != 4 &&
+            !c->cluster_rows);
 }
 
 /* 1 when text is a well-formed configuration (whether it fits a call is

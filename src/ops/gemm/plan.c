@@ -1377,12 +1377,42 @@ static int plan_cluster(const gemm_plan *p)
                : 2;
 }
 
+/* Swapped tiles trimmed to the fewest columns, in steps of 8, that keep
+ * their column-tile count (and so the grid, its rounds and every choice
+ * made on the 16-wide steps): the tokens on the tile's width, each tile up
+ * to 8 fewer empty columns (fwd 540 x 50304 x 1024: 3 x 184 = 552 columns
+ * where 3 x 192 made 576). Widths of 16 g + 8 need B K-major (the swapped
+ * plan's B is the op's tokens side, K-major in fwd and grad_a), 128- or
+ * 256-row tiles, no ping-pong and no cluster here (the pairs and fours
+ * were measured on 16-wide steps); the TMA-store epilogue stores such a
+ * tile's last 8 C rows from its staging with the threads (tma_wgmma.cuh,
+ * store_acc_tma_t). TK_GEMM_SWAP_TRIM 0: the widths as picked; 1: the
+ * wide tiles on the TMA-store epilogue only; 2: every such swapped tile. */
+#ifndef TK_GEMM_SWAP_TRIM
+#define TK_GEMM_SWAP_TRIM 2
+#endif
+static void plan_swap_trim(gemm_plan *p)
+{
+    if (!TK_GEMM_SWAP_TRIM || !p->tma || !p->swap || p->persist == 3 || p->cluster != 0 ||
+        p->cluster_rows || !p->b_kmajor || (p->wg_bm != 128 && p->wg_bm != 256) ||
+        (TK_GEMM_SWAP_TRIM == 1 &&
+         (!p->epi_tma || p->wg_bm != 128 || p->splits != 1 || p->wg_bn <= SWAP_EPI_BN_MIN)))
+        return;
+    const int64_t tn = (p->N + p->wg_bn - 1) / p->wg_bn;
+    const int64_t w = ((p->N + tn - 1) / tn + 7) / 8 * 8;
+    /* (the epilogue chosen for the width stays: at least 24 columns, and
+     * the TMA-store one's wide tiles past SWAP_EPI_BN_MIN) */
+    if (w >= 24 && w < p->wg_bn && (!p->epi_tma || p->wg_bm != 128 || w > SWAP_EPI_BN_MIN))
+        p->wg_bn = (int)w;
+}
+
 void tk__gemm_plan_grid(gemm_plan *p)
 {
     plan_grid_epi(p);
     const int cluster = plan_cluster(p);
     if (cluster > 0)
         p->cluster = cluster;
+    plan_swap_trim(p);
     /* the ring's stages for the epilogue chosen */
     if (p->tma)
         p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, tk__gemm_ring_room(p));

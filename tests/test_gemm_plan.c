@@ -266,6 +266,35 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 85, 50304, 1024, &p);
         ck_assert_msg(p.tma && p.wg_bn % 16 == 0, "fwd 85x50304x1024: %d x %d", p.wg_bm, p.wg_bn);
     }
+    /* the forward (fp32 output) with K <= 2048 on ping-pong 128 x 192 tiles
+     * stored by the TMA-store epilogue, unswapped (plan.c plan_pp_f32),
+     * from 2.5 rounds of them with the last round 0.85 full or more and 6
+     * rows of tiles; not at 1.3 rounds (1000 x 4096), a last round 0.82
+     * full (4500 x 2816: 4.09 rounds), 4 rows (500 x 50304), K = 2816, nor
+     * for grad_a (fp16) */
+    {
+        static const struct {
+            tk_op op;
+            int64_t M, N, K;
+            int pp;
+        } pp[] = {
+            {TK_OP_GEMM_F16_FWD, 4500, 4096, 1024, 1},  {TK_OP_GEMM_F16_FWD, 2200, 4096, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 700, 50304, 1024, 1},  {TK_OP_GEMM_F16_FWD, 16384, 2816, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 1000, 4096, 1024, 0},  {TK_OP_GEMM_F16_FWD, 4500, 2816, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 500, 50304, 1024, 0},  {TK_OP_GEMM_F16_FWD, 9000, 1024, 2816, 0},
+            {TK_OP_GEMM_F16_GRAD_A, 9000, 1024, 4096, 0},
+        };
+        for (size_t i = 0; i < sizeof pp / sizeof pp[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(pp[i].op, pp[i].M, pp[i].N, pp[i].K, &p);
+            const int is_pp = p.tma && p.persist == 3 && p.epi_tma && !p.swap && p.wg_bm == 128 &&
+                              p.wg_bn == 192;
+            ck_assert_msg(is_pp == pp[i].pp && (pp[i].pp || p.persist != 3 || p.out_f16),
+                          "%" PRId64 "x%" PRId64 "x%" PRId64 ": %d x %d persist %d epi %d swap %d",
+                          pp[i].M, pp[i].N, pp[i].K, p.wg_bm, p.wg_bn, p.persist, p.epi_tma,
+                          p.swap);
+        }
+    }
     /* wide swapped tiles on the TMA-store epilogue trimmed to the fewest
      * columns in 8s that keep their column-tile count (plan.c
      * plan_swap_trim): fwd 540 x 50304 x 1024 on 3 x 184 (192 before),

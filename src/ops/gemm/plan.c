@@ -1285,12 +1285,67 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
  * to tuning records: it lost to the persistent grid where the heuristics
  * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
+/* fp32 outputs (the forward's) on a short reduction: its cooperative tile
+ * stores 4 bytes an element after each main loop, the tensor cores idle
+ * meanwhile. Where 128 x PP_F32_BN tiles (unswapped) make 2.5 rounds or
+ * more with the last round filled to PP_F32_FILL_NUM / _DEN of the chip
+ * or more, in PP_F32_TM_MIN rows of tiles or more, K at most PP_K_MAX and
+ * C as the TMA-store epilogue needs it, the call runs ping-pong tiles of
+ * that width, stored by the TMA-store epilogue while the other warpgroup
+ * computes (TK_GEMM_PP_F32 0: as before). H100:
+ *  - cfgrun (tuning records naming each form, one call): fwd 9986 x 50304 x
+ *    1024 1884.7 -> 1698.3 us against the cooperative 128 x 256 tiles,
+ *    12849 x 2816 x 1024 130.1 -> 119.6; 128-wide ping-pong tiles 0.7-18%
+ *    slower than 192 wide, the same tiles stored from registers 17-31%
+ *    slower, and at K = 4096 (16271 x 1024 x 4096) 11% slower than the
+ *    cooperative tiles;
+ *  - bench/sweep of bench/ppf32-check.tkm, both ways in one call, two runs
+ *    (the rule's first form: past one round): 3-13% less time from 2.5
+ *    rounds on where the last round was full (fwd 16384 x 50304 x 1024
+ *    2839 -> 2458 us, 3000 x 3072 x 1024 36.0 -> 31.3, 4500 x 4096 x 1024
+ *    70.8 -> 61.9, 4500 x 3072 x 1024 at 4.4 rounds 51.3 -> 48.2), but
+ *    1-18% more under 2.5 rounds (1000 x 4096 x 1024 17.4 -> 20.6), 4-10%
+ *    more where the last round was 0.68-0.82 full (2200 x 2816 x 1024 at
+ *    2.05 rounds, 4500 x 2816 x 1024 at 4.09), and 3-11% more at 300-500
+ *    tokens of the vocabulary (3-4 rows of tiles, against the swapped wide
+ *    tiles holding the tokens; 700 tokens, 6 rows, 1.5% less). */
+#ifndef TK_GEMM_PP_F32
+#define TK_GEMM_PP_F32 1
+#endif
+#define PP_F32_BN 192
+#define PP_F32_FILL_NUM 17
+#define PP_F32_FILL_DEN 20
+#define PP_F32_TM_MIN 6
+static int plan_pp_f32(gemm_plan *p)
+{
+    if (!TK_GEMM_PP_F32 || !TK_GEMM_EPI_TMA || !p->tma || p->out_f16 || !p->c16 ||
+        p->splits != 1 || p->K > PP_K_MAX || p->K <= 64 || p->cluster || p->cluster_rows)
+        return 0;
+    gemm_plan q = *p;
+    if (q.swap)
+        tk__gemm_plan_swap(&q);
+    const int64_t sms = plan_sms(&q), tm = (q.M + 127) / 128;
+    const int64_t tiles = tm * ((q.N + PP_F32_BN - 1) / PP_F32_BN);
+    if (q.moving != 0 || q.N < PP_F32_BN || tm < PP_F32_TM_MIN || tiles * 2 < 5 * sms ||
+        tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * ((tiles + sms - 1) / sms) * sms)
+        return 0;
+    q.wg_bm = 128;
+    q.wg_bn = PP_F32_BN;
+    q.persist = 3;
+    q.epi_tma = 1;
+    q.group16 = q.N >= GROUP16_N_MIN;
+    *p = q;
+    return 1;
+}
+
 static void plan_grid_epi(gemm_plan *p)
 {
     const int pp = p->tma && p->persist == 3 && p->splits == 1 && p->wg_bm == 128;
     p->persist = 0;
     p->epi_tma = 0;
     p->group16 = p->tma && p->moving != 1 && p->N >= GROUP16_N_MIN;
+    if (plan_pp_f32(p))
+        return;
     if (!p->tma || p->splits != 1)
         return;
     if (pp) { /* plan_wgmma's ping-pong tiles: a persistent grid, stored from registers */

@@ -366,7 +366,8 @@ END_TEST
  * tiles, swapped or not, odd row-tile counts), clusters of each kind on a
  * persistent grid (several tiles per block), and
  * ping-pong tiles (persist=3: the consumer warpgroups on alternate tiles,
- * unswapped and swapped, K-major widths that are not whole 64-column boxes),
+ * unswapped and swapped, K-major widths that are not whole 64-column boxes,
+ * the forward's fp32 output on 128 x 192 with the TMA-store epilogue),
  * and K-major widths of 16 g + 8 (24 to 248: swapped, unswapped, 256-row,
  * split, persistent, stream-K, in pairs, swapped with the TMA-store
  * epilogue, whose last 8 C rows of a tile the threads store; fwd's N-major
@@ -475,6 +476,7 @@ START_TEST(test_every_configuration)
         "tma bn=192 persist=3 epi=0 split=1 swap=1",
         "tma bn=176 persist=3 epi=1 split=1",
         "tma bn=128 persist=3 epi=1 split=1",
+        "tma bn=192 persist=3 epi=1 split=1",
         "mma tile=1 split=2",
     };
     const shape big = {2100, 2600, 2200, 2, 0, 1};

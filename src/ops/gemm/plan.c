@@ -1277,14 +1277,6 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  * count (a baked dimension: no new kernel per token count). */
 #define GROUP16_N_MIN 16384
 
-/* The heuristics' grid and epilogue, after tk__gemm_plan_split (tokitai-jit --tune
- * of the MoE expert shapes on an H100, bench/gemm-measurements.md): the unsplit
- * TMA kernel stores C with the TMA-store epilogue (1-5% faster than staging
- * through the ring); more than a wave of tiles runs on a persistent grid
- * (its stores overlap the next tile's main loop: 8-19% faster than a block
- * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
- * to tuning records: it lost to the persistent grid where the heuristics
- * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
 /* fp32 outputs (the forward's) on a short reduction: its cooperative tile
  * stores 4 bytes an element after each main loop, the tensor cores idle
  * meanwhile. Where 128 x PP_F32_BN tiles (unswapped) make 2.5 rounds or
@@ -1342,6 +1334,14 @@ static int plan_pp_f32(gemm_plan *p)
     return 1;
 }
 
+/* The heuristics' grid and epilogue, after tk__gemm_plan_split (tokitai-jit --tune
+ * of the MoE expert shapes on an H100, bench/gemm-measurements.md): the unsplit
+ * TMA kernel stores C with the TMA-store epilogue (1-5% faster than staging
+ * through the ring); more than a wave of tiles runs on a persistent grid
+ * (its stores overlap the next tile's main loop: 8-19% faster than a block
+ * per tile at fwd 2048x2816x1024, grad_a 2048x1024x2816). Stream-K is left
+ * to tuning records: it lost to the persistent grid where the heuristics
+ * tried it (fwd 1920x2816x1024: 28.3 against 24.2 us). */
 static void plan_grid_epi(gemm_plan *p)
 {
     const int pp = p->tma && p->persist == 3 && p->splits == 1 && p->wg_bm == 128;

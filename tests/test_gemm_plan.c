@@ -278,17 +278,21 @@ START_TEST(test_model_shapes)
             int64_t M, N, K;
             int pp;
         } pp[] = {
-            {TK_OP_GEMM_F16_FWD, 4500, 4096, 1024, 1},  {TK_OP_GEMM_F16_FWD, 2200, 4096, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 700, 50304, 1024, 1},  {TK_OP_GEMM_F16_FWD, 16384, 2816, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 1000, 4096, 1024, 0},  {TK_OP_GEMM_F16_FWD, 4500, 2816, 1024, 0},
-            {TK_OP_GEMM_F16_FWD, 500, 50304, 1024, 0},  {TK_OP_GEMM_F16_FWD, 9000, 1024, 2816, 0},
+            {TK_OP_GEMM_F16_FWD, 4500, 4096, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 2200, 4096, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 700, 50304, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 16384, 2816, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 1000, 4096, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 4500, 2816, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 500, 50304, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 9000, 1024, 2816, 0},
             {TK_OP_GEMM_F16_GRAD_A, 9000, 1024, 4096, 0},
         };
         for (size_t i = 0; i < sizeof pp / sizeof pp[0]; i++) {
             gemm_plan p;
             sm90_heuristic(pp[i].op, pp[i].M, pp[i].N, pp[i].K, &p);
-            const int is_pp = p.tma && p.persist == 3 && p.epi_tma && !p.swap && p.wg_bm == 128 &&
-                              p.wg_bn == 192;
+            const int is_pp =
+                p.tma && p.persist == 3 && p.epi_tma && !p.swap && p.wg_bm == 128 && p.wg_bn == 192;
             ck_assert_msg(is_pp == pp[i].pp && (pp[i].pp || p.persist != 3 || p.out_f16),
                           "%" PRId64 "x%" PRId64 "x%" PRId64 ": %d x %d persist %d epi %d swap %d",
                           pp[i].M, pp[i].N, pp[i].K, p.wg_bm, p.wg_bn, p.persist, p.epi_tma,
@@ -307,16 +311,17 @@ START_TEST(test_model_shapes)
         for (size_t i = 0; i < sizeof trim / sizeof trim[0]; i++) {
             gemm_plan p;
             sm90_heuristic(TK_OP_GEMM_F16_FWD, trim[i].M, 50304, 1024, &p);
-            ck_assert_msg(p.tma && p.swap && p.wg_bm == 128 && p.wg_bn == trim[i].bn &&
-                              p.epi_tma && p.persist == 1,
+            ck_assert_msg(p.tma && p.swap && p.wg_bm == 128 && p.wg_bn == trim[i].bn && p.epi_tma &&
+                              p.persist == 1,
                           "fwd %" PRId64 "x50304x1024: %d x %d epi %d persist %d", trim[i].M,
                           p.wg_bm, p.wg_bn, p.epi_tma, p.persist);
         }
     }
     /* one round of swapped 256 x 176 tiles (fwd 1339 x 4096 x 1024: 16 x 8)
      * goes to 128 x 176 on the persistent TMA-store grid (plan.c
-     * swap_one_round; then trimmed to 168, plan_swap_trim); not 144 wide (1497 x 3072 x 1024), not with the op's
-     * B K-major (grad_a 2086 x 1024 x 2816), not with K = 1536 */
+     * swap_one_round; then trimmed to 168, plan_swap_trim); not 144 wide
+     * (1497 x 3072 x 1024), not with the op's B K-major (grad_a 2086 x 1024
+     * x 2816), not with K = 1536 */
     {
         static const struct {
             tk_op op;

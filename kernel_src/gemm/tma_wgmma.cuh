@@ -415,8 +415,8 @@ __device__ __forceinline__ void store_acc_tma_t(const float (&acc)[NACC], const 
                     unsigned lo, hi;
                     asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
                                  : "=r"(lo), "=r"(hi)
-                                 : "r"(buf + (unsigned)(tr * 128 +
-                                                        ((((cb >> 4) ^ (tr & 7)) << 4) | (cb & 15))))
+                                 : "r"(buf + (unsigned)(tr * 128 + ((((cb >> 4) ^ (tr & 7)) << 4) |
+                                                                    (cb & 15))))
                                  : "memory");
                     const tk_i64 n = (tk_i64)n0 + tc * TR + tr, m = (tk_i64)c0 + cb / ES;
                     if (n < N && m < M) {
@@ -708,8 +708,8 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         const tk_i64 row0 = m0 + (KS ? 0 : cw * (BM / 2)), col0 = n0 + (KS ? cw * EW : 0);
         const tk_i64 rbase = row0 + warp_in_wg * 16 + (lane >> 2);
         if constexpr (TK_EPI_TMA && SWAP) {
-            store_acc_tma_t<BM, BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0,
-                                           cw, warp_in_wg, lane, tid, C, ldc, M, N);
+            store_acc_tma_t<BM, BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
+                                           warp_in_wg, lane, tid, C, ldc, M, N);
             continue;
         }
         if constexpr (TK_EPI_TMA && !SWAP && BM == 128) {
@@ -1045,9 +1045,10 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     // TMA-store epilogue stores boxes of 16 columns, 64-row tiles and
     // ping-pong split or hold the columns in 16s, a cluster sharing B
     // halves it).
-    static_assert(BN % 16 == 0 || (BM != 64 && (!TK_EPI_TMA || SWAP) && !TK_PINGPONG &&
-                                   TK_CLUSTER != 4 && !TK_CLUSTER_ROWS),
-                  "TMA tile width of 16 g + 8: 128- or 256-row tiles, no unswapped TMA store, B whole");
+    static_assert(
+        BN % 16 == 0 || (BM != 64 && (!TK_EPI_TMA || SWAP) && !TK_PINGPONG && TK_CLUSTER != 4 &&
+                         !TK_CLUSTER_ROWS),
+        "TMA tile width of 16 g + 8: 128- or 256-row tiles, no unswapped TMA store, B whole");
     static_assert((TK_CLUSTER != 4 && !TK_CLUSTER_ROWS) || BKM || BN % 128 == 0,
                   "B shared: N-major B in an even number of 64-column boxes");
     static_assert(!TK_CLUSTER_ROWS || TK_CLUSTER == 2, "row pairs: clusters of two");

@@ -82,9 +82,8 @@ static int cfg_bn_ok(const gemm_cfg *c)
 {
     if (c->bn % 8 != 0 || c->bn < 16 || c->bn > 256)
         return 0;
-    return c->bn % 16 == 0 ||
-           (c->bm != 64 && (!c->epi || c->swap) && c->persist != 3 && c->cluster != 4 &&
-            !c->cluster_rows);
+    return c->bn % 16 == 0 || (c->bm != 64 && (!c->epi || c->swap) && c->persist != 3 &&
+                               c->cluster != 4 && !c->cluster_rows);
 }
 
 /* 1 when text is a well-formed configuration (whether it fits a call is

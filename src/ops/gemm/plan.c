@@ -1314,8 +1314,8 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 #define PP_F32_TM_MIN 6
 static int plan_pp_f32(gemm_plan *p)
 {
-    if (!TK_GEMM_PP_F32 || !TK_GEMM_EPI_TMA || !p->tma || p->out_f16 || !p->c16 ||
-        p->splits != 1 || p->K > PP_K_MAX || p->K <= 64 || p->cluster || p->cluster_rows)
+    if (!TK_GEMM_PP_F32 || !TK_GEMM_EPI_TMA || !p->tma || p->out_f16 || !p->c16 || p->splits != 1 ||
+        p->K > PP_K_MAX || p->K <= 64 || p->cluster || p->cluster_rows)
         return 0;
     gemm_plan q = *p;
     if (q.swap)

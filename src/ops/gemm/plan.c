@@ -23,9 +23,12 @@
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
  *   the persistent grid's threshold (more than a wave)         plan_grid
  *   PP_K_MAX, TK_GEMM_PP_ROUNDS  ping-pong on short reductions plan_grid_epi
+ *   PP_F32_BN, PP_F32_FILL_*, PP_F32_TM_MIN  the forward's fp32
+ *                       output ping-pong on short reductions   plan_pp_f32
  *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN, TK_GEMM_QUADS
  *                       clusters of two and of 2 x 2           plan_cluster
  *   GROUP16_N_MIN       the tile order's groups of 16 rows     plan_grid
+ *   (no number) swapped widths trimmed to steps of 8            plan_swap_trim
  *   SKINNY_*, SKINNY_WGRAD_*, SMALLK_K_MAX  the router's and small-K kernels
  *                                                              plan_skinny, plan_smallk
  *

@@ -1320,20 +1320,19 @@ static int plan_pp_f32(gemm_plan *p)
     if (!TK_GEMM_PP_F32 || !TK_GEMM_EPI_TMA || !p->tma || p->out_f16 || !p->c16 || p->splits != 1 ||
         p->K > PP_K_MAX || p->K <= 64 || p->cluster || p->cluster_rows)
         return 0;
-    gemm_plan q = *p;
-    if (q.swap)
-        tk__gemm_plan_swap(&q);
-    const int64_t sms = plan_sms(&q), tm = (q.M + 127) / 128;
-    const int64_t tiles = tm * ((q.N + PP_F32_BN - 1) / PP_F32_BN);
-    if (q.moving != 0 || q.N < PP_F32_BN || tm < PP_F32_TM_MIN || tiles * 2 < 5 * sms ||
+    /* (an fp32 output is the forward's: the tokens on M when unswapped) */
+    const int64_t M = p->swap ? p->N : p->M, N = p->swap ? p->M : p->N;
+    const int64_t sms = plan_sms(p), tm = (M + 127) / 128;
+    const int64_t tiles = tm * ((N + PP_F32_BN - 1) / PP_F32_BN);
+    if (N < PP_F32_BN || tm < PP_F32_TM_MIN || tiles * 2 < 5 * sms ||
         tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * ((tiles + sms - 1) / sms) * sms)
         return 0;
-    q.wg_bm = 128;
-    q.wg_bn = PP_F32_BN;
-    q.persist = 3;
-    q.epi_tma = 1;
-    q.group16 = q.N >= GROUP16_N_MIN;
-    *p = q;
+    if (p->swap)
+        tk__gemm_plan_swap(p);
+    p->wg_bm = 128;
+    p->wg_bn = PP_F32_BN;
+    p->persist = 3;
+    p->epi_tma = 1;
     return 1;
 }
 
@@ -1350,8 +1349,9 @@ static void plan_grid_epi(gemm_plan *p)
     const int pp = p->tma && p->persist == 3 && p->splits == 1 && p->wg_bm == 128;
     p->persist = 0;
     p->epi_tma = 0;
+    const int pp32 = plan_pp_f32(p); /* (may unswap p) */
     p->group16 = p->tma && p->moving != 1 && p->N >= GROUP16_N_MIN;
-    if (plan_pp_f32(p))
+    if (pp32)
         return;
     if (!p->tma || p->splits != 1)
         return;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "jit/engine.h"
+#include "ops/gemm/gemm_internal.h"
 #include "tk_test.h"
 #include "tokitai/ops.h"
 
@@ -370,7 +371,8 @@ END_TEST
  * the forward's fp32 output on 128 x 192 with the TMA-store epilogue),
  * and K-major widths of 16 g + 8 (24 to 248: swapped, unswapped, 256-row,
  * split, persistent, stream-K, in pairs, swapped with the TMA-store
- * epilogue, whose last 8 C rows of a tile the threads store; fwd's N-major
+ * epilogue, whose last 8 C rows of a tile the threads store, checked in
+ * full where they straddle C's last row; fwd's N-major
  * B unswapped keeps the heuristics' plan). */
 START_TEST(test_every_configuration)
 {
@@ -494,15 +496,44 @@ START_TEST(test_every_configuration)
             continue;
         /* a fresh context: records are remembered per context */
         tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
-        char line[160];
+        char line[256];
         fprintf(stderr, "configuration %s\n", configs[i]);
-        /* both shapes' classes; the same kernels (M is not baked) */
-        snprintf(line, sizeof line, "M<=256 %s\nM<=2176 %s\n", configs[i], configs[i]);
+        /* swapped TMA-store tiles 16 g + 8 wide also run 2 bn - 5 tokens
+         * (below), so that the second tile's last 8 C rows (the threads'
+         * copy) straddle C's last row */
+        int bn = 0;
+        const int edge_m = sscanf(configs[i], "tma bn=%d", &bn) == 1 && bn % 16 == 8 &&
+                                   strstr(configs[i], "swap=1") != NULL &&
+                                   strstr(configs[i], "epi=1") != NULL
+                               ? 2 * bn - 5
+                               : 0;
+        /* the shapes' classes; the same kernels (M is not baked) */
+        const long long edge_class = edge_m > 0 ? (long long)tk__gemm_m_class_max(edge_m) : 256;
+        if (edge_class != 256 && edge_class != 2176)
+            snprintf(line, sizeof line, "M<=256 %s\nM<=%lld %s\nM<=2176 %s\n", configs[i],
+                     edge_class, configs[i], configs[i]);
+        else
+            snprintf(line, sizeof line, "M<=256 %s\nM<=2176 %s\n", configs[i], configs[i]);
         for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++)
             tk__record_put(ctx, tk_op_name((tk_op)op), "N=2600 K=2200", line);
         for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++) {
             run_case(ctx, (tk_op)op, &big);
             run_case(ctx, (tk_op)op, &small);
+        }
+        /* the straddling tokens, checked in full, the plan asserted to be
+         * the record's */
+        if (edge_m > 0) {
+            const shape edge = {edge_m, 2600, 2200, 0, 0, 0};
+            for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_A; op++) {
+                gemm_plan pl;
+                tk__gemm_plan_packed(ctx, (tk_op)op, edge.M, edge.N, edge.K, &pl);
+                ck_assert_msg(pl.tma && pl.swap && pl.epi_tma && pl.wg_bn == bn,
+                              "%s: %s %lldx%lldx%lld planned tma %d swap %d epi %d bn %d",
+                              configs[i], tk_op_name((tk_op)op), (long long)edge.M,
+                              (long long)edge.N, (long long)edge.K, pl.tma, pl.swap, pl.epi_tma,
+                              pl.wg_bn);
+                run_case(ctx, (tk_op)op, &edge);
+            }
         }
         assert_no_fallback(ctx);
         tk_context_destroy(ctx);

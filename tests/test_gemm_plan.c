@@ -268,9 +268,11 @@ START_TEST(test_model_shapes)
     }
     /* the forward (fp32 output) with K <= 2048 on ping-pong 128 x 192 tiles
      * stored by the TMA-store epilogue, unswapped (plan.c plan_pp_f32),
-     * from 2.5 rounds of them with the last round 0.85 full or more and 6
-     * rows of tiles; not at 1.3 rounds (1000 x 4096), a last round 0.82
-     * full (4500 x 2816: 4.09 rounds), 4 rows (500 x 50304), K = 2816, nor
+     * from 1.7 rounds of them, 0.85 full or more (the tiles over the
+     * rounds' blocks), and 6 rows of tiles: 1.70 (1800 x 2816), 1.83 (1339
+     * x 4096) and 1.93 rounds (2053 x 2816); not at 1.3 or 1.67 rounds
+     * (1000 and 1200 x 4096), 2.05 rounds 0.68 full (2200 x 2816), 4.09
+     * rounds 0.82 full (4500 x 2816), 4 rows (500 x 50304), K = 2816, nor
      * for grad_a (fp16) */
     {
         static const struct {
@@ -282,7 +284,12 @@ START_TEST(test_model_shapes)
             {TK_OP_GEMM_F16_FWD, 2200, 4096, 1024, 1},
             {TK_OP_GEMM_F16_FWD, 700, 50304, 1024, 1},
             {TK_OP_GEMM_F16_FWD, 16384, 2816, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 1800, 2816, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 2053, 2816, 1024, 1},
             {TK_OP_GEMM_F16_FWD, 1000, 4096, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 1200, 4096, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 2200, 2816, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 4500, 2816, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 500, 50304, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 9000, 1024, 2816, 0},
@@ -317,9 +324,10 @@ START_TEST(test_model_shapes)
                           p.wg_bm, p.wg_bn, p.epi_tma, p.persist);
         }
     }
-    /* one round of swapped 256 x 176 tiles (fwd 1339 x 4096 x 1024: 16 x 8)
-     * goes to 128 x 176 on the persistent TMA-store grid (plan.c
-     * swap_one_round; then trimmed to 168, plan_swap_trim); not 144 wide
+    /* one round of swapped 256 x 160 tiles (fwd 1250 x 4096 x 1024: 16 x 8)
+     * goes to 128 x 160 on the persistent TMA-store grid (plan.c
+     * swap_one_round; 1339 x 4096 x 1024, 176 trimmed to 168, now takes
+     * the forward's ping-pong tiles, below); not 144 wide
      * (1497 x 3072 x 1024), not with the op's B K-major (grad_a 2086 x 1024
      * x 2816), not with K = 1536 */
     {
@@ -328,7 +336,7 @@ START_TEST(test_model_shapes)
             int64_t M, N, K;
             int bm, bn;
         } one[] = {
-            {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 128, 168}, /* 176 trimmed */
+            {TK_OP_GEMM_F16_FWD, 1250, 4096, 1024, 128, 160},
             {TK_OP_GEMM_F16_FWD, 1160, 4096, 1024, 128, 152}, /* 160 trimmed */
             {TK_OP_GEMM_F16_FWD, 1497, 3072, 1024, 256, 144},
             {TK_OP_GEMM_F16_GRAD_A, 2086, 1024, 2816, 256, 176},

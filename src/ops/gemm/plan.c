@@ -23,7 +23,7 @@
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
  *   the persistent grid's threshold (more than a wave)         plan_grid
  *   PP_K_MAX, TK_GEMM_PP_ROUNDS  ping-pong on short reductions plan_grid_epi
- *   PP_F32_BN, PP_F32_FILL_*, PP_F32_TM_MIN  the forward's fp32
+ *   PP_F32_BN, PP_F32_FILL_*, PP_F32_TM_MIN, PP_F32_ROUNDS10  the forward's fp32
  *                       output ping-pong on short reductions   plan_pp_f32
  *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN, TK_GEMM_QUADS
  *                       clusters of two and of 2 x 2           plan_cluster
@@ -1282,9 +1282,10 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 
 /* fp32 outputs (the forward's) on a short reduction: its cooperative tile
  * stores 4 bytes an element after each main loop, the tensor cores idle
- * meanwhile. Where 128 x PP_F32_BN tiles (unswapped) make 2.5 rounds or
- * more with the last round filled to PP_F32_FILL_NUM / _DEN of the chip
- * or more, in PP_F32_TM_MIN rows of tiles or more, K at most PP_K_MAX and
+ * meanwhile. Where 128 x PP_F32_BN tiles (unswapped) make PP_F32_ROUNDS10
+ * / 10 rounds or more, filling the rounds' blocks (tiles over rounds x
+ * SMs) to PP_F32_FILL_NUM / _DEN or more (under two rounds the fill alone
+ * asks for 1.7), in PP_F32_TM_MIN rows of tiles or more, K at most PP_K_MAX and
  * C as the TMA-store epilogue needs it, the call runs ping-pong tiles of
  * that width, stored by the TMA-store epilogue while the other warpgroup
  * computes (TK_GEMM_PP_F32 0: as before). H100:
@@ -1304,10 +1305,20 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  *    2.05 rounds, 4500 x 2816 x 1024 at 4.09), and 3-11% more at 300-500
  *    tokens of the vocabulary (3-4 rows of tiles, against the swapped wide
  *    tiles holding the tokens; 700 tokens, 6 rows, 1.5% less);
- *  - this rule, bench/ppf32-edge-check.tkm (18 shapes on both sides of its
- *    bounds), both ways in one call, two runs: time 0.956x, the shapes it
- *    takes 2-12.5% faster (3000 x 3072 x 1024 36.28 -> 31.73 us, 0.985 ->
- *    1.126 of cuBLAS), those it leaves within 0.4%. */
+ *  - the rule from 2.5 rounds, bench/ppf32-edge-check.tkm (18 shapes on
+ *    both sides of its bounds), both ways in one call, two runs: time
+ *    0.956x, the shapes it takes 2-12.5% faster (3000 x 3072 x 1024 36.28
+ *    -> 31.73 us, 0.985 -> 1.126 of cuBLAS), those it leaves within 0.4%;
+ *  - from 1.7 rounds (PP_F32_ROUNDS10 25 -> 17: the shapes of 1.7-1.94
+ *    rounds whose rounds' blocks are 0.85 full or more, against swapped or
+ *    128-wide cooperative tiles on the persistent grid),
+ *    bench/ppf32-round2-check.tkm (19 shapes it takes at N = 2816, 3072,
+ *    4096 and K = 1024, 3 it leaves), both ways in one call, two runs:
+ *    time 0.953x; 1950-2048 x 3072 x 1024 12.5% faster (2000: 25.46 ->
+ *    22.28 us, 0.982 -> 1.122 of cuBLAS), 2053 x 2816 x 1024 0.914 ->
+ *    0.965, 1420-1530 x 4096 x 1024 8-9%; 1290 and 1330 x 4096 x 1024 and
+ *    1800 x 2816 x 1024 0.9-1.4% slower, the three left alone within
+ *    0.2%. */
 #ifndef TK_GEMM_PP_F32
 #define TK_GEMM_PP_F32 1
 #endif
@@ -1315,6 +1326,9 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 #define PP_F32_FILL_NUM 17
 #define PP_F32_FILL_DEN 20
 #define PP_F32_TM_MIN 6
+#ifndef PP_F32_ROUNDS10
+#define PP_F32_ROUNDS10 17
+#endif
 static int plan_pp_f32(gemm_plan *p)
 {
     if (!TK_GEMM_PP_F32 || !TK_GEMM_EPI_TMA || !p->tma || p->out_f16 || !p->c16 || p->splits != 1 ||
@@ -1324,7 +1338,7 @@ static int plan_pp_f32(gemm_plan *p)
     const int64_t M = p->swap ? p->N : p->M, N = p->swap ? p->M : p->N;
     const int64_t sms = plan_sms(p), tm = (M + 127) / 128;
     const int64_t tiles = tm * ((N + PP_F32_BN - 1) / PP_F32_BN);
-    if (N < PP_F32_BN || tm < PP_F32_TM_MIN || tiles * 2 < 5 * sms ||
+    if (N < PP_F32_BN || tm < PP_F32_TM_MIN || tiles * 10 < PP_F32_ROUNDS10 * sms ||
         tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * ((tiles + sms - 1) / sms) * sms)
         return 0;
     if (p->swap)

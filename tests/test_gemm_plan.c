@@ -306,6 +306,30 @@ START_TEST(test_model_shapes)
                           p.swap);
         }
     }
+    /* fp16 outputs on a short reduction (grad_a with N = 1024): the
+     * cooperative persistent tile runs ping-pong at its own width, stored
+     * by the TMA-store epilogue (plan.c plan_grid_epi), past 4 rounds
+     * (6492 x 1024 x 2816: 160 wide, 5.8 rounds) and from 1.7 rounds where
+     * its tiles fill the rounds' blocks to 0.85 or more (1998: 1.94 rounds,
+     * 4096: 3.88, 1300 x 1024 x 4096); not 256 wide (3000 x 1024 x 2816),
+     * swapped (2600) or in one round (1400, a block per tile) */
+    {
+        static const struct {
+            int64_t M, K;
+            int bn, pp;
+        } pp16[] = {
+            {6492, 2816, 160, 1}, {1998, 2816, 176, 1}, {4096, 2816, 176, 1}, {1300, 4096, 176, 1},
+            {3000, 2816, 256, 0}, {2600, 2816, 224, 0}, {1400, 2816, 256, 0},
+        };
+        for (size_t i = 0; i < sizeof pp16 / sizeof pp16[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, pp16[i].M, 1024, pp16[i].K, &p);
+            ck_assert_msg(p.tma && p.wg_bm == 128 && p.wg_bn == pp16[i].bn &&
+                              (p.persist == 3) == pp16[i].pp && (!pp16[i].pp || p.epi_tma),
+                          "grad_a %" PRId64 "x1024x%" PRId64 ": %d x %d persist %d epi %d swap %d",
+                          pp16[i].M, pp16[i].K, p.wg_bm, p.wg_bn, p.persist, p.epi_tma, p.swap);
+        }
+    }
     /* wide swapped tiles on the TMA-store epilogue trimmed to the fewest
      * columns in 8s that keep their column-tile count (plan.c
      * plan_swap_trim): fwd 540 x 50304 x 1024 on 3 x 184 (192 before),

@@ -684,13 +684,25 @@ static int pp_pick_bn(int64_t M, int64_t N, int b_kmajor, int swap, int64_t sms,
  *   from 5 rounds on, in another (another machine) 1-10% slower on 17 of
  *   the 19, its times at 12557 spread over 105.6-116.0 us in one sample
  *   set; cfgrun on that machine had it 5-9% faster from 5 rounds on and
- *   slower at 2-4 rounds (so not taken there, nor that epilogue). */
+ *   slower at 2-4 rounds (so not taken there, nor that epilogue);
+ * - with the TMA-store epilogue also from 1.7 rounds where the tiles fill
+ *   the rounds' blocks to 0.85 or more (PP_F32_ROUNDS10, PP_F32_FILL_*:
+ *   the forward's bounds; TK_GEMM_PP16_FILL 0: past 4 rounds only):
+ *   bench/pp16-fill-check.tkm (grad_a at N = 1024 and outputs 2816, 3072,
+ *   4096 wide: 15 shapes it takes, 11 it leaves), both ways in one call,
+ *   two runs: time 0.989x, the 15 0.4-3.2% faster (grad_a 4096 x 1024 x
+ *   2816 38.88 -> 37.84 us, 0.887 -> 0.912 of cuBLAS; 3600 x 1024 x 2816
+ *   0.902 -> 0.930), the 11 within 0.4%; the changed plans: 388 of 56,000
+ *   model shapes, all grad_a with N = 1024 at 1030-4222 tokens. */
 #define PP_K_MAX 2048
 #ifndef TK_GEMM_PP_ROUNDS
 #define TK_GEMM_PP_ROUNDS 4
 #endif
 #ifndef TK_GEMM_PP_EPI
 #define TK_GEMM_PP_EPI 1
+#endif
+#ifndef TK_GEMM_PP16_FILL
+#define TK_GEMM_PP16_FILL 1
 #endif
 
 /* Swapped plans win when they save at least this share of the cost. */
@@ -1387,10 +1399,15 @@ static void plan_grid_epi(gemm_plan *p)
     p->persist = tiles > plan_sms(p) && p->K > 64;
     /* On a short reduction the cooperative tile's epilogue is a large share
      * of its time, the tensor cores idle meanwhile: past TK_GEMM_PP_ROUNDS
-     * rounds the same tile runs ping-pong (PP_K_MAX; widths of 16 g + 8
-     * have no ping-pong form). */
+     * rounds, or from 1.7 rounds that fill their blocks to 0.85, the same
+     * tile runs ping-pong (PP_K_MAX; widths of 16 g + 8 have no ping-pong
+     * form). */
+    const int64_t sms = plan_sms(p), rounds = (tiles + sms - 1) / sms;
+    const int many = tiles > TK_GEMM_PP_ROUNDS * sms;
+    const int full = TK_GEMM_PP16_FILL && tiles * 10 >= PP_F32_ROUNDS10 * sms &&
+                     tiles * PP_F32_FILL_DEN >= PP_F32_FILL_NUM * rounds * sms;
     if (TK_GEMM_PP_ROUNDS > 0 && p->persist && !p->swap && p->out_f16 && p->wg_bn <= PP_BN_MAX &&
-        p->wg_bn % 16 == 0 && p->K <= PP_K_MAX && tiles > TK_GEMM_PP_ROUNDS * plan_sms(p)) {
+        p->wg_bn % 16 == 0 && p->K <= PP_K_MAX && (many || full)) {
         p->persist = 3;
         p->epi_tma = TK_GEMM_PP_EPI ? p->epi_tma : 0;
     }

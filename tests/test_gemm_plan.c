@@ -272,8 +272,8 @@ START_TEST(test_model_shapes)
      * rounds' blocks), and 6 rows of tiles: 1.70 (1800 x 2816), 1.83 (1339
      * x 4096) and 1.93 rounds (2053 x 2816); not at 1.3 or 1.67 rounds
      * (1000 and 1200 x 4096), 2.05 rounds 0.68 full (2200 x 2816), 4.09
-     * rounds 0.82 full (4500 x 2816), 4 rows (500 x 50304), K = 2816, nor
-     * for grad_a (fp16) */
+     * rounds 0.82 full (4500 x 2816), 4 rows (500 x 50304), K = 2816 (fp16
+     * outputs: below) */
     {
         static const struct {
             tk_op op;
@@ -293,7 +293,6 @@ START_TEST(test_model_shapes)
             {TK_OP_GEMM_F16_FWD, 4500, 2816, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 500, 50304, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 9000, 1024, 2816, 0},
-            {TK_OP_GEMM_F16_GRAD_A, 9000, 1024, 4096, 0},
         };
         for (size_t i = 0; i < sizeof pp / sizeof pp[0]; i++) {
             gemm_plan p;
@@ -311,15 +310,20 @@ START_TEST(test_model_shapes)
      * by the TMA-store epilogue (plan.c plan_grid_epi), past 4 rounds
      * (6492 x 1024 x 2816: 160 wide, 5.8 rounds) and from 1.7 rounds where
      * its tiles fill the rounds' blocks to 0.85 or more (1998: 1.94 rounds,
-     * 4096: 3.88, 1300 x 1024 x 4096); not 256 wide (3000 x 1024 x 2816),
-     * swapped (2600) or in one round (1400, a block per tile) */
+     * 4096: 3.88, 1300 x 1024 x 4096); tiles wider than 192 on 128 x 192
+     * ping-pong tiles where those fill the rounds' blocks to 0.92 (plan.c
+     * plan_pp_f32, wide16: 15705 x 1024 x 3072, 0.94; 6000 x 1024 x 4096,
+     * 0.98), not below (3000 x 1024 x 2816 at 0.91, 1926 x 1024 x 4096 at
+     * 0.89: 256 wide, cooperative); not swapped (2600) or in one round
+     * (1400, a block per tile) */
     {
         static const struct {
             int64_t M, K;
             int bn, pp;
         } pp16[] = {
             {6492, 2816, 160, 1}, {1998, 2816, 176, 1}, {4096, 2816, 176, 1}, {1300, 4096, 176, 1},
-            {3000, 2816, 256, 0}, {2600, 2816, 224, 0}, {1400, 2816, 256, 0},
+            {15705, 3072, 192, 1}, {6000, 4096, 192, 1}, {3000, 2816, 256, 0},
+            {1926, 4096, 256, 0},   {2600, 2816, 224, 0}, {1400, 2816, 256, 0},
         };
         for (size_t i = 0; i < sizeof pp16 / sizeof pp16[0]; i++) {
             gemm_plan p;
@@ -328,6 +332,23 @@ START_TEST(test_model_shapes)
                               (p.persist == 3) == pp16[i].pp && (!pp16[i].pp || p.epi_tma),
                           "grad_a %" PRId64 "x1024x%" PRId64 ": %d x %d persist %d epi %d swap %d",
                           pp16[i].M, pp16[i].K, p.wg_bm, p.wg_bn, p.persist, p.epi_tma, p.swap);
+        }
+    }
+    /* the vocabulary's weight gradient on a short reduction (the tokens):
+     * 128 x 192 ping-pong tiles (8 x 262, 0.99 of 16 rounds) from 3 K steps
+     * on (1027 and 200 tokens), 256-wide cooperative tiles at 100 */
+    {
+        static const struct {
+            int64_t M;
+            int bn, pp;
+        } gb[] = {{1027, 192, 1}, {200, 192, 1}, {100, 256, 0}};
+        for (size_t i = 0; i < sizeof gb / sizeof gb[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(TK_OP_GEMM_F16_GRAD_B, gb[i].M, 50304, 1024, &p);
+            ck_assert_msg(p.tma && !p.swap && p.wg_bm == 128 && p.wg_bn == gb[i].bn &&
+                              (p.persist == 3) == gb[i].pp && p.epi_tma,
+                          "grad_b %" PRId64 "x50304x1024: %d x %d persist %d epi %d swap %d",
+                          gb[i].M, p.wg_bm, p.wg_bn, p.persist, p.epi_tma, p.swap);
         }
     }
     /* wide swapped tiles on the TMA-store epilogue trimmed to the fewest

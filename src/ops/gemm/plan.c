@@ -1330,7 +1330,22 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  *    22.28 us, 0.982 -> 1.122 of cuBLAS), 2053 x 2816 x 1024 0.914 ->
  *    0.965, 1420-1530 x 4096 x 1024 8-9%; 1290 and 1330 x 4096 x 1024 and
  *    1800 x 2816 x 1024 0.9-1.4% slower, the three left alone within
- *    0.2%. */
+ *    0.2%.
+ * fp16 outputs take the same tiles where their plan is wider than
+ * ping-pong tiles hold (208-256 columns, unswapped: grad_a with N = 1024,
+ * the vocabulary's grad_b up to 2048 tokens), the reduction is more than
+ * PP16_WIDE_K_MIN and the 192-wide tiles fill the rounds' blocks to
+ * PP16_WIDE_FILL_NUM / _DEN (0.92; narrower plans keep their width,
+ * plan_grid_epi). TK_GEMM_PP16_WIDE 0 / 1, both ways in one call each, two
+ * runs: bench/pp16-wide-check.tkm (29 shapes the form reaches at 0.85):
+ * 0.97 or fuller 3-10% faster (grad_b 1027 x 50304 x 1024 171.9 -> 154.9
+ * us, 0.906 -> 1.005 of cuBLAS; grad_a 15705 x 1024 x 3072 146.1 -> 133.0),
+ * at 0.87-0.91 of the blocks (two or three rounds, where the 256-wide
+ * tiles fill theirs) 1.6-3.7% slower, grad_b at 100 tokens (2 K steps)
+ * 1.4% slower: hence 0.92 and 3 K steps; then bench/pp16-wide2-check.tkm
+ * (other token counts, the final rule): the 16 it takes 1.9-9.3% faster
+ * (grad_a 11000 x 1024 x 2816 97.4 -> 88.3 us), the 9 it leaves within
+ * 0.3%, time 0.971x. */
 #ifndef TK_GEMM_PP_F32
 #define TK_GEMM_PP_F32 1
 #endif
@@ -1341,17 +1356,31 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 #ifndef PP_F32_ROUNDS10
 #define PP_F32_ROUNDS10 17
 #endif
+#ifndef TK_GEMM_PP16_WIDE
+#define TK_GEMM_PP16_WIDE 1
+#endif
+#define PP16_WIDE_FILL_NUM 23
+#define PP16_WIDE_FILL_DEN 25
+#define PP16_WIDE_K_MIN 128
 static int plan_pp_f32(gemm_plan *p)
 {
-    if (!TK_GEMM_PP_F32 || !TK_GEMM_EPI_TMA || !p->tma || p->out_f16 || !p->c16 || p->splits != 1 ||
-        p->K > PP_K_MAX || p->K <= 64 || p->cluster || p->cluster_rows)
+    /* fp16 outputs (TK_GEMM_PP16_WIDE): unswapped tiles wider than
+     * ping-pong holds (208-256; narrower ones keep their width,
+     * plan_grid_epi), over 3 K steps or more, where the 192-wide tiles fill
+     * the rounds' blocks to PP16_WIDE_FILL_NUM / _DEN */
+    const int wide16 = TK_GEMM_PP16_WIDE && p->out_f16 && !p->swap && p->wg_bm == 128 &&
+                       p->wg_bn > PP_BN_MAX && p->K > PP16_WIDE_K_MIN;
+    if (!TK_GEMM_PP_F32 || !TK_GEMM_EPI_TMA || !p->tma || (p->out_f16 && !wide16) || !p->c16 ||
+        p->splits != 1 || p->K > PP_K_MAX || p->K <= 64 || p->cluster || p->cluster_rows)
         return 0;
     /* (an fp32 output is the forward's: the tokens on M when unswapped) */
     const int64_t M = p->swap ? p->N : p->M, N = p->swap ? p->M : p->N;
     const int64_t sms = plan_sms(p), tm = (M + 127) / 128;
     const int64_t tiles = tm * ((N + PP_F32_BN - 1) / PP_F32_BN);
+    const int64_t blocks = (tiles + sms - 1) / sms * sms;
     if (N < PP_F32_BN || tm < PP_F32_TM_MIN || tiles * 10 < PP_F32_ROUNDS10 * sms ||
-        tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * ((tiles + sms - 1) / sms) * sms)
+        tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * blocks ||
+        (wide16 && tiles * PP16_WIDE_FILL_DEN < PP16_WIDE_FILL_NUM * blocks))
         return 0;
     if (p->swap)
         tk__gemm_plan_swap(p);

@@ -270,9 +270,11 @@ START_TEST(test_model_shapes)
      * stored by the TMA-store epilogue, unswapped (plan.c plan_pp_f32),
      * from 1.7 rounds of them, 0.85 full or more (the tiles over the
      * rounds' blocks), and 6 rows of tiles: 1.70 (1800 x 2816), 1.83 (1339
-     * x 4096) and 1.93 rounds (2053 x 2816); not at 1.3 or 1.67 rounds
-     * (1000 and 1200 x 4096), 2.05 rounds 0.68 full (2200 x 2816), 4.09
-     * rounds 0.82 full (4500 x 2816), 4 rows (500 x 50304), K = 2816 (fp16
+     * x 4096) and 1.93 rounds (2053 x 2816); 5 rows where the plan is
+     * unswapped (600 x 50304: cooperative 128 x 256), not where it is
+     * swapped (540 x 50304: 128 x 184); not at 1.3 or 1.67 rounds (1000
+     * and 1200 x 4096), 2.05 rounds 0.68 full (2200 x 2816), 4.09 rounds
+     * 0.82 full (4500 x 2816), 4 rows (500 x 50304), K = 2816 (fp16
      * outputs: below) */
     {
         static const struct {
@@ -287,6 +289,8 @@ START_TEST(test_model_shapes)
             {TK_OP_GEMM_F16_FWD, 1800, 2816, 1024, 1},
             {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 1},
             {TK_OP_GEMM_F16_FWD, 2053, 2816, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 600, 50304, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 540, 50304, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 1000, 4096, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 1200, 4096, 1024, 0},
             {TK_OP_GEMM_F16_FWD, 2200, 2816, 1024, 0},

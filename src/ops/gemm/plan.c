@@ -1297,7 +1297,8 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  * meanwhile. Where 128 x PP_F32_BN tiles (unswapped) make PP_F32_ROUNDS10
  * / 10 rounds or more, filling the rounds' blocks (tiles over rounds x
  * SMs) to PP_F32_FILL_NUM / _DEN or more (under two rounds the fill alone
- * asks for 1.7), in PP_F32_TM_MIN rows of tiles or more, K at most PP_K_MAX and
+ * asks for 1.7), in PP_F32_TM_MIN rows of tiles or more (PP_F32_TM_MIN_COOP
+ * where the plan is unswapped), K at most PP_K_MAX and
  * C as the TMA-store epilogue needs it, the call runs ping-pong tiles of
  * that width, stored by the TMA-store epilogue while the other warpgroup
  * computes (TK_GEMM_PP_F32 0: as before). H100:
@@ -1330,7 +1331,13 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  *    22.28 us, 0.982 -> 1.122 of cuBLAS), 2053 x 2816 x 1024 0.914 ->
  *    0.965, 1420-1530 x 4096 x 1024 8-9%; 1290 and 1330 x 4096 x 1024 and
  *    1800 x 2816 x 1024 0.9-1.4% slower, the three left alone within
- *    0.2%.
+ *    0.2%;
+ *  - 5 rows of tiles where the plan is unswapped (PP_F32_TM_MIN_COOP; the
+ *    vocabulary's forward at 577-640 tokens, cooperative 128 x 256
+ *    before), bench/ppf32-5rows-check.tkm, both ways in one call: the six
+ *    it takes 3.2-4.5% faster (577: 116.9 -> 111.6 us, 0.889 -> 0.931 of
+ *    cuBLAS), the three it leaves within 0.2% (at 540 tokens, swapped 128
+ *    x 184, cfgrun had these tiles level or 3% slower).
  * fp16 outputs take the same tiles where their plan is wider than
  * ping-pong tiles hold (208-256 columns, unswapped: grad_a with N = 1024,
  * the vocabulary's grad_b up to 2048 tokens), the reduction is more than
@@ -1353,6 +1360,9 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 #define PP_F32_FILL_NUM 17
 #define PP_F32_FILL_DEN 20
 #define PP_F32_TM_MIN 6
+#ifndef PP_F32_TM_MIN_COOP
+#define PP_F32_TM_MIN_COOP 5
+#endif
 #ifndef PP_F32_ROUNDS10
 #define PP_F32_ROUNDS10 17
 #endif
@@ -1378,8 +1388,8 @@ static int plan_pp_f32(gemm_plan *p)
     const int64_t sms = plan_sms(p), tm = (M + 127) / 128;
     const int64_t tiles = tm * ((N + PP_F32_BN - 1) / PP_F32_BN);
     const int64_t blocks = (tiles + sms - 1) / sms * sms;
-    if (N < PP_F32_BN || tm < PP_F32_TM_MIN || tiles * 10 < PP_F32_ROUNDS10 * sms ||
-        tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * blocks ||
+    if (N < PP_F32_BN || tm < (p->swap ? PP_F32_TM_MIN : PP_F32_TM_MIN_COOP) ||
+        tiles * 10 < PP_F32_ROUNDS10 * sms || tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * blocks ||
         (wide16 && tiles * PP16_WIDE_FILL_DEN < PP16_WIDE_FILL_NUM * blocks))
         return 0;
     if (p->swap)

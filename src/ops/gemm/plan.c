@@ -1372,6 +1372,15 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 #define PP16_WIDE_FILL_NUM 23
 #define PP16_WIDE_FILL_DEN 25
 #define PP16_WIDE_K_MIN 128
+/* Whether `tiles` tiles make PP_F32_ROUNDS10 / 10 rounds of sms blocks or
+ * more and fill the rounds' blocks to num / den: the ping-pong rules'
+ * shared bound (plan_pp_f32, plan_grid_epi). */
+static int pp_rounds_full(int64_t tiles, int64_t sms, int64_t num, int64_t den)
+{
+    const int64_t blocks = (tiles + sms - 1) / sms * sms;
+    return tiles * 10 >= PP_F32_ROUNDS10 * sms && tiles * den >= num * blocks;
+}
+
 static int plan_pp_f32(gemm_plan *p)
 {
     /* fp16 outputs (TK_GEMM_PP16_WIDE): unswapped tiles wider than
@@ -1387,10 +1396,9 @@ static int plan_pp_f32(gemm_plan *p)
     const int64_t M = p->swap ? p->N : p->M, N = p->swap ? p->M : p->N;
     const int64_t sms = plan_sms(p), tm = (M + 127) / 128;
     const int64_t tiles = tm * ((N + PP_F32_BN - 1) / PP_F32_BN);
-    const int64_t blocks = (tiles + sms - 1) / sms * sms;
     if (N < PP_F32_BN || tm < (p->swap ? PP_F32_TM_MIN : PP_F32_TM_MIN_COOP) ||
-        tiles * 10 < PP_F32_ROUNDS10 * sms || tiles * PP_F32_FILL_DEN < PP_F32_FILL_NUM * blocks ||
-        (wide16 && tiles * PP16_WIDE_FILL_DEN < PP16_WIDE_FILL_NUM * blocks))
+        !pp_rounds_full(tiles, sms, wide16 ? PP16_WIDE_FILL_NUM : PP_F32_FILL_NUM,
+                        wide16 ? PP16_WIDE_FILL_DEN : PP_F32_FILL_DEN))
         return 0;
     if (p->swap)
         tk__gemm_plan_swap(p);
@@ -1441,12 +1449,11 @@ static void plan_grid_epi(gemm_plan *p)
      * rounds, or from 1.7 rounds that fill their blocks to 0.85, the same
      * tile runs ping-pong (PP_K_MAX; widths of 16 g + 8 have no ping-pong
      * form). */
-    const int64_t sms = plan_sms(p), rounds = (tiles + sms - 1) / sms;
-    const int many = tiles > TK_GEMM_PP_ROUNDS * sms;
-    const int full = TK_GEMM_PP16_FILL && tiles * 10 >= PP_F32_ROUNDS10 * sms &&
-                     tiles * PP_F32_FILL_DEN >= PP_F32_FILL_NUM * rounds * sms;
+    const int64_t sms = plan_sms(p);
     if (TK_GEMM_PP_ROUNDS > 0 && p->persist && !p->swap && p->out_f16 && p->wg_bn <= PP_BN_MAX &&
-        p->wg_bn % 16 == 0 && p->K <= PP_K_MAX && (many || full)) {
+        p->wg_bn % 16 == 0 && p->K <= PP_K_MAX &&
+        (tiles > TK_GEMM_PP_ROUNDS * sms ||
+         (TK_GEMM_PP16_FILL && pp_rounds_full(tiles, sms, PP_F32_FILL_NUM, PP_F32_FILL_DEN)))) {
         p->persist = 3;
         p->epi_tma = TK_GEMM_PP_EPI ? p->epi_tma : 0;
     }

@@ -1,9 +1,10 @@
 /*
  * Softmax variant choice, offline (no GPU): tk_op_precompile on an sm_90
  * context compiles the cluster kernels for rows beyond one block's
- * registers (the fewest 256-thread blocks per row, 2 / 4 / 8, then 8
- * larger ones; the forward's slice and the backward's g in shared memory
- * where the rules of src/ops/softmax.c say) and the two-pass kernel beyond; on sm_80 (no
+ * registers (the backward: the fewest 256-thread blocks per row, 2 / 4 /
+ * 8, then 8 larger ones, g in shared memory where the rules of
+ * src/ops/softmax.c say; the forward: the fewest 512-thread blocks, 4 per
+ * SM, most of the slice in shared memory) and the two-pass kernel beyond; on sm_80 (no
  * clusters) and on AMD (hipRTC, gfx90a) the two-pass kernel serves every
  * long row, and the sources still compile. One kernel per shape; the
  * generic policy shares one kernel across a bucket of column counts.
@@ -106,7 +107,8 @@ typedef struct expect {
     int64_t cols;
     char kind;
     int cluster, smem_g;
-    int fwd_cluster; /* the forward's blocks per row where they differ (0: cluster) */
+    int fwd_cluster; /* the forward's blocks per row where they differ (0: cluster); the
+                      * forward's are 512 threads, 4 per SM (TK_MINB 4) */
 } expect;
 
 static const expect sm90[] = {
@@ -114,12 +116,12 @@ static const expect sm90[] = {
     {4096, 'r', 0, 0, 0},
     {32000, 'r', 0, 0, 0},
     {32768, 'r', 0, 0, 0},
-    {32776, 'c', 4, 0, 0},
-    {50304, 'c', 4, 0, 0},
-    {65536, 'c', 4, 0, 0},
+    {32776, 'c', 4, 0, 2},
+    {50304, 'c', 4, 0, 2},
+    {65536, 'c', 4, 0, 2},
     {65544, 'c', 8, 0, 4},
-    {128256, 'c', 8, 0, 0},
-    {131072, 'c', 8, 0, 0},
+    {128256, 'c', 8, 0, 4},
+    {131072, 'c', 8, 0, 4},
     {131080, 'c', 8, 1, 0},
     {180000, 'c', 8, 1, 0},
     {256000, 'c', 8, 1, 0},
@@ -131,10 +133,10 @@ static const expect sm90[] = {
     {1023, 'r', 0, 0, 0},
     {32767, 'r', 0, 0, 0},
     {32769, 'r', 0, 0, 0},
-    {50257, 'c', 4, 0, 0},
+    {50257, 'c', 4, 0, 2},
     {70393, 'c', 8, 0, 4},
     {100003, 'c', 8, 0, 4},
-    {131073, 'c', 8, 0, 0},
+    {131073, 'c', 8, 0, 4},
     {151936, 'c', 8, 1, 0},
     {262143, 'c', 8, 1, 0},
     {262151, 'c', 8, 1, 0},
@@ -176,6 +178,10 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         const int fwd_smem = op == TK_OP_SOFTMAX_F16_FWD;
         ck_assert_msg((strstr(p.options, "-DTK_SMEM_G") != NULL) == smem_g, "%s %lld: %s",
                       tk_op_name(op), (long long)e->cols, p.options);
+        if (fwd_smem)
+            ck_assert_msg(strstr(p.options, "-DTK_G=512 ") != NULL &&
+                              strstr(p.options, "-DTK_MINB=4") != NULL,
+                          "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
         ck_assert_msg((strstr(p.options, "-DTK_SITERS=") != NULL) == fwd_smem &&
                           (strstr(p.options, "-DTK_STORE_E") != NULL) == fwd_smem,
                       "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);

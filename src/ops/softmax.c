@@ -26,14 +26,17 @@
  *    still one read and one write. The fewest blocks of 256 threads
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
  *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
- *    The forward at VEC >= 2 first takes 4, then 8, blocks of 256 threads
- *    with up to 13 vectors each (CLUSTER_FWD_ITERS) before larger blocks.
+ *    The forward at VEC 8 takes the fewest blocks of 512 threads instead,
+ *    4 of them per SM (TK_SOFTMAX_FWD4); at VEC 4 and 2 it first takes 4,
+ *    then 8, blocks of 256 threads with up to 13 vectors each
+ *    (CLUSTER_FWD_ITERS) before larger blocks.
  *    Measured on an H100 (bench/softmax --sweep): what
  *    limits these kernels is how many blocks are resident, a cluster being
  *    placed whole within one GPC. So the forward keeps exp(x - max) in
- *    place of x (TK_STORE_E: one exp per element) and half its slice in
- *    shared memory (TK_SITERS); with 512-thread blocks all of it, at 40
- *    registers (TK_MINB 3). The backward keeps s and g in registers, g in
+ *    place of x (TK_STORE_E: one exp per element) and most of its slice in
+ *    shared memory (TK_SITERS): at VEC 8 all but 2 vectors a thread, at 32
+ *    registers (TK_MINB 4); otherwise half of it, or with 512-thread
+ *    blocks all of it, at 40 registers (TK_MINB 3). The backward keeps s and g in registers, g in
  *    shared memory (TK_SMEM_G) where 512-thread blocks would otherwise
  *    hold one block per SM (CLUSTER_SMEM_G_REGS). VEC 1 forward: registers
  *    only (cp.async has no 2-byte copy).
@@ -74,6 +77,20 @@
  * 0.92). */
 #define CLUSTER_FWD_ITERS 13
 #define CLUSTER_FWD_REGS 4
+/* Forward on the cluster path at VEC 8 (TK_SOFTMAX_FWD4; 0 for the A/B:
+ * the forms above): the fewest blocks of 512 threads (2, 4 or 8) whose
+ * slices fit, 4 blocks per SM (TK_MINB 4: 32 registers, all 2048 threads
+ * an SM holds), FWD4_REGS vectors of each thread's slice in registers and
+ * the rest, at most 6 (48 KiB a block), in shared memory. H100, both
+ * builds in one call, 28 widths from 32769 to 262144 (docs/
+ * performance-softmax.md): the old forms 0.87-0.98 of copy (175000 and
+ * 188000 columns 0.87, 212992 and 240000 0.89, 262144 0.90), these
+ * 0.93-0.98; at most 3% slower at any width (140000). More vectors in
+ * registers spill at 32 registers. */
+#ifndef TK_SOFTMAX_FWD4
+#define TK_SOFTMAX_FWD4 1
+#endif
+#define FWD4_REGS 2
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
  * call's blocks are dispatched while the stream's previous kernel finishes,
@@ -191,12 +208,21 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         const int ext = fwd && vec >= 2;
         const int64_t cap_ext = (int64_t)CLUSTER_G * CLUSTER_FWD_ITERS;
         int64_t per;
-        while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > cap)
+        const int fwd4 = fwd && vec == 8 && TK_SOFTMAX_FWD4;
+        /* blocks of 512 threads (fwd4) or CLUSTER_G */
+        const int64_t fit = fwd4 ? (int64_t)512 * itmax : cap;
+        while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > fit)
             p->cluster *= 2;
-        if (ext && p->cluster == CLUSTER_MAX && (nvec + 3) / 4 > cap && (nvec + 3) / 4 <= cap_ext)
+        if (ext && !fwd4 && p->cluster == CLUSTER_MAX && (nvec + 3) / 4 > cap &&
+            (nvec + 3) / 4 <= cap_ext)
             p->cluster = 4;
         per = (nvec + p->cluster - 1) / p->cluster;
-        if (per <= cap) {
+        if (fwd4) {
+            p->g = 512;
+            p->iters = (unsigned)((per + 511) / 512);
+            p->siters = p->iters > FWD4_REGS ? p->iters - FWD4_REGS : 0;
+            p->minb = 4;
+        } else if (per <= cap) {
             block_shape(per, CLUSTER_G, &p->g, &p->iters);
             /* forward: half the slice in shared memory */
             if (fwd && vec >= 2)

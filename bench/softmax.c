@@ -372,6 +372,10 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
         return 0;
     }
     tk_kernel_get_info(k, &info);
+    /* a kernel that spills registers says so in its name */
+    if (info.resources.spill_count > 0 || info.resources.local_bytes > 0)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " spills %d",
+                 (int)info.resources.local_bytes);
     s->k = k;
     s->block = v->block;
     if (v->smem_g)
@@ -490,6 +494,21 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
                     if (se && g == 512 && iters == itmax) {
                         v.minb = 3; /* 40 registers: 3 blocks per SM */
                         sweep_one(s, &v, x_host, copy);
+                    }
+                    if (se && g == 512 && iters >= 4) {
+                        /* 32 registers and 2 or 3 vectors in them, the
+                         * rest in shared memory: 4 blocks per SM */
+                        v.minb = 4;
+                        for (v.siters = iters - 3; v.siters <= iters - 2; v.siters++)
+                            sweep_one(s, &v, x_host, copy);
+                        v.minb = 0;
+                    }
+                    if (se && g == 256 && iters >= 3 && iters <= 8) {
+                        /* the same with 256 threads: 8 blocks per SM */
+                        v.minb = 8;
+                        v.siters = iters - 2;
+                        sweep_one(s, &v, x_host, copy);
+                        v.minb = 0;
                     }
                 }
             }

@@ -15,7 +15,7 @@
  * same samples). One sample of rows (8 random ones and the last) is checked
  * against the CPU reference with the tolerance of tests/test_gpu_ops.c.
  *
- *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols N[,N...]]
+ *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd | --sweep-bwd] [--cols N[,N...]]
  *           [--odd N] [--seed S] [--offset H] [--ld-pad P] [--rows R] [--cluster-min C]
  *           [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]
  *
@@ -36,6 +36,7 @@
  * act.: clusters of that shape the GPU holds at once
  * (cuOccupancyMaxActiveClusters). The forward's sweep tries clusters of
  * 16 blocks too (non-portable; the engine allows them at load).
+ * --sweep-fwd / --sweep-bwd: the forward's or the backward's sweep alone.
  * --cluster-min C skips the sweep's clusters of fewer than C blocks.
  * --only TEXT keeps the sweep's variants whose name (the table's variant
  * column) holds TEXT (TEXT|TEXT...: any of them); --smem-min B gives each
@@ -556,6 +557,8 @@ int main(int argc, char **argv)
             do_sweep = 3;
         } else if (strcmp(argv[i], "--sweep-fwd") == 0) {
             do_sweep = 1;
+        } else if (strcmp(argv[i], "--sweep-bwd") == 0) {
+            do_sweep = 2;
         } else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
             policy = strcmp(v, "generic") == 0 ? TK_POLICY_GENERIC
@@ -610,7 +613,7 @@ int main(int argc, char **argv)
             }
         } else {
             fprintf(stderr,
-                    "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd] [--cols "
+                    "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd | --sweep-bwd] [--cols "
                     "N,...] [--odd N] [--seed S] [--offset H] [--ld-pad P] [--rows R] [--cluster-min C]\n"
                     "       [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]\n",
                     argv[0]);

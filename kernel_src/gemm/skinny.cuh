@@ -17,9 +17,46 @@
  * takes its halves 0-3, the second 4-7, as the fragment's k = 2q, 2q + 1,
  * 2q + 8, 2q + 9; the B fragment (Bt row g, the same 8 k from shared
  * memory) follows the same permutation, so each product pairs the same k.
- * The 8 warps' partial tiles are summed in shared memory. */
+ * The 8 warps' partial tiles are summed in shared memory. A thread's
+ * TK_SK_KB x 4 loads of A all go out before its first mma (128 registers:
+ * 2 blocks per SM; the host launches at most that many): the first tile's
+ * before B is staged, the next tile's before this one's partial sums are
+ * reduced and stored, so a block's loads overlap its other work. */
 #define TK_SK_KB 4 // k-blocks of 32 in flight per warp
-extern "C" __global__ void __launch_bounds__(256)
+/* Rows g, g + 8, g + 16, g + 24 of the 32-row tile at r0 (live: < M). */
+static __device__ __forceinline__ void tk_sk_rows(const unsigned short *A, tk_i64 lda, tk_i64 M,
+                                                  tk_i64 r0, int g, const unsigned short *rows[4],
+                                                  bool live[4])
+{
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+        const tk_i64 r = r0 + g + 8 * h;
+        live[h] = r < M;
+        rows[h] = A + (live[h] ? r : 0) * lda;
+    }
+}
+/* A thread's TK_SK_KB x 4 pieces of 16 bytes of A for k-blocks kb0, kb0 + 8,
+ * ... (zero past K and M). */
+static __device__ __forceinline__ void tk_sk_load(uint4 (&a)[TK_SK_KB][4],
+                                                  const unsigned short *const rows[4],
+                                                  const bool live[4], tk_i64 kb0, int q, tk_i64 K)
+{
+#pragma unroll
+    for (int u = 0; u < TK_SK_KB; ++u) {
+        const tk_i64 k = (kb0 + 8 * u) * 32 + 8 * q;
+        const bool kin = k < K; // K % 8 == 0: a 16-byte piece is all in or all out
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            if (kin && live[h])
+                asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(a[u][h].x), "=r"(a[u][h].y), "=r"(a[u][h].z), "=r"(a[u][h].w)
+                             : "l"(rows[h] + k));
+            else
+                a[u][h] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+}
+extern "C" __global__ void __launch_bounds__(256, 2)
     tk_gemm_f16(const unsigned short *__restrict__ A, const unsigned short *__restrict__ B,
                 float *__restrict__ C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb,
                 tk_i64 ldc)
@@ -28,42 +65,38 @@ extern "C" __global__ void __launch_bounds__(256)
     tk_gemm_baked(M, N, K);
     tk_pdl_enter();
     unsigned short *bt = (unsigned short *)tk_gemm_smem; // [8][K]
-    float *red = (float *)(tk_gemm_smem + 16 * K);      // [8 warps][32 lanes][8]
+    float *red = (float *)(tk_gemm_smem + 16 * K);       // [8 warps][32 lanes][8]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, q = lane & 3;
+    const tk_i64 kblocks = (K + 31) / 32;
+    tk_i64 r0 = (tk_i64)blockIdx.x * 32;
+    const unsigned short *rows[4];
+    bool live[4];
+    uint4 a[TK_SK_KB][4];
+    tk_sk_rows(A, lda, M, r0, g, rows, live);
+    /* The first tile's first loads of A go out before B is staged (they
+     * do not need it), so their latency overlaps B's; have: a holds the
+     * loads of this warp's first k-blocks of the tile at r0. */
+    bool have = r0 < M && warp < kblocks;
+    if (have)
+        tk_sk_load(a, rows, live, warp, q, K);
     for (tk_i64 k = tid; k < K; k += 256)
 #pragma unroll
         for (int n = 0; n < 8; ++n)
             bt[n * K + k] = n < N ? B[k * ldb + n] : (unsigned short)0;
     __syncthreads();
-    const tk_i64 kblocks = (K + 31) / 32;
-    for (tk_i64 r0 = (tk_i64)blockIdx.x * 32; r0 < M; r0 += (tk_i64)gridDim.x * 32) {
+    for (; r0 < M; r0 += (tk_i64)gridDim.x * 32) {
         float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-        const unsigned short *rows[4];
-        bool live[4];
-#pragma unroll
-        for (int h = 0; h < 4; ++h) { // rows g, g + 8, g + 16, g + 24
-            const tk_i64 r = r0 + g + 8 * h;
-            live[h] = r < M;
-            rows[h] = A + (live[h] ? r : 0) * lda;
-        }
+        tk_sk_rows(A, lda, M, r0, g, rows, live);
         for (tk_i64 kb0 = warp; kb0 < kblocks; kb0 += 8 * TK_SK_KB) {
-            uint4 a[TK_SK_KB][4];
             uint4 b[TK_SK_KB];
+            if (!have)
+                tk_sk_load(a, rows, live, kb0, q, K);
+            have = false;
 #pragma unroll
             for (int u = 0; u < TK_SK_KB; ++u) {
                 const tk_i64 k = (kb0 + 8 * u) * 32 + 8 * q;
-                const bool kin = k < K; // K % 8 == 0: a 16-byte piece is all in or all out
-#pragma unroll
-                for (int h = 0; h < 4; ++h) {
-                    if (kin && live[h])
-                        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                                     : "=r"(a[u][h].x), "=r"(a[u][h].y), "=r"(a[u][h].z),
-                                       "=r"(a[u][h].w)
-                                     : "l"(rows[h] + k));
-                    else
-                        a[u][h] = make_uint4(0u, 0u, 0u, 0u);
-                }
+                const bool kin = k < K;
                 b[u] = kin ? *(const uint4 *)(bt + (tk_i64)g * K + k) : make_uint4(0u, 0u, 0u, 0u);
             }
 #pragma unroll
@@ -80,6 +113,14 @@ extern "C" __global__ void __launch_bounds__(256)
                     tkg::mma16816(acc[t], f1, g1);
                 }
             }
+        }
+        /* the next tile's first loads, before this one's sums */
+        if (r0 + (tk_i64)gridDim.x * 32 < M && warp < kblocks) {
+            const unsigned short *nrows[4];
+            bool nlive[4];
+            tk_sk_rows(A, lda, M, r0 + (tk_i64)gridDim.x * 32, g, nrows, nlive);
+            tk_sk_load(a, nrows, nlive, warp, q, K);
+            have = true;
         }
         // acc[t][2e + i]: row 16 t + g + 8 e, column 2 q + i.
         float *mine = red + (warp * 32 + lane) * 8;
@@ -132,8 +173,7 @@ static_assert(TK_ALIGNED, "the skinny weight gradient loads 16-byte pieces (TK_A
 
 // One butterfly step: lanes whose bit `bit` is 0 keep the first H values
 // (adding the partner's), the others the second H, which move down.
-template <int H>
-__device__ __forceinline__ void skw_halve(float *v, int lane, int bit)
+template <int H> __device__ __forceinline__ void skw_halve(float *v, int lane, int bit)
 {
     const bool up = (lane >> bit) & 1;
 #pragma unroll

@@ -231,10 +231,10 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
         *smem = 12u * 256u * 32u;
         return;
     }
-    if (p->skinny) { /* 32 rows per block at a time, up to 4 blocks per SM */
+    if (p->skinny) { /* 32 rows per block at a time, 2 blocks per SM at most */
         *blocks = (p->M + 31) / 32;
-        if (*blocks > 4 * p->sms)
-            *blocks = 4 * p->sms;
+        if (*blocks > 2 * p->sms)
+            *blocks = 2 * p->sms;
         *threads = 256;
         *smem = (unsigned)(16 * p->K + 8192);
         return;

@@ -1170,7 +1170,10 @@ void tk__gemm_plan_split(gemm_plan *p)
  * K = 1024 at 70-1000 rows 1.11-1.25 / 0.89-1.05, 1500-2000 0.81-0.86 /
  * 0.87-0.96, 3000 0.95-0.96 / 0.91-0.93, 4000 0.98 / 0.87-0.88; K = 2816
  * at 300 rows 0.88-0.89 / 1.11-1.14; K = 4096 at 3000 rows 0.65 / 0.97-0.98
- * (bench/gemm-measurements.md). */
+ * (bench/gemm-measurements.md). Since 2026-11-28 the skinny kernel has all
+ * of a thread's loads in flight before its mmas (H200, K = 1024: 70-16384
+ * rows 0.96-1.43 of cuBLAS, 0.85-1.25 before; docs/performance-gemm.md);
+ * the thresholds above are the H100's from before that change. */
 /* Off the tiled kernels' options: the plan for a kernel of its own
  * (skinny, small-K) or for mma.sync (which sets its tile). */
 void tk__gemm_plan_untiled(gemm_plan *p)

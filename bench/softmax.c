@@ -613,8 +613,9 @@ int main(int argc, char **argv)
             }
         } else {
             fprintf(stderr,
-                    "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd | --sweep-bwd] [--cols "
-                    "N,...] [--odd N] [--seed S] [--offset H] [--ld-pad P] [--rows R] [--cluster-min C]\n"
+                    "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd | "
+                    "--sweep-bwd] [--cols N,...] [--odd N] [--seed S] [--offset H] [--ld-pad P] "
+                    "[--rows R] [--cluster-min C]\n"
                     "       [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]\n",
                     argv[0]);
             return 2;

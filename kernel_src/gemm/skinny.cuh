@@ -18,10 +18,11 @@
  * 2q + 8, 2q + 9; the B fragment (Bt row g, the same 8 k from shared
  * memory) follows the same permutation, so each product pairs the same k.
  * The 8 warps' partial tiles are summed in shared memory. A thread's
- * TK_SK_KB x 4 loads of A all go out before its first mma (128 registers:
- * 2 blocks per SM; the host launches at most that many): the first tile's
- * before B is staged, the next tile's before this one's partial sums are
- * reduced and stored, so a block's loads overlap its other work. */
+ * TK_SK_KB x 4 loads of A all go out before its first mma (at most 128
+ * registers, 118 with NVRTC 13: 2 blocks per SM; the host launches at
+ * most that many): the first tile's before B is staged, the next tile's
+ * before this one's partial sums are reduced and stored, so a block's
+ * loads overlap its other work. */
 #define TK_SK_KB 4 // k-blocks of 32 in flight per warp
 /* Rows g, g + 8, g + 16, g + 24 of the 32-row tile at r0 (live: < M). */
 static __device__ __forceinline__ void tk_sk_rows(const unsigned short *A, tk_i64 lda, tk_i64 M,
@@ -65,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     tk_gemm_baked(M, N, K);
     tk_pdl_enter();
     unsigned short *bt = (unsigned short *)tk_gemm_smem; // [8][K]
-    float *red = (float *)(tk_gemm_smem + 16 * K);       // [8 warps][32 lanes][8]
+    float *red = (float *)(tk_gemm_smem + 16 * K);      // [8 warps][32 lanes][8]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, q = lane & 3;
     const tk_i64 kblocks = (K + 31) / 32;
@@ -173,7 +174,8 @@ static_assert(TK_ALIGNED, "the skinny weight gradient loads 16-byte pieces (TK_A
 
 // One butterfly step: lanes whose bit `bit` is 0 keep the first H values
 // (adding the partner's), the others the second H, which move down.
-template <int H> __device__ __forceinline__ void skw_halve(float *v, int lane, int bit)
+template <int H>
+__device__ __forceinline__ void skw_halve(float *v, int lane, int bit)
 {
     const bool up = (lane >> bit) & 1;
 #pragma unroll

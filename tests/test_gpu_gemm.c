@@ -58,6 +58,11 @@ static const shape shapes[] = {
     {130, 2049, 300, 2, 1, 0},
     {2049, 300, 130, 2, 1, 0},
     {40, 1000, 3001, 1, 1, 0},
+    /* grad_a: a long reduction's split on 64-row tiles (kernel 100 x 512 x
+     * 9000, 8 tiles of 64 x 128 split 8); fwd: a reduction of 4096 split 5
+     * on 128 x 128 tiles rather than 2 on 128 x 64 (346 x 1024 x 4096) */
+    {100, 9000, 512, 0, 1, 1},
+    {346, 1024, 4096, 0, 0, 1},
     /* Enough 128-row tiles for the sm_90a wgmma kernel (on Hopper) in each
      * op's turn (kernel M = N = 1500, K = 72: edges in M, N and K), checked
      * in full (128x128 wgmma tiles); then 4097x4099x4103 (128x256 tiles,
@@ -541,10 +546,11 @@ START_TEST(test_every_configuration)
 }
 END_TEST
 
-/* The forward with N <= 8 on the skinny kernel (from 3072 rows on, and up
- * to 1024 rows with K <= 1024), checked in full against fp64: row counts
- * off the kernel's 32-row step, K off its 256-wide sweep of the 8 warps,
- * padded and packed operands, N from 1 to 8.
+/* The forward with N <= 8 on the skinny kernel (K <= 1024 at every row
+ * count, longer reductions from 3072 rows on), checked in full against
+ * fp64: row counts off the kernel's 32-row step, K off its 256-wide sweep
+ * of the 8 warps, padded and packed operands, N from 1 to 8, and 1025-3071
+ * rows (the TMA kernel's before the skinny kernel took them).
  * The weight gradient with N <= 8 (the skinny grad_b kernel, aligned
  * operands, d >= 512): token counts from 64 (part of one load round)
  * through rounds of 1024 rows with a short last one (1817, 5000) to 16384,
@@ -556,7 +562,8 @@ START_TEST(test_skinny)
     static const shape shapes_sk[] = {
         {4097, 8, 1024, 2, 1, 0}, {5000, 5, 1000, 2, 0, 0}, {4096, 1, 2056, 0, 0, 0},
         {70, 8, 1024, 0, 0, 0},   {1000, 6, 1000, 2, 1, 0}, {3100, 8, 1024, 0, 0, 0},
-        {6001, 7, 24, 2, 1, 0},   {4099, 8, 8, 0, 1, 0},
+        {6001, 7, 24, 2, 1, 0},   {4099, 8, 8, 0, 1, 0},    {2001, 8, 1024, 2, 1, 0},
+        {1025, 4, 1000, 0, 0, 0},
     };
     static const shape shapes_wg[] = {
         {1817, 8, 1024, 0, 0, 0}, {64, 8, 1024, 0, 0, 0},   {300, 8, 1000, 0, 1, 0},

@@ -974,6 +974,29 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
 #define TK_GEMM_KS_NOSPLIT_HALF 1
 #endif
 #define KS_NOSPLIT_K_MAX 4096
+/* TK_GEMM_KS_WIDE: the split of a reduction of 2048-8191 below (128 x 64
+ * tiles) takes 128-wide tiles instead where split_block_cost says a block
+ * of them costs under KS_WIDE_GAIN of a 64-wide one: where the 64-wide
+ * tiles' split is held to 2 by the wave (fwd 384 x 1024 x 4096: 96 blocks
+ * split 2, against 120 split 5 on 128 x 128).
+ * TK_GEMM_SPLIT_ROWS64: the long reductions' split on 128 x 128 tiles
+ * takes 64-row tiles where a block of them costs under SPLIT_ROWS64_GAIN
+ * (65-128 tokens: 16 tiles split 8 instead of 8).
+ * H200, bench/sweep, the three builds in one call (0; the gain 0.75; 1.10,
+ * docs/performance-gemm.md), cuBLAS time over ours: fwd x 1024 x 4096 at
+ * 260-384 tokens 0.89-0.93 -> 0.95-1.00, grad_a x 4096 x 1024 at 300 and
+ * 384 0.93 / 0.87 -> 0.99 / 0.92, grad_a x 50304 x 1024 at 65-128 tokens
+ * 0.84-0.92 -> 0.94-0.97; at 1.10 the switches lost up to 11% at 150-200
+ * tokens (fwd 200 x 1024 x 4096 9.7 -> 10.6 us) and gained nothing at
+ * 150-192 tokens of the vocabulary. 0: as before. */
+#ifndef TK_GEMM_KS_WIDE
+#define TK_GEMM_KS_WIDE 1
+#endif
+#ifndef TK_GEMM_SPLIT_ROWS64
+#define TK_GEMM_SPLIT_ROWS64 1
+#endif
+#define KS_WIDE_GAIN 0.75
+#define SPLIT_ROWS64_GAIN 0.75
 static int ks_fills_round(const gemm_plan *p)
 {
     /* (no tile width outside the TMA plans) */
@@ -984,6 +1007,28 @@ static int ks_fills_round(const gemm_plan *p)
     return p->N % p->wg_bn == 0 && p->K < KS_NOSPLIT_K_MAX &&
            (TK_GEMM_KS_NOSPLIT_HALF ? one_round_over(tiles, sms, 1, 2)
                                     : one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN));
+}
+
+/* The split factor for `tiles` output tiles over K tiles kt on sms
+ * multiprocessors: one wave at most, at most 8 ways, each split at least
+ * min_kt K tiles (then tk__gemm_split_clamp); below 2: no split. */
+static int64_t ks_split(int64_t sms, int64_t tiles, int64_t kt, int64_t min_kt, int64_t M,
+                        int64_t N)
+{
+    int64_t s = sms / tiles;
+    if (s > 8)
+        s = 8;
+    return tk__gemm_split_clamp(s < kt / min_kt ? s : kt / min_kt, kt, M, N);
+}
+
+/* A split block's time in the units of split_eff, one wave of them: a bm x
+ * w tile over ceil(kt / s) K tiles, 64-row tiles at SPLIT_ROWS64_EFF of
+ * 128-row ones (the two consumer warpgroups on alternate K steps) */
+#define SPLIT_ROWS64_EFF 0.90
+static double split_block_cost(int bm, int w, int64_t kt, int64_t s)
+{
+    const double eff = split_eff(w) * (bm == 64 ? SPLIT_ROWS64_EFF : 1.0);
+    return (double)bm * w * (double)((kt + s - 1) / s) / eff;
 }
 
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave
@@ -1051,13 +1096,22 @@ static void plan_split(gemm_plan *p, int ks_full)
         if (kt >= kt_min && kt < 128 && tiles * 2 <= p->sms) {
             if (ks_full)
                 return;
-            s = p->sms / tiles;
-            if (s > 8)
-                s = 8;
-            s = tk__gemm_split_clamp(s < kt / 8 ? s : kt / 8, kt, p->M, p->N);
+            s = ks_split(p->sms, tiles, kt, 8, p->M, p->N);
+            int w = 64;
+#if TK_GEMM_KS_WIDE
+            /* 128-wide tiles where their split fills the chip enough
+             * better to pay for the partials it adds (KS_WIDE_GAIN) */
+            if (s >= 2 && p->N > 64) {
+                const int64_t t2 = ((p->M + bm - 1) / bm) * ((p->N + 127) / 128);
+                const int64_t s2 = ks_split(p->sms, t2, kt, 8, p->M, p->N);
+                if (s2 >= 2 && split_block_cost(bm, 128, kt, s2) <
+                                   split_block_cost(bm, 64, kt, s) * KS_WIDE_GAIN)
+                    w = 128, s = s2;
+            }
+#endif
             if (s >= 2) {
                 p->splits = (int)s;
-                p->wg_bn = 64;
+                p->wg_bn = w;
                 p->wg_bm = (int)bm;
             }
             return;
@@ -1106,20 +1160,32 @@ static void plan_split(gemm_plan *p, int ks_full)
         }
         if (kt < 32 || (tiles * 16 > NV_SMS && (tiles * 2 > NV_SMS || kt < 128)))
             return;
-        s = NV_SMS / tiles;
-        if (s > 8)
-            s = 8;
-        s = tk__gemm_split_clamp(s < kt / 4 ? s : kt / 4, kt, p->M, p->N);
+        s = ks_split(NV_SMS, tiles, kt, 4, p->M, p->N);
         if (s >= 2) {
             /* 64 columns where they hold all of N: the router's grad_b (N =
              * 8, K = 2048-16384 tokens) ran 1.20-1.26x faster split 8 on
              * 128 x 64 tiles than on 128 x 128 (--tune, cold operands; the
              * copies of a box mostly outside the tensor are slow) */
             const int w = p->N <= 64 ? 64 : 128;
+            int rows = 128;
+#if TK_GEMM_SPLIT_ROWS64
+            /* 64-row tiles where the tokens leave 128-row ones partly
+             * empty or too few to fill the chip (SPLIT_ROWS64_GAIN) */
+            if (w == 128 && p->M > 64) {
+                const int64_t t64 = ((p->M + 63) / 64) * ((p->N + 127) / 128);
+                const int64_t s64 = ks_split(NV_SMS, t64, kt, 4, p->M, p->N);
+                if (s64 >= 2 && split_block_cost(64, w, kt, s64) <
+                                    split_block_cost(128, w, kt, s) * SPLIT_ROWS64_GAIN)
+                    rows = 64, s = s64;
+            }
+#endif
             p->splits = (int)s;
             p->wg_bn = w;
-            p->wg_bm = 128;
-            split_try_swap(p, 128.0 * w / split_eff(w) / (double)s, SPLIT_SWAP_GAIN_128);
+            p->wg_bm = rows;
+            split_try_swap(p,
+                           (double)rows * w /
+                               (split_eff(w) * (rows == 64 ? SPLIT_ROWS64_EFF : 1.0)) / (double)s,
+                           SPLIT_SWAP_GAIN_128);
         }
         return;
     }
@@ -1163,8 +1229,8 @@ void tk__gemm_plan_split(gemm_plan *p)
  * 16-byte aligned with lda % 8 == 0, K % 8 == 0 and K <= SKINNY_K_MAX (B
  * sits in shared memory, 16 bytes per k). A block takes 32 rows with the
  * whole reduction: one round of loads where the TMA kernel fills a
- * pipeline, which wins at few rows and a short reduction, and again from
- * SKINNY_M_MIN rows; in between the TMA kernel's split grid is faster.
+ * pipeline, which wins at a short reduction (below), and at longer ones
+ * from SKINNY_M_MIN rows; in between the TMA kernel's split grid is faster.
  * H100, bench/sweep with programmatic dependent launch on both, cuBLAS
  * time over ours, skinny / TMA on one machine, two or three runs each:
  * K = 1024 at 70-1000 rows 1.11-1.25 / 0.89-1.05, 1500-2000 0.81-0.86 /
@@ -1172,8 +1238,14 @@ void tk__gemm_plan_split(gemm_plan *p)
  * at 300 rows 0.88-0.89 / 1.11-1.14; K = 4096 at 3000 rows 0.65 / 0.97-0.98
  * (bench/gemm-measurements.md). Since 2026-11-28 the skinny kernel has all
  * of a thread's loads in flight before its mmas (H200, K = 1024: 70-16384
- * rows 0.96-1.43 of cuBLAS, 0.85-1.25 before; docs/performance-gemm.md);
- * the thresholds above are the H100's from before that change. */
+ * rows 0.96-1.43 of cuBLAS, 0.85-1.25 before; docs/performance-gemm.md).
+ * With it the skinny kernel takes K <= 1024 at every row count
+ * (TK_GEMM_SKINNY_MID; 0: the TMA kernel for 1025-3071 rows as before):
+ * H200, both ways in one call, 1100-3000 x 8 x 1024 0.89-1.01 of cuBLAS on
+ * the TMA kernel, 1.28-1.54 on skinny (--tune at 1152, 2176 and 3072 rows:
+ * 3.9 / 4.7 / 5.0 us against the best TMA plan's 5.5 / 5.9 / 6.8). Longer
+ * reductions keep the H100's band (SKINNY_M_MIN); not measured on an H100
+ * since the change. */
 /* Off the tiled kernels' options: the plan for a kernel of its own
  * (skinny, small-K) or for mma.sync (which sets its tile). */
 void tk__gemm_plan_untiled(gemm_plan *p)
@@ -1187,6 +1259,9 @@ void tk__gemm_plan_untiled(gemm_plan *p)
 #define SKINNY_M_MIN 3072
 #define SKINNY_SMALL_M_MAX 1024 /* ... and up to this many rows */
 #define SKINNY_SMALL_K_MAX 1024 /* of a reduction this short */
+#ifndef TK_GEMM_SKINNY_MID
+#define TK_GEMM_SKINNY_MID 1 /* see above */
+#endif
 int tk__gemm_skinny_fits(const gemm_plan *p)
 {
     return TK_GEMM_SKINNY && !p->amd && !p->simple && p->a_kmajor && !p->b_kmajor && !p->swap &&
@@ -1245,7 +1320,9 @@ void tk__gemm_plan_skinny(gemm_plan *p)
 {
     p->skinny = 0;
     if (tk__gemm_skinny_fits(p)) {
-        if (p->M < SKINNY_M_MIN && (p->M > SKINNY_SMALL_M_MAX || p->K > SKINNY_SMALL_K_MAX))
+        if (p->M < SKINNY_M_MIN && (TK_GEMM_SKINNY_MID ? p->K > SKINNY_SMALL_K_MAX
+                                                       : (p->M > SKINNY_SMALL_M_MAX ||
+                                                          p->K > SKINNY_SMALL_K_MAX)))
             return;
     } else {
         const int64_t sms = plan_sms(p);

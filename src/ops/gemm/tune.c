@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ops/gemm/gemm_internal.h"
 
@@ -33,7 +34,9 @@
  * after warm-up runs); the fastest is the record when it beats the
  * heuristics' configuration by TUNE_MARGIN. */
 #define TUNE_MAX_CANDS 128
-#define TUNE_JOBS 8
+/* compile threads: one per online processor, at least 2, at most 16 */
+#define TUNE_JOBS_MIN 2
+#define TUNE_JOBS_MAX 16
 #define TUNE_MARGIN 1.03
 
 typedef struct tune_cand {
@@ -72,7 +75,9 @@ static int64_t tile_rounds(int64_t rows, int64_t cols, int bm, int bn, int64_t s
 /* base: the heuristics' plan (candidate 0). */
 static int tune_candidates(const gemm_plan *base, tune_cand *c)
 {
-    static const int tma_splits[] = {2, 3, 4, 5, 6, 8};
+    /* more than 8 ways only where the split grid is one wave at most (a
+     * reduction streamed by few output tiles) */
+    static const int tma_splits[] = {2, 3, 4, 5, 6, 8, 12, 16};
     static const int mma_splits[] = {1, 2, 4};
     int n = tune_add(c, 0, base);
     gemm_cfg cfg;
@@ -226,7 +231,9 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
                 const int bn = tk__gemm_tma_bns[j];
                 cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = bm, .splits = tma_splits[i]};
                 q = *base;
-                if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1)
+                if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1 &&
+                    (q.splits <= 8 ||
+                     ((q.M + bm - 1) / bm) * ((q.N + bn - 1) / bn) * q.splits <= base->sms))
                     n = tune_add(c, n, &q);
             }
         /* split on swapped 128-row tiles (the tokens on their width), one
@@ -292,11 +299,19 @@ static void *tune_compile_worker(void *arg)
     }
 }
 
-/* Compiles (or finds) every candidate's kernels, TUNE_JOBS at a time. */
+static int tune_jobs_count(void)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < TUNE_JOBS_MIN ? TUNE_JOBS_MIN : cpus > TUNE_JOBS_MAX ? TUNE_JOBS_MAX : (int)cpus;
+}
+
+/* Compiles (or finds) every candidate's kernels, tune_jobs_count() at a
+ * time. */
 static void tune_compile(tk_context *ctx, tune_cand *c, int n)
 {
     tune_jobs j = {.ctx = ctx, .c = c, .n = n, .next = 0};
-    pthread_t th[TUNE_JOBS];
+    pthread_t th[TUNE_JOBS_MAX];
+    const int jobs = tune_jobs_count();
     int started = 0;
     const tk_policy policy = tk_context_policy(ctx);
     for (int i = 0; i < n; i++) {
@@ -305,7 +320,7 @@ static void tune_compile(tk_context *ctx, tune_cand *c, int n)
             tk__gemm_build_reduce_desc(&c[i].p, &c[i].rd);
     }
     pthread_mutex_init(&j.mu, NULL);
-    for (int i = 0; i < TUNE_JOBS && i < n; i++)
+    for (int i = 0; i < jobs && i < n; i++)
         if (pthread_create(&th[i], NULL, tune_compile_worker, &j) == 0)
             started++;
     if (started == 0)

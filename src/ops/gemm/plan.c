@@ -1320,9 +1320,9 @@ void tk__gemm_plan_skinny(gemm_plan *p)
 {
     p->skinny = 0;
     if (tk__gemm_skinny_fits(p)) {
-        if (p->M < SKINNY_M_MIN && (TK_GEMM_SKINNY_MID ? p->K > SKINNY_SMALL_K_MAX
-                                                       : (p->M > SKINNY_SMALL_M_MAX ||
-                                                          p->K > SKINNY_SMALL_K_MAX)))
+        if (p->M < SKINNY_M_MIN &&
+            (TK_GEMM_SKINNY_MID ? p->K > SKINNY_SMALL_K_MAX
+                                : (p->M > SKINNY_SMALL_M_MAX || p->K > SKINNY_SMALL_K_MAX)))
             return;
     } else {
         const int64_t sms = plan_sms(p);

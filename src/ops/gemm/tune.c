@@ -24,7 +24,8 @@
  * wide (unswapped with either epilogue, and swapped; for each round count
  * its narrowest width), 64-row
  * tiles (for each round count its narrowest width), the TMA kernel split
- * 2..8 ways on 64- and 128-row tiles 64, 128, 192 and 256 wide when its
+ * 2..8 ways (12 and 16 where that makes one wave) on 64- and 128-row tiles
+ * 64, 128, 192 and 256 wide when its
  * tiles fill less than the chip (and on swapped 128-row tiles of those
  * widths, in one wave), the three smaller mma.sync tiles unsplit and split 2
  * or 4 ways (on sm_90 only when the output has few tiles; elsewhere always,

@@ -1025,10 +1025,13 @@ static int64_t ks_split(int64_t sms, int64_t tiles, int64_t kt, int64_t min_kt, 
  * w tile over ceil(kt / s) K tiles, 64-row tiles at SPLIT_ROWS64_EFF of
  * 128-row ones (the two consumer warpgroups on alternate K steps) */
 #define SPLIT_ROWS64_EFF 0.90
+static double split_tile_eff(int bm, int w)
+{
+    return split_eff(w) * (bm == 64 ? SPLIT_ROWS64_EFF : 1.0);
+}
 static double split_block_cost(int bm, int w, int64_t kt, int64_t s)
 {
-    const double eff = split_eff(w) * (bm == 64 ? SPLIT_ROWS64_EFF : 1.0);
-    return (double)bm * w * (double)((kt + s - 1) / s) / eff;
+    return (double)bm * w * (double)((kt + s - 1) / s) / split_tile_eff(bm, w);
 }
 
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave
@@ -1182,9 +1185,7 @@ static void plan_split(gemm_plan *p, int ks_full)
             p->splits = (int)s;
             p->wg_bn = w;
             p->wg_bm = rows;
-            split_try_swap(p,
-                           (double)rows * w /
-                               (split_eff(w) * (rows == 64 ? SPLIT_ROWS64_EFF : 1.0)) / (double)s,
+            split_try_swap(p, (double)rows * w / split_tile_eff(rows, w) / (double)s,
                            SPLIT_SWAP_GAIN_128);
         }
         return;
@@ -1244,8 +1245,8 @@ void tk__gemm_plan_split(gemm_plan *p)
  * H200, both ways in one call, 1100-3000 x 8 x 1024 0.89-1.01 of cuBLAS on
  * the TMA kernel, 1.28-1.54 on skinny (--tune at 1152, 2176 and 3072 rows:
  * 3.9 / 4.7 / 5.0 us against the best TMA plan's 5.5 / 5.9 / 6.8). Longer
- * reductions keep the H100's band (SKINNY_M_MIN); not measured on an H100
- * since the change. */
+ * reductions keep the H100's band (SKINNY_M_MIN); this rule has not been
+ * measured on an H100. */
 /* Off the tiled kernels' options: the plan for a kernel of its own
  * (skinny, small-K) or for mma.sync (which sets its tile). */
 void tk__gemm_plan_untiled(gemm_plan *p)

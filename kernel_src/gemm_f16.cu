@@ -31,7 +31,16 @@
 //                                          C + blockIdx.y * M * N (a
 //                                          workspace, ldc = N; swapped TMA
 //                                          tiles: transposed, ldc = M);
-//                                          TK_OUT_F16 is ignored
+//                                          TK_OUT_F16 is ignored;
+//                                          2 (TMA kernel): the TK_KSPLITS
+//                                          blocks of a tile's K shares run as
+//                                          one cluster (__cluster_dims__(1,
+//                                          TK_KSPLITS, 1)) and sum their
+//                                          partials through distributed shared
+//                                          memory, each storing a slice of C
+//                                          (no workspace, no reduce kernel;
+//                                          tma_wgmma.cuh, kcl_store)
+//   TK_KSPLITS (with TK_SPLITK 2)          the split factor, 2 to 8
 //   TK_SWAP (optional, TMA kernel)         the host swapped the operands to
 //                                          compute C^T = B^T A^T (the token
 //                                          count on the kernel's N, where the
@@ -121,6 +130,9 @@ typedef long long tk_i64;
 #ifndef TK_SPLITK
 #define TK_SPLITK 0
 #endif
+#ifndef TK_KSPLITS
+#define TK_KSPLITS 1
+#endif
 // TMA kernel epilogue: 1 stages each warpgroup's tile in the (then free)
 // shared-memory ring and writes rows with 16-byte stores; 0 stores the
 // accumulator pairs straight from registers (4 or 8 bytes per thread).
@@ -208,8 +220,13 @@ static_assert(sizeof(char) == 0, "TK_WGMMA needs the sm_90a target (--gpu-archit
 // and tag this launch's flag value; unused otherwise.
 static_assert(!(TK_EPI_TMA && TK_SPLITK), "the TMA-store epilogue writes C, not split partials");
 static_assert(!(TK_STREAMK && TK_SPLITK), "stream-K and split-K do not combine");
+static_assert(TK_SPLITK != 2 ||
+                  (TK_KSPLITS >= 2 && TK_KSPLITS <= 8 && TK_CLUSTER == 1 && !TK_PINGPONG),
+              "split-K in a cluster: 2 to 8 blocks of one tile, no other cluster, no ping-pong");
 #if TK_CLUSTER > 1
 #define TK_GEMM_CLUSTER_DIMS __cluster_dims__(TK_CLUSTER, 1, 1)
+#elif TK_SPLITK == 2
+#define TK_GEMM_CLUSTER_DIMS __cluster_dims__(1, TK_KSPLITS, 1)
 #else
 #define TK_GEMM_CLUSTER_DIMS
 #endif
@@ -220,10 +237,10 @@ extern "C" __global__ void TK_GEMM_CLUSTER_DIMS __launch_bounds__(384, 1)
 {
     extern __shared__ __align__(1024) unsigned char tk_gemm_smem[];
     tk_gemm_baked(M, N, K);
-    if (TK_SPLITK) // planes of M x N (swapped: stored transposed, ldc = M)
+    if (TK_SPLITK == 1) // planes of M x N (swapped: stored transposed, ldc = M)
         C = (float *)C + (tk_i64)blockIdx.y * M * N;
     tkw::gemm_body_tma<TK_BM, TK_BN, TK_STAGES, TK_A_KMAJOR != 0, TK_B_KMAJOR != 0,
-                       TK_OUT_F16 != 0 && !TK_SPLITK, TK_VEC_OUT != 0, TK_SWAP != 0>(
+                       TK_OUT_F16 != 0 && TK_SPLITK != 1, TK_VEC_OUT != 0, TK_SWAP != 0>(
         &mA, &mB, &mC, C, M, N, K, ldc, skw, tag, tk_gemm_smem);
 }
 #elif defined(TK_WGMMA)
@@ -249,6 +266,7 @@ extern "C" __global__ void __launch_bounds__(TK_WM *TK_WN * 32)
     tk_gemm_f16(const void *A, const void *B, void *C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda,
                 tk_i64 ldb, tk_i64 ldc)
 {
+    static_assert(TK_SPLITK != 2, "split-K in a cluster runs on the TMA kernel only");
     extern __shared__ __align__(128) unsigned char tk_gemm_smem[];
     tk_gemm_baked(M, N, K);
     if (TK_SPLITK)

@@ -374,11 +374,15 @@ END_TEST
  * ping-pong tiles (persist=3: the consumer warpgroups on alternate tiles,
  * unswapped and swapped, K-major widths that are not whole 64-column boxes,
  * the forward's fp32 output on 128 x 192 with the TMA-store epilogue),
- * and K-major widths of 16 g + 8 (24 to 248: swapped, unswapped, 256-row,
+ * K-major widths of 16 g + 8 (24 to 248: swapped, unswapped, 256-row,
  * split, persistent, stream-K, in pairs, swapped with the TMA-store
  * epilogue, whose last 8 C rows of a tile the threads store, checked in
  * full where they straddle C's last row; fwd's N-major
- * B unswapped keeps the heuristics' plan). */
+ * B unswapped keeps the heuristics' plan), and split-K summed in a cluster
+ * (ksc=1: 2 to 7 blocks of a tile adding their partials through
+ * distributed shared memory, each storing a slice; 64-, 128- and 256-row
+ * tiles, swapped, fp32 and fp16 outputs, slices of unequal unit counts;
+ * the plan asserted to be the record's). */
 START_TEST(test_every_configuration)
 {
     static const char *const configs[] = {
@@ -485,6 +489,13 @@ START_TEST(test_every_configuration)
         "tma bn=128 persist=3 epi=1 split=1",
         "tma bn=192 persist=3 epi=1 split=1",
         "mma tile=1 split=2",
+        "tma bn=128 persist=0 epi=0 split=3 ksc=1",
+        "tma bn=64 persist=0 epi=0 split=4 ksc=1",
+        "tma bn=128 persist=0 epi=0 split=2 bm=64 ksc=1",
+        "tma bn=256 persist=0 epi=0 split=7 ksc=1",
+        "tma bn=144 persist=0 epi=0 split=3 swap=1 ksc=1",
+        "tma bn=80 persist=0 epi=0 split=2 bm=256 swap=1 ksc=1",
+        "tma bn=80 persist=0 epi=0 split=5 ksc=1",
     };
     const shape big = {2100, 2600, 2200, 2, 0, 1};
     const shape small = {136, 2600, 2200, 2, 1, 0};
@@ -539,6 +550,21 @@ START_TEST(test_every_configuration)
                               pl.wg_bn);
                 run_case(ctx, (tk_op)op, &edge);
             }
+        }
+        /* split-K in a cluster: planned so for the ops it fits (at least
+         * one), with the record's factor */
+        if (strstr(configs[i], "ksc=1") != NULL) {
+            int split = 0, in_cluster = 0;
+            ck_assert(sscanf(strstr(configs[i], "split="), "split=%d", &split) == 1);
+            for (int op = TK_OP_GEMM_F16_FWD; op <= TK_OP_GEMM_F16_GRAD_B; op++) {
+                gemm_plan pl;
+                tk__gemm_plan_packed(ctx, (tk_op)op, big.M, big.N, big.K, &pl);
+                if (pl.split_cl) {
+                    ck_assert_int_eq(pl.splits, split);
+                    in_cluster++;
+                }
+            }
+            ck_assert_msg(in_cluster > 0, "%s: no op planned it", configs[i]);
         }
         assert_no_fallback(ctx);
         tk_context_destroy(ctx);

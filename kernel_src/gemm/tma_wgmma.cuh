@@ -551,6 +551,124 @@ __device__ __forceinline__ void mma_kstep(float *acc, unsigned sa, unsigned sb, 
 // where splitting the columns read A twice), and the two partial tiles are
 // summed through the free ring at the end, each warpgroup keeping half of
 // the columns for the epilogue.
+// Split-K in a cluster (TK_SPLITK 2): the TK_KSPLITS blocks of one tile,
+// ranks 0 .. S - 1 of a cluster (1, S, 1), blockIdx.y its K share, sum their
+// partials through distributed shared memory and each stores a slice of C.
+// A consumer thread's accumulators fall in units of UW columns (16, or 8
+// where 16 would leave a block no unit or the width is 16 g + 8) of two
+// rows of one 64-row block: UW / 2 accumulators from acc[a]. Every block's
+// thread ct holds the same elements of its partial, so the exchange goes
+// by thread and needs no layout. Each block
+// 1. leaves its whole partial in its own ring (free: both consumer
+//    warpgroups are past their last wgmma and the producer past its last
+//    copy; a block per tile), unit-major, 16-byte vectors, a warp's 512
+//    bytes contiguous;
+// 2. tells every other block so (an arrival, release at cluster scope, on
+//    its `ready` barrier, S - 1 of them expected) and waits for theirs;
+// 3. for its slice of the units, [rank U / S, (rank + 1) U / S), reads the
+//    other blocks' partials (ld.shared::cluster) and sums all S in rank
+//    order, from 0 on, so the bits are those of the reduce kernel, whose
+//    order is the same; stores the slice;
+// 4. tells every other block it has read their rings (`done`) and waits
+//    for theirs before it leaves, so no block's shared memory goes while
+//    another reads it.
+// Both barriers are after the ring's full / empty ones (gemm_body_tma
+// initialises them, then meets the cluster before any arrival).
+// kcl_store's signals: one arrival on the barrier at `bar` in each other
+// block of the cluster, release at cluster scope (what the block's consumer
+// threads wrote before the bar.sync ahead of it is seen by the waiters),
+// and the wait for the S - 1 arrivals on this block's own (its first phase;
+// acquire at cluster scope).
+template <int S> __device__ __forceinline__ void kcl_arrive_others(unsigned bar, unsigned rank)
+{
+    for (unsigned q = 0; q < (unsigned)S; ++q)
+        if (q != rank)
+            asm volatile(
+                "{\n.reg .b32 ra;\n"
+                "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+                "r"(q)
+                : "memory");
+}
+__device__ __forceinline__ void kcl_wait(unsigned bar)
+{
+    asm volatile("{\n.reg .pred p;\nTK_KCL_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n"
+                 "@!p bra TK_KCL_WAIT_%=;\n}\n" ::"r"(bar)
+                 : "memory");
+}
+template <int EW, int MB, int NACC1, bool OUT16, bool VEC, bool SWAP, int NACC>
+__device__ __forceinline__ void kcl_store(float (&acc)[NACC], unsigned ring, unsigned ready,
+                                          void *C, tk_i64 ldc, tk_i64 M, tk_i64 N, tk_i64 rbase,
+                                          tk_i64 col0, int lane, int ct)
+{
+    constexpr int S = TK_KSPLITS;
+    constexpr int UW = EW % 16 == 0 && MB * (EW / 16) >= S ? 16 : 8;
+    constexpr int PR = EW / UW, UNITS = MB * PR, V = UW / 8; // 16-byte vectors a unit
+    static_assert(EW % 8 == 0 && UNITS >= S, "split-K in a cluster: a unit for every block");
+    const unsigned rank = cluster_rank(), done = ready + 8;
+    const int u0 = (int)(rank * UNITS / S), u1 = (int)((rank + 1) * UNITS / S);
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+#pragma unroll
+    for (int u = 0; u < UNITS; ++u) {
+        const int a = (u / PR) * NACC1 + (u % PR) * (UW / 2);
+#pragma unroll
+        for (int h = 0; h < V; ++h)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                             ring + (unsigned)(((V * u + h) * 256 + ct) * 16)),
+                         "f"(acc[a + 4 * h]), "f"(acc[a + 4 * h + 1]), "f"(acc[a + 4 * h + 2]),
+                         "f"(acc[a + 4 * h + 3])
+                         : "memory");
+    }
+    asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    if (ct == 0)
+        kcl_arrive_others<S>(ready, rank);
+    kcl_wait(ready);
+#pragma unroll
+    for (int u = 0; u < UNITS; ++u) {
+        if (u < u0 || u >= u1)
+            continue; // (the same for every thread of the block)
+        const int a = (u / PR) * NACC1 + (u % PR) * (UW / 2);
+        // every other block's share of the unit in flight at once (one
+        // round trip to the cluster's shared memory a unit), then the sum
+        float w[S][UW / 2];
+#pragma unroll
+        for (int q = 0; q < S; ++q) {
+            if ((unsigned)q == rank)
+                continue;
+#pragma unroll
+            for (int h = 0; h < V; ++h)
+                asm volatile("{\n.reg .b32 ra;\n"
+                             "mapa.shared::cluster.u32 ra, %4, %5;\n"
+                             "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [ra];\n}\n"
+                             : "=f"(w[q][4 * h]), "=f"(w[q][4 * h + 1]), "=f"(w[q][4 * h + 2]),
+                               "=f"(w[q][4 * h + 3])
+                             : "r"(ring + (unsigned)(((V * u + h) * 256 + ct) * 16)), "r"(q)
+                             : "memory");
+        }
+#pragma unroll
+        for (int e = 0; e < UW / 2; ++e) {
+            float v = 0.f;
+#pragma unroll
+            for (int q = 0; q < S; ++q) {
+                const float x = (unsigned)q == rank ? acc[a + e] : w[q][e];
+                v = q == 0 ? x : v + x;
+            }
+            acc[a + e] = v;
+        }
+        const tk_i64 r = rbase + 64 * (u / PR), c = col0 + UW * (u % PR);
+        if (UW == 16 && !SWAP && OUT16 && VEC && ((unsigned long long)C % 8 == 0) && (ldc % 4 == 0))
+            store_acc_h4<UW>(acc + a, (unsigned short *)C, ldc, M, N, r, c, lane);
+        else
+            store_acc_regs<UW, OUT16, VEC, SWAP>(acc + a, C, ldc, M, N, r, c, lane);
+    }
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    if (ct == 0)
+        kcl_arrive_others<S>(done, rank);
+    kcl_wait(done);
+}
+
 template <int BM, int BN, int STAGES, bool AK, bool BKM, bool OUT16, bool VEC, bool SWAP>
 __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int KT, tk_i64 M,
                                             tk_i64 N, tk_i64 tiles_m, tk_i64 tiles_n, tk_i64 ldc,
@@ -707,6 +825,16 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         // its first accumulator's row in 64-row block mi: rbase + 64 mi.
         const tk_i64 row0 = m0 + (KS ? 0 : cw * (BM / 2)), col0 = n0 + (KS ? cw * EW : 0);
         const tk_i64 rbase = row0 + warp_in_wg * 16 + (lane >> 2);
+        if constexpr (TK_SPLITK == 2) {
+            // A block per tile (no `more`): the ring is free for the exchange.
+            static_assert(BM * BN * 4 <= STAGES * STAGE_BYTES && !TK_EPI_TMA && !TK_STREAMK,
+                          "split-K in a cluster: the fp32 tile fits the ring");
+            if (more)
+                __trap();
+            kcl_store<EW, KS ? 1 : MI, NACC1, OUT16, VEC, SWAP>(
+                acc, sbase, bars + 8 * (2 * STAGES), C, ldc, M, N, rbase, col0, lane, tid - 128);
+            continue;
+        }
         if constexpr (TK_EPI_TMA && SWAP) {
             store_acc_tma_t<BM, BN, OUT16>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0, n0, cw,
                                            warp_in_wg, lane, tid, C, ldc, M, N);
@@ -1074,11 +1202,16 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
             bar_init(bars + 8 * s, 1);
             bar_init(bars + 8 * (STAGES + s), (BM == 64 || TK_PINGPONG ? 1 : 2) * TK_CLUSTER);
         }
+        if (TK_SPLITK == 2) { // kcl_store's ready and done: the other blocks' arrivals
+            bar_init(bars + 8 * (2 * STAGES), TK_KSPLITS - 1);
+            bar_init(bars + 8 * (2 * STAGES + 1), TK_KSPLITS - 1);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if constexpr (TK_CLUSTER > 1) {
-        // The host sizes the grid to the pairs (tma_grid_tiles): no block
-        // leaves early; the wait is below.
+    if constexpr (TK_CLUSTER > 1 || TK_SPLITK == 2) {
+        // The host sizes the grid to the pairs (tma_grid_tiles; split-K in
+        // a cluster: a block per tile and K share): no block leaves early;
+        // the wait is below.
         cluster_arrive_relaxed();
     } else {
         __syncthreads();
@@ -1089,7 +1222,7 @@ __device__ __forceinline__ void gemm_body_tma(const tk_tmap *mA, const tk_tmap *
     // stream's previous kernel finishes: its set-up above touches only
     // shared memory and the parameters (pdl.cuh).
     tk_pdl_enter();
-    if constexpr (TK_CLUSTER > 1)
+    if constexpr (TK_CLUSTER > 1 || TK_SPLITK == 2)
         cluster_wait();
     gemm_loop_tma<BM, BN, STAGES, AK, BKM, OUT16, VEC, SWAP>(mA, mB, mC, C, M, N, ldc, skw, tag,
                                                              sbase, bars, kt0, KT);

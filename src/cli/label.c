@@ -230,8 +230,13 @@ static void describe_gemm(defs *ds, tk__entry_desc *e, out_buf *b)
         put(b, " cluster %ld", take_num(ds, "TK_CLUSTER", 0));
     if (take(ds, "TK_CLUSTER_ROWS"))
         put(b, " of row tiles");
-    if (take(ds, "TK_SPLITK"))
-        put(b, " split-K");
+    if (take(ds, "TK_SPLITK")) {
+        /* 2: summed in a cluster of TK_KSPLITS blocks */
+        if (take_num(ds, "TK_SPLITK", 1) == 2 && take(ds, "TK_KSPLITS"))
+            put(b, " split-K %ld in a cluster", take_num(ds, "TK_KSPLITS", 0));
+        else
+            put(b, " split-K");
+    }
     if (take(ds, "TK_STREAMK"))
         put(b, " stream-K");
     if (take(ds, "TK_EPI_TMA"))

@@ -46,6 +46,7 @@ void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c)
     c->cluster = p->tma && p->cluster > 1 ? p->cluster : 0;
     c->cluster_rows = c->cluster == 2 && p->cluster_rows;
     c->splits = p->splits;
+    c->split_cl = p->tma && p->splits > 1 && p->split_cl;
 }
 
 void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
@@ -55,8 +56,8 @@ void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
     else if (c->smallk)
         snprintf(buf, size, "smallk");
     else if (c->tma)
-        snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s%s", c->bn, c->persist, c->epi,
-                 c->splits,
+        snprintf(buf, size, "tma bn=%d persist=%d epi=%d split=%d%s%s%s%s", c->bn, c->persist,
+                 c->epi, c->splits,
                  c->bm == 256  ? " bm=256"
                  : c->bm == 64 ? " bm=64"
                                : "",
@@ -64,7 +65,8 @@ void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size)
                  c->cluster == 4   ? " cl=4"
                  : c->cluster_rows ? " clm=2"
                  : c->cluster > 1  ? " cl=2"
-                                   : "");
+                                   : "",
+                 c->split_cl ? " ksc=1" : "");
     else
         snprintf(buf, size, "mma tile=%d split=%d", c->tile, c->splits);
 }
@@ -89,8 +91,9 @@ static int cfg_bn_ok(const gemm_cfg *c)
 /* 1 when text is a well-formed configuration (whether it fits a call is
  * tk__gemm_plan_apply's question). Options may follow a TMA configuration, each at
  * most once: bm=64|128|256, swap=0|1, cl=1|2|4 or clm=2 (pairs of row
- * tiles sharing B); without them 128 rows, unswapped, no cluster (as records
- * written before they existed). */
+ * tiles sharing B), ksc=0|1 (the split summed in a cluster); without them
+ * 128 rows, unswapped, no cluster, the split summed by the reduce kernel
+ * (as records written before they existed). */
 static int cfg_parse(const char *text, gemm_cfg *c)
 {
     int n = 0;
@@ -115,6 +118,8 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                 bit = 4, c->cluster = v == 1 ? 0 : v;
             else if (strcmp(key, "clm") == 0)
                 bit = 4, c->cluster = v, c->cluster_rows = 1;
+            else if (strcmp(key, "ksc") == 0)
+                bit = 8, c->split_cl = v;
             else
                 return 0;
             if (seen & (unsigned)bit)
@@ -126,7 +131,7 @@ static int cfg_parse(const char *text, gemm_cfg *c)
                c->persist >= 0 && c->persist <= 3 &&
                (c->cluster == 0 || c->cluster == 2 || c->cluster == 4) &&
                (!c->cluster_rows || c->cluster == 2) && (c->epi == 0 || c->epi == 1) &&
-               c->splits >= 1 && c->splits <= SPLIT_MAX;
+               c->splits >= 1 && c->splits <= SPLIT_MAX && (c->split_cl == 0 || c->split_cl == 1);
     }
     if (strcmp(text, "skinny") == 0) {
         c->skinny = 1;
@@ -237,10 +242,20 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
     q.splits = 1;
     if (c->splits > 1 && TK_GEMM_SPLITK) {
         kt = (p->K + bk - 1) / bk;
-        q.splits = (int)tk__gemm_split_clamp(c->splits, kt, p->M, p->N);
+        /* summed in a cluster: no workspace to bound */
+        q.splits = (int)tk__gemm_split_clamp(c->splits, kt, c->split_cl ? 1 : p->M,
+                                             c->split_cl ? 1 : p->N);
     }
+    q.split_cl = 0;
     if (q.tma) /* the ring's stages once the epilogue and the split are known */
         q.wg_stages = tk__gemm_tma_stages(q.wg_bm, q.wg_bn, tk__gemm_ring_room(&q));
+    if (c->split_cl) {
+        /* in a cluster, as asked, or not at all (the clamp may leave
+         * another factor; a split of 1 has nothing to sum) */
+        q.split_cl = 1;
+        if (!q.tma || q.splits != c->splits || !tk__gemm_split_cl_fits(&q))
+            return 0;
+    }
     *p = q;
     return 1;
 }

@@ -202,14 +202,14 @@ static tk_status gemm_run(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64
         }
         if (st != TK_OK)
             return st;
-        if (which != 0 && p.splits > 1) {
+        if (which != 0 && tk__gemm_plan_reduces(&p)) {
             /* Split-K needs its reduce kernel too: requested with the split
              * kernel, so that both are built when the builds are waited for
              * (else the first call after the wait would find the reduce
              * missing and every call until its build ends would fall back). */
             tk__gemm_build_reduce_desc(&p, &rd);
             tk__op_kernel_request(ctx, &rd.desc);
-        } else if (p.splits > 1) {
+        } else if (tk__gemm_plan_reduces(&p)) {
             /* ready, or a fallback serves this call while it is built */
             tk__gemm_build_reduce_desc(&p, &rd);
             st = tk__op_kernel_ready(ctx, &rd.desc, &reduce);
@@ -307,7 +307,7 @@ static void add_plan(desc_set *set, const gemm_plan *p, tk_policy policy)
     gemm_desc d;
     tk__gemm_build_desc(p, policy, &d);
     desc_set_add(set, &d);
-    if (p->splits > 1) {
+    if (tk__gemm_plan_reduces(p)) {
         tk__gemm_build_reduce_desc(p, &d);
         desc_set_add(set, &d);
     }

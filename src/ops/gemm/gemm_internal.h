@@ -147,6 +147,9 @@ typedef struct gemm_plan {
     int group16; /* tma: the tile order walks N in groups of 16 tile rows, not 8
                   * (TK_GROUP_M; plan_grid) */
     int splits;  /* > 1: split-K into the workspace, then the reduce kernel */
+    int split_cl; /* tma, splits 2-8: the splits of a tile run as one cluster and
+                   * sum through distributed shared memory instead (TK_SPLITK
+                   * 2: no workspace, no reduce kernel; tk__gemm_plan_reduces) */
     gemm_tile tile;
     int64_t om, on, ok; /* the op's own M, N, K (tuning records are keyed on them) */
     /* Staged operands (tk__gemm_plan_stage): the kernel's A (B) is first
@@ -171,6 +174,7 @@ typedef struct gemm_cfg {
                   * 4 of 2 x 2 sharing A and B; 0 none */
     int cluster_rows; /* cluster 2: pairs of row tiles sharing B ("clm=2") */
     int splits;  /* split-K factor; 1: none */
+    int split_cl; /* tma, splits 2-8: summed in a cluster ("ksc=1"; gemm_plan) */
 } gemm_cfg;
 
 #define N_TILES 4
@@ -226,6 +230,18 @@ void tk__gemm_plan_unstage(gemm_plan *p);
 void tk__gemm_plan_packed_heuristic(tk_context *ctx, tk_op op, int64_t M, int64_t N, int64_t K,
                                     gemm_plan *p);
 void tk__gemm_plan_choose(gemm_plan *p);
+/* 1 when p writes fp32 partials to the workspace and needs the reduce
+ * kernel (split, not in a cluster) */
+static inline int tk__gemm_plan_reduces(const gemm_plan *p)
+{
+    return p->splits > 1 && !p->split_cl;
+}
+/* 1 when a TMA plan's split may run as one cluster (TK_SPLITK 2): 2-8
+ * splits of a block per tile (no persistent grid, stream-K, ping-pong,
+ * TMA-store epilogue or operand-sharing cluster), each block's slice of
+ * the tile at least one 8-column unit of a consumer thread's accumulators
+ * (kcl_store), the tile's fp32 partial within the ring. */
+int tk__gemm_split_cl_fits(const gemm_plan *p);
 
 /* config.c */
 void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c);

@@ -123,9 +123,12 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         if (p->tma && p->cluster == 2 && p->cluster_rows)
             add_def(d, "TK_CLUSTER_ROWS", 1);
         add_def(d, "TK_ALIGNED", 1);
-        add_def(d, "TK_VEC_OUT", p->splits > 1 ? (p->swap ? p->M : p->N) % 2 == 0 : p->vec_out);
+        add_def(d, "TK_VEC_OUT",
+                tk__gemm_plan_reduces(p) ? (p->swap ? p->M : p->N) % 2 == 0 : p->vec_out);
         if (p->splits > 1)
-            add_def(d, "TK_SPLITK", 1);
+            add_def(d, "TK_SPLITK", p->split_cl ? 2 : 1);
+        if (p->splits > 1 && p->split_cl)
+            add_def(d, "TK_KSPLITS", p->splits);
         if (p->tma && !TK_GEMM_EPI_SMEM)
             add_def(d, "TK_EPI_SMEM", 0);
         if (p->tma && p->epi_tma)
@@ -316,7 +319,7 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
     const size_t a_bytes = sa ? round256((size_t)a_rows * (size_t)p->lda * 2u) : 0;
     const size_t b_bytes = sb ? round256((size_t)b_rows * (size_t)p->ldb * 2u) : 0;
     size_t work = 0;
-    if (p->splits > 1)
+    if (tk__gemm_plan_reduces(p))
         work = (size_t)p->splits * (size_t)p->M * (size_t)p->N * 4u;
     else if (p->tma && p->persist == 2) /* a flag and a partial tile (128 x BN fp32) per block */
         work = (size_t)blocks * (8u + (size_t)p->wg_bm * (size_t)p->wg_bn * 4u);
@@ -342,7 +345,7 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
     void *wk = ws + a_bytes + b_bytes;
     if (st != TK_OK) {
         /* nothing more enqueued */
-    } else if (p->splits > 1) {
+    } else if (tk__gemm_plan_reduces(p)) {
         /* Both kernels first (by the caller), so a compile failure enqueues
          * nothing. */
         /* Partials in the op's terms, planes of its M x N (swapped tiles

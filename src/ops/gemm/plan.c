@@ -1217,6 +1217,40 @@ static void plan_split(gemm_plan *p, int ks_full)
     }
 }
 
+/* Split-K summed in a cluster (TK_SPLITK 2, tma_wgmma.cuh kcl_store): the
+ * splits of a tile run as one cluster and add their partials through
+ * distributed shared memory, each block storing a slice of the tile, where
+ * the reduce kernel reads fp32 partials back from a workspace after a
+ * second launch. The heuristics take it for splits of 2 (TK_GEMM_SPLIT_CL
+ * 1; 0: never, 2: every split that fits). H200, tokitai-jit --tune -v and
+ * bench/sweep with every split in a cluster (docs/performance-gemm.md,
+ * "Split-K summed in a cluster"):
+ * - 2 splits: 7-12% less time in all 14 pairs timed (fwd 384 x 1024 x
+ *   2816 on 64 x 128 tiles 11.3 -> 10.0 us; grad_a 410 x 4096 x 1024 12.75
+ *   -> 12.02 us, 0.888 -> 0.934 of cuBLAS);
+ * - 3 or 4 splits whose clusters are all resident: within 1% either way;
+ *   5 splits (16 clusters of 5 resident at once): 21% more;
+ * - clusters beyond the resident ones (1 block per SM: 66 of 2, 39 of 3,
+ *   30 of 4, 22 of 5, 17 of 6, 15 of 7 or 8 on the H200, by
+ *   cudaOccupancyMaxActiveClusters) run in a second round: 1.6-2x the time.
+ * A split of 2 makes one round of tiles at most (plan_split), 66 pairs.
+ * Long reductions keep the reduce kernel (its share of the call is small):
+ * at K = 50304 (393 K steps a split) 2 splits in a cluster were 0-1% apart
+ * on 128-row tiles and 8% slower on 64-row ones. */
+#ifndef TK_GEMM_SPLIT_CL
+#define TK_GEMM_SPLIT_CL 1
+#endif
+#define SPLIT_CL_KT_MAX 64
+int tk__gemm_split_cl_fits(const gemm_plan *p)
+{
+    const int bm = p->wg_bm, bn = p->wg_bn;
+    const int ew = bm == 64 ? bn / 2 : bn; /* a consumer warpgroup's columns */
+    const int units = (bm == 64 ? 1 : bm / 128) * (ew / 8);
+    return p->tma && p->splits >= 2 && p->splits <= 8 && p->persist == 0 && !p->epi_tma &&
+           p->cluster <= 1 && ew % 8 == 0 && units >= p->splits &&
+           (int64_t)bm * bn * 4 <= (int64_t)p->wg_stages * (bm + bn) * 128;
+}
+
 void tk__gemm_plan_split(gemm_plan *p)
 {
     plan_split(p, ks_fills_round(p));
@@ -1252,7 +1286,7 @@ void tk__gemm_plan_split(gemm_plan *p)
 void tk__gemm_plan_untiled(gemm_plan *p)
 {
     p->wgmma = 0, p->tma = 0, p->persist = 0, p->epi_tma = 0, p->cluster = 0, p->splits = 1;
-    p->cluster_rows = 0;
+    p->cluster_rows = 0, p->split_cl = 0;
 }
 
 #define SKINNY_N_MAX 8
@@ -1636,6 +1670,14 @@ void tk__gemm_plan_grid(gemm_plan *p)
     /* the ring's stages for the epilogue chosen */
     if (p->tma)
         p->wg_stages = tk__gemm_tma_stages(p->wg_bm, p->wg_bn, tk__gemm_ring_room(p));
+    /* TK_GEMM_SPLIT_CL: TMA splits of 2 of a reduction up to SPLIT_CL_KT_MAX
+     * K steps each summed in a cluster where they fit */
+    p->split_cl =
+        p->tma && (TK_GEMM_SPLIT_CL == 2   ? p->splits > 1
+                   : TK_GEMM_SPLIT_CL == 1 ? p->splits == 2 && (p->K + 127) / 128 <= SPLIT_CL_KT_MAX
+                                           : 0);
+    if (p->split_cl && !tk__gemm_split_cl_fits(p))
+        p->split_cl = 0;
 }
 
 /* Fills p for op; pointers may be NULL (precompile: packed, aligned). */
@@ -1730,6 +1772,7 @@ void tk__gemm_plan_universal(const gemm_plan *p, gemm_plan *u)
     u->cluster_rows = 0;
     u->group16 = 0;
     u->splits = 1;
+    u->split_cl = 0;
     u->tile = tk__gemm_nv_tiles[1];
 }
 

@@ -27,14 +27,15 @@
  * 2..8 ways (12 and 16 where that makes one wave) on 64- and 128-row tiles
  * 64, 128, 192 and 256 wide when its
  * tiles fill less than the chip (and on swapped 128-row tiles of those
- * widths, in one wave), the three smaller mma.sync tiles unsplit and split 2
+ * widths, in one wave), each split also summed in a cluster where that
+ * fits (ksc=1, tk__gemm_split_cl_fits), the three smaller mma.sync tiles unsplit and split 2
  * or 4 ways (on sm_90 only when the output has few tiles; elsewhere always,
  * with the large mma.sync tile too); at most TUNE_MAX_CANDS. Each is
  * compiled (in parallel), run once, then timed with device events in batches
  * of back-to-back launches (about half a millisecond each, best of three,
  * after warm-up runs); the fastest is the record when it beats the
  * heuristics' configuration by TUNE_MARGIN. */
-#define TUNE_MAX_CANDS 128
+#define TUNE_MAX_CANDS 256
 /* compile threads: one per online processor, at least 2, at most 16 */
 #define TUNE_JOBS_MIN 2
 #define TUNE_JOBS_MAX 16
@@ -64,6 +65,15 @@ static int tune_add(tune_cand *c, int n, const gemm_plan *q)
     c[n].p = *q;
     memcpy(c[n].text, text, sizeof text);
     return n + 1;
+}
+
+/* The split configuration cfg summed in a cluster, where it fits. */
+static int tune_add_cl(tune_cand *c, int n, const gemm_plan *base, const gemm_cfg *cfg)
+{
+    gemm_cfg k = *cfg;
+    gemm_plan q = *base;
+    k.split_cl = 1;
+    return tk__gemm_plan_apply(&q, &k) ? tune_add(c, n, &q) : n;
 }
 
 /* Rounds of rows x cols in bm x bn tiles over sms multiprocessors (a tile
@@ -234,8 +244,10 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
                 q = *base;
                 if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1 &&
                     (q.splits <= 8 ||
-                     ((q.M + bm - 1) / bm) * ((q.N + bn - 1) / bn) * q.splits <= base->sms))
+                     ((q.M + bm - 1) / bm) * ((q.N + bn - 1) / bn) * q.splits <= base->sms)) {
                     n = tune_add(c, n, &q);
+                    n = tune_add_cl(c, n, base, &cfg);
+                }
             }
         /* split on swapped 128-row tiles (the tokens on their width), one
          * wave at most */
@@ -244,8 +256,10 @@ static int tune_candidates(const gemm_plan *base, tune_cand *c)
             cfg = (gemm_cfg){.tma = 1, .bn = bn, .bm = 128, .swap = 1, .splits = tma_splits[i]};
             q = *base;
             if (tk__gemm_plan_apply(&q, &cfg) && q.splits > 1 && q.wg_bn <= q.N &&
-                ((q.M + 127) / 128) * ((q.N + bn - 1) / bn) * q.splits <= base->sms)
+                ((q.M + 127) / 128) * ((q.N + bn - 1) / bn) * q.splits <= base->sms) {
                 n = tune_add(c, n, &q);
+                n = tune_add_cl(c, n, base, &cfg);
+            }
         }
     }
     for (int t = tma_ok ? 1 : 0; t < N_TILES; t++) {
@@ -295,7 +309,7 @@ static void *tune_compile_worker(void *arg)
             return NULL;
         tune_cand *c = &j->c[i];
         c->st = tk__op_kernel(j->ctx, &c->d.desc, &c->k, NULL, NULL);
-        if (c->st == TK_OK && c->p.splits > 1)
+        if (c->st == TK_OK && tk__gemm_plan_reduces(&c->p))
             c->st = tk__op_kernel(j->ctx, &c->rd.desc, &c->rk, NULL, NULL);
     }
 }
@@ -317,7 +331,7 @@ static void tune_compile(tk_context *ctx, tune_cand *c, int n)
     const tk_policy policy = tk_context_policy(ctx);
     for (int i = 0; i < n; i++) {
         tk__gemm_build_desc(&c[i].p, policy, &c[i].d);
-        if (c[i].p.splits > 1)
+        if (tk__gemm_plan_reduces(&c[i].p))
             tk__gemm_build_reduce_desc(&c[i].p, &c[i].rd);
     }
     pthread_mutex_init(&j.mu, NULL);

@@ -1225,18 +1225,20 @@ static void plan_split(gemm_plan *p, int ks_full)
  * 1; 0: never, 2: every split that fits). H200, tokitai-jit --tune -v and
  * bench/sweep with every split in a cluster (docs/performance-gemm.md,
  * "Split-K summed in a cluster"):
- * - 2 splits: 7-12% less time in all 14 pairs timed (fwd 384 x 1024 x
- *   2816 on 64 x 128 tiles 11.3 -> 10.0 us; grad_a 410 x 4096 x 1024 12.75
- *   -> 12.02 us, 0.888 -> 0.934 of cuBLAS);
- * - 3 or 4 splits whose clusters are all resident: within 1% either way;
- *   5 splits (16 clusters of 5 resident at once): 21% more;
- * - clusters beyond the resident ones (1 block per SM: 66 of 2, 39 of 3,
- *   30 of 4, 22 of 5, 17 of 6, 15 of 7 or 8 on the H200, by
- *   cudaOccupancyMaxActiveClusters) run in a second round: 1.6-2x the time.
+ * - 2 splits: 0.88-1.09x the reduce kernel's time, 38 of 47 pairs faster
+ *   (fwd 384 x 1024 x 2816 on 64 x 128 tiles 11.3 -> 10.0 us); in
+ *   bench/sweep fwd x 1024 x 4096 and grad_a x 4096 x 1024 at 400-512
+ *   tokens 3.3-7.7% less time (grad_a 410 x 4096 x 1024 0.88 -> 0.95 of
+ *   cuBLAS);
+ * - 3 to 6 splits: 0.93-2.0x, 17 of 143 faster. Clusters beyond those
+ *   resident (one block per SM: 66 of 2, 39 of 3, 30 of 4, 22 of 5, 17 of
+ *   6, 15 of 7 or 8 on the H200, cudaOccupancyMaxActiveClusters) run a
+ *   second round, and with all resident each block still reads (S - 1) / S
+ *   of the tile from the others.
  * A split of 2 makes one round of tiles at most (plan_split), 66 pairs.
  * Long reductions keep the reduce kernel (its share of the call is small):
  * at K = 50304 (393 K steps a split) 2 splits in a cluster were 0-1% apart
- * on 128-row tiles and 8% slower on 64-row ones. */
+ * on 128-row tiles and up to 9% slower on 64-row and narrow swapped ones. */
 #ifndef TK_GEMM_SPLIT_CL
 #define TK_GEMM_SPLIT_CL 1
 #endif

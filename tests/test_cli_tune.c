@@ -118,8 +118,13 @@ START_TEST(test_tune_stores_record)
     ck_assert_int_eq(r.timed_m, 112);
     ck_assert_uint_ge(r.candidates, 2);
     ck_assert_int_eq(r.stored, 1);
-    ck_assert_msg(strncmp(r.chosen, "mma ", 4) == 0 || strncmp(r.chosen, "tma ", 4) == 0,
+    /* a configuration, or "heuristics" where none gains 3% over them */
+    ck_assert_msg(strncmp(r.chosen, "mma ", 4) == 0 || strncmp(r.chosen, "tma ", 4) == 0 ||
+                      strcmp(r.chosen, "heuristics") == 0,
                   "chosen '%s'", r.chosen);
+    /* the second timing point: the class's middle (97..112) */
+    ck_assert_int_eq(r.mid_m, 104);
+    ck_assert_msg(r.heuristic_mid_us > 0.0, "heuristics at M=104: %g us", r.heuristic_mid_us);
     ck_assert_msg(r.heuristic[0] != '\0', "no heuristic configuration");
     tk_context_destroy(ctx);
 
@@ -175,6 +180,11 @@ START_TEST(test_calls_follow_record)
     ck_assert_uint_eq(fwd_launches(ctx, 100), 1);
     tk_assert_status(tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024",
                                     "M<=112 tma bn=128 persist=0 epi=0 split=4\n"),
+                     TK_OK);
+    ck_assert_uint_eq(fwd_launches(ctx, 100), 1);
+    /* "heuristics" (the tuner's record where no configuration gains): the
+     * heuristics choose */
+    tk_assert_status(tk__record_put(ctx, "gemm_f16_fwd", "N=2816 K=1024", "M<=112 heuristics\n"),
                      TK_OK);
     ck_assert_uint_eq(fwd_launches(ctx, 100), 1);
     tk_context_destroy(ctx);

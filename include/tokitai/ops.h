@@ -248,6 +248,21 @@ typedef struct tk_tune_report {
     unsigned rejected;   /* faster candidates dropped: output not the heuristics' */
     tk_tune_timing timed[128]; /* every candidate timed (the first `candidates`), in order */
     int stored;          /* 1: written to the cache; 0: in force for this context only */
+    /* Appended fields (a caller whose struct_size ends before them does not
+     * get them). tk_op_tune also times the class half way down its M range,
+     * so that a record does not trade the token counts below its largest
+     * for that one: mid_m is that M (0: timed at timed_m only, as
+     * TOKITAI_JIT_TUNE=auto does on the caller's call), chosen_mid_us and
+     * heuristic_mid_us the kept configuration's and the heuristics' own plan
+     * of mid_m there, timed_mid_us[i] timed[i]'s (< 0: it does not fit
+     * mid_m). The kept configuration is the one of least geometric-mean time
+     * over both points relative to the heuristics; "heuristics" (chosen)
+     * when none gains 3%: the record then leaves every M of the class to
+     * the heuristics. */
+    int64_t mid_m;
+    double chosen_mid_us;
+    double heuristic_mid_us;
+    double timed_mid_us[128];
 } tk_tune_report;
 
 /* Tunes the shape class of dims for op on the context's device: compiles

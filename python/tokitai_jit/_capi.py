@@ -285,6 +285,10 @@ class tk_tune_report(ctypes.Structure):
         ("rejected", c_uint),
         ("timed", tk_tune_timing * 128),
         ("stored", c_int),
+        ("mid_m", c_int64),
+        ("chosen_mid_us", c_double),
+        ("heuristic_mid_us", c_double),
+        ("timed_mid_us", c_double * 128),
     ]
 
 

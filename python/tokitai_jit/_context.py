@@ -116,7 +116,12 @@ class TuneReport:
     ``record`` names the shape class, ``chosen`` the configuration kept (a
     tuning record in the cache when ``stored``), ``heuristic`` the one the
     heuristics pick without a record; times are microseconds per call;
-    ``timed`` lists every candidate with its time, in the order timed."""
+    ``timed`` lists every candidate with its time, in the order timed.
+    ``mid_m`` is the class's middle M, where every candidate is timed too
+    (0: not), with ``chosen_mid_us`` / ``heuristic_mid_us`` there and
+    ``timed_mid`` each candidate's time there (negative: does not fit);
+    ``chosen`` is "heuristics" where no configuration gains 3% over them
+    across both points."""
 
     record: str
     chosen: str
@@ -129,6 +134,10 @@ class TuneReport:
     rejected: int
     timed: Tuple[Tuple[str, float], ...]
     stored: bool
+    mid_m: int = 0
+    chosen_mid_us: float = 0.0
+    heuristic_mid_us: float = 0.0
+    timed_mid: Tuple[float, ...] = ()
 
 
 def _enum(enum_cls: Any, value: Any, what: str) -> Any:
@@ -895,8 +904,9 @@ class Context:
     def tune(self, op: Union[str, Op], dims: Sequence[int]) -> TuneReport:
         """Times every candidate configuration of a GEMM op for the shape
         class of ``dims`` (M, N, K: M's class) on the context's device and
-        keeps the fastest as a tuning record in the cache (tk_op_tune; the
-        heuristics' own configuration unless another is >= 3% faster).
+        keeps the fastest as a tuning record in the cache (tk_op_tune: at
+        the class's largest and middle M; "heuristics" unless a
+        configuration is >= 3% faster over both).
         Later calls of the class, in any process using that cache, follow
         the record. Raises UnsupportedError for ops with nothing to tune."""
         o = _enum(Op, op, "op")
@@ -916,6 +926,10 @@ class Context:
             rejected=r.rejected,
             timed=tuple((r.timed[i].config.decode("utf-8", "replace"), r.timed[i].us) for i in range(n)),
             stored=bool(r.stored),
+            mid_m=r.mid_m,
+            chosen_mid_us=r.chosen_mid_us,
+            heuristic_mid_us=r.heuristic_mid_us,
+            timed_mid=tuple(r.timed_mid_us[i] for i in range(n)) if r.mid_m else (),
         )
 
     def check_run(self, op: Union[str, Op], dims: Sequence[int], seed: int = 1) -> CheckReport:

@@ -159,11 +159,24 @@ int tk__cmd_tune(const tk__cli_opts *opts)
                        r.record, r.chosen, r.chosen_us, r.heuristic, r.heuristic_us,
                        r.heuristic_us / r.chosen_us, r.candidates, r.compiled,
                        r.stored ? "" : ", NOT stored (cache read-only or disabled)");
+                if (r.mid_m > 0)
+                    printf("      and at M=%lld, the class's middle: %.1f us against the "
+                           "heuristics' own plan's %.1f us, x%.2f\n",
+                           (long long)r.mid_m, r.chosen_mid_us, r.heuristic_mid_us,
+                           r.heuristic_mid_us / r.chosen_mid_us);
             }
             if (st == TK_OK && opts->verbose)
                 for (unsigned i = 0; i < r.candidates && i < sizeof r.timed / sizeof r.timed[0];
-                     i++)
-                    printf("      %-36s %8.1f us\n", r.timed[i].config, r.timed[i].us);
+                     i++) {
+                    if (r.mid_m > 0 && r.timed_mid_us[i] >= 0.0)
+                        printf("      %-36s %8.1f us  at M=%lld %8.1f us\n", r.timed[i].config,
+                               r.timed[i].us, (long long)r.mid_m, r.timed_mid_us[i]);
+                    else if (r.mid_m > 0)
+                        printf("      %-36s %8.1f us  at M=%lld: does not fit\n", r.timed[i].config,
+                               r.timed[i].us, (long long)r.mid_m);
+                    else
+                        printf("      %-36s %8.1f us\n", r.timed[i].config, r.timed[i].us);
+                }
             fflush(stdout);
             if (all) {
                 mm = r.timed_m + 1;

@@ -267,6 +267,14 @@ pub struct TuneReport {
     /// Every candidate timed: (configuration, microseconds).
     pub timed: Vec<(String, f64)>,
     pub stored: bool,
+    /// The class's middle M, where every candidate is timed too (0: not);
+    /// `chosen` is "heuristics" where no configuration gains 3% over them
+    /// across both points.
+    pub mid_m: i64,
+    pub chosen_mid_us: f64,
+    pub heuristic_mid_us: f64,
+    /// Each candidate's time at `mid_m`, in `timed`'s order (< 0: does not fit).
+    pub timed_mid: Vec<f64>,
 }
 
 impl TuneReport {
@@ -283,6 +291,10 @@ impl TuneReport {
             rejected: r.rejected,
             timed: r.timed[..n].iter().map(|t| (chars(&t.config), t.us)).collect(),
             stored: r.stored != 0,
+            mid_m: r.mid_m,
+            chosen_mid_us: r.chosen_mid_us,
+            heuristic_mid_us: r.heuristic_mid_us,
+            timed_mid: if r.mid_m > 0 { r.timed_mid_us[..n].to_vec() } else { Vec::new() },
         }
     }
 }

@@ -283,6 +283,10 @@ pub struct tk_tune_report {
     pub rejected: c_uint,
     pub timed: [tk_tune_timing; 128],
     pub stored: c_int,
+    pub mid_m: i64,
+    pub chosen_mid_us: f64,
+    pub heuristic_mid_us: f64,
+    pub timed_mid_us: [f64; 128],
 }
 
 #[repr(C)]

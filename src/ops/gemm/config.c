@@ -275,6 +275,16 @@ int64_t tk__gemm_m_class_max(int64_t m)
     return hi;
 }
 
+/* The middle of the class whose largest M is mc (the tuner's second
+ * timing point): half way from the class's smallest M. */
+int64_t tk__gemm_m_class_mid(int64_t mc)
+{
+    int64_t lo = mc <= 128 ? mc - 15 : mc <= 8192 ? mc - 127 : mc <= 32768 ? mc - 1023 : mc / 2 + 1;
+    if (lo < 1)
+        lo = 1;
+    return lo + (mc - lo) / 2;
+}
+
 /* Records: one per op and (N, K), the family of every token count M, named
  * "N=2816 K=1024" (op terms), holding a line per class of M in increasing
  * order, "M<=4096 tma bn=256 persist=0 epi=1 split=1". One record per

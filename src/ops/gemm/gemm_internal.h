@@ -248,6 +248,7 @@ void tk__gemm_cfg_of_plan(const gemm_plan *p, gemm_cfg *c);
 void tk__gemm_cfg_text(const gemm_cfg *c, char *buf, size_t size);
 int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c);
 int64_t tk__gemm_m_class_max(int64_t m);
+int64_t tk__gemm_m_class_mid(int64_t mc);
 void tk__gemm_record_name(const gemm_plan *p, char buf[64]);
 tk_status tk__gemm_record_store(tk_context *ctx, const gemm_plan *p, const char *cfg);
 int tk__gemm_tune_mode(void);

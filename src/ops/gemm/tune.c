@@ -40,6 +40,10 @@
 #define TUNE_JOBS_MIN 2
 #define TUNE_JOBS_MAX 16
 #define TUNE_MARGIN 1.03
+/* The record of a class whose heuristics no candidate beats by TUNE_MARGIN:
+ * no configuration (tk__gemm_plan_tuned finds it present but fitting no
+ * call), so each M keeps the heuristics' own plan. */
+#define TUNE_HEURISTICS "heuristics"
 
 typedef struct tune_cand {
     gemm_plan p;
@@ -48,6 +52,7 @@ typedef struct tune_cand {
     char text[64];
     double us;
     tk_status st;
+    int slot; /* its index in the report's timed[] + 1; 0: not there */
 } tune_cand;
 
 static int tune_add(tune_cand *c, int n, const gemm_plan *q)
@@ -446,8 +451,58 @@ static int tune_check(tk_context *ctx, const tune_cand *c, const void *a, const 
     return tune_same(&c->p, host, want, bytes / (c->p.out_f16 ? 2 : 4));
 }
 
+/* Kernels of c (its plan set): compiled or found. */
+static tk_status tune_kernels(tk_context *ctx, tune_cand *c)
+{
+    const tk_policy policy = tk_context_policy(ctx);
+    tk__gemm_build_desc(&c->p, policy, &c->d);
+    tk_status st = tk__op_kernel(ctx, &c->d.desc, &c->k, NULL, NULL);
+    if (st == TK_OK && tk__gemm_plan_reduces(&c->p)) {
+        tk__gemm_build_reduce_desc(&c->p, &c->rd);
+        st = tk__op_kernel(ctx, &c->rd.desc, &c->rk, NULL, NULL);
+    }
+    return st;
+}
+
+/* The second timing point (mid: the heuristics' plan of the class's middle
+ * M, on the same operands, which are sized for the class's largest): the
+ * heuristics' own time there, then each timed candidate's configuration
+ * imposed on mid (us2 < 0 where it does not fit), and each candidate's
+ * score made the geometric mean of its two ratios to the heuristics. */
+static tk_status tune_mid(tk_context *ctx, const gemm_plan *mid, tune_cand *c, int n,
+                          const tune_ops *ops, void *stream, double *us2, double *score,
+                          double *heur_us2)
+{
+    tune_cand *m = calloc(1, sizeof *m);
+    tk_status st;
+    if (m == NULL)
+        return tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of memory", mid->op);
+    m->p = *mid;
+    st = tune_kernels(ctx, m);
+    if (st == TK_OK)
+        st = tune_time(ctx, m, ops, stream, heur_us2);
+    for (int i = 0; st == TK_OK && i < n; i++) {
+        gemm_cfg cfg;
+        us2[i] = -1.0;
+        if (c[i].st != TK_OK)
+            continue;
+        tk__gemm_cfg_of_plan(&c[i].p, &cfg);
+        memset(m, 0, sizeof *m);
+        m->p = *mid;
+        if (!tk__gemm_plan_apply(&m->p, &cfg) || tune_kernels(ctx, m) != TK_OK ||
+            tune_time(ctx, m, ops, stream, &us2[i]) != TK_OK) {
+            us2[i] = -1.0;
+            score[i] = HUGE_VAL; /* not a configuration for the whole class */
+            continue;
+        }
+        score[i] = sqrt(score[i] * (us2[i] / *heur_us2));
+    }
+    free(m);
+    return st;
+}
+
 static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_ops *ops,
-                            void *stream, tk_tune_report *rep)
+                            void *stream, tk_tune_report *rep, const gemm_plan *mid)
 {
     /* the winner's check and the output left behind: the first set */
     const void *a = ops->a[0], *b = ops->b[0];
@@ -487,18 +542,36 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_o
             snprintf(rep->timed[rep->candidates].config, sizeof rep->timed[0].config, "%s",
                      c[i].text);
             rep->timed[rep->candidates].us = c[i].us;
+            c[i].slot = (int)rep->candidates + 1;
         }
         rep->candidates++;
-        if (best < 0 || c[i].us < c[best].us)
-            best = i;
     }
-    /* A record replaces the heuristics only for a clear gain: within 3% the
-     * heuristics' own configuration is kept (and recorded), so that noise
-     * between near-equal candidates does not pick for the class. */
-    if (best > 0 && c[0].st == TK_OK && c[best].us > c[0].us / TUNE_MARGIN)
-        best = 0;
+    /* Scores: time over the heuristics' at the class's largest M, and with a
+     * second point (mid) the geometric mean of that and the same ratio at
+     * mid. */
+    double *score = calloc((size_t)n + 1, sizeof *score), *us2 = calloc((size_t)n + 1, sizeof *us2);
+    double heur_us2 = 0.0;
+    if (score == NULL || us2 == NULL)
+        st = tk__fail(ctx, TK_OUT_OF_MEMORY, "%s: tuning: out of memory", base->op);
+    for (int i = 0; st == TK_OK && i < n; i++)
+        score[i] = c[i].st == TK_OK ? c[i].us / c[0].us : HUGE_VAL;
+    if (st == TK_OK && mid != NULL)
+        st = tune_mid(ctx, mid, c, n, ops, stream, us2, score, &heur_us2);
+    for (int i = 0; st == TK_OK && i < n; i++)
+        if (score[i] < HUGE_VAL && (best < 0 || score[i] < score[best]))
+            best = i;
+    /* A record replaces the heuristics only for a clear gain: otherwise it
+     * says "heuristics" (TUNE_HEURISTICS), so that noise between near-equal
+     * candidates does not pick for the class and every M of the class keeps
+     * its own plan (the heuristics' configuration at the largest M is not
+     * theirs at every M: the vocabulary's forward at 260-302 tokens ran
+     * 0.75-0.82 of cuBLAS under the largest M's winner, 0.86-0.89 on its own
+     * plan, H200). */
+    const int keep = st == TK_OK && best >= 0 && !(score[best] < 1.0 / TUNE_MARGIN);
     if (st == TK_OK && best < 0)
         st = tk__fail(ctx, TK_INTERNAL, "%s: tuning: no candidate ran", base->op);
+    if (keep)
+        best = 0;
     if (st == TK_OK && best != 0) {
         /* The winner must reproduce the heuristics' output (within the
          * reordering split-K causes), else the next fastest is tried. */
@@ -530,18 +603,29 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_o
         free(host);
     }
     if (st == TK_OK) {
+        const char *text = keep ? TUNE_HEURISTICS : c[best].text;
         tk__gemm_record_name(base, name);
         snprintf(rep->record, sizeof rep->record, "%s %s M<=%lld", base->op + 3, name,
                  (long long)tk__gemm_m_class_max(base->om));
-        snprintf(rep->chosen, sizeof rep->chosen, "%s", c[best].text);
+        snprintf(rep->chosen, sizeof rep->chosen, "%s", text);
         snprintf(rep->heuristic, sizeof rep->heuristic, "%s", c[0].text);
         rep->chosen_us = c[best].us;
         rep->heuristic_us = c[0].us;
         rep->timed_m = base->om;
+        if (mid != NULL) {
+            rep->mid_m = mid->om;
+            rep->heuristic_mid_us = heur_us2;
+            rep->chosen_mid_us = keep ? heur_us2 : us2[best];
+            for (int i = 0; i < n; i++)
+                if (c[i].slot > 0)
+                    rep->timed_mid_us[c[i].slot - 1] = us2[i];
+        }
         /* The record; a failure to store it (read-only cache) still leaves it
          * in force for this context. */
-        rep->stored = tk__gemm_record_store(ctx, base, c[best].text) == TK_OK;
+        rep->stored = tk__gemm_record_store(ctx, base, text) == TK_OK;
     }
+    free(score);
+    free(us2);
     free(c);
     return st;
 }
@@ -620,7 +704,12 @@ tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_
         if ((st = tk_mem_upload(ctx, b, h, nb * 2)) != TK_OK)
             goto done;
     }
-    st = tune_class(ctx, &base, &ops, NULL, rep);
+    /* the second timing point: the class's middle M (tk_tune_report.mid_m) */
+    const int64_t mid_m = tk__gemm_m_class_mid(base.om);
+    gemm_plan mid;
+    if (mid_m < base.om)
+        tk__gemm_plan_packed_heuristic(ctx, op, mid_m, base.on, base.ok, &mid);
+    st = tune_class(ctx, &base, &ops, NULL, rep, mid_m < base.om ? &mid : NULL);
     if (st == TK_OK)
         st = tk_stream_sync(ctx, NULL);
 done:
@@ -653,7 +742,7 @@ void tk__gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const vo
     memset(&rep, 0, sizeof rep);
     memset(&ops, 0, sizeof ops);
     ops.a[0] = d_a, ops.b[0] = d_b, ops.out[0] = d_c, ops.n = 1;
-    if (tune_class(ctx, &base, &ops, stream, &rep) == TK_OK) {
+    if (tune_class(ctx, &base, &ops, stream, &rep, NULL) == TK_OK) {
         tk__log(ctx, TK_LOG_INFO, "tuned %s: %s (%.1f us; heuristics %s, %.1f us)", rep.record,
                 rep.chosen, rep.chosen_us, rep.heuristic, rep.heuristic_us);
         tk__gemm_plan_tuned(ctx, p);

@@ -33,8 +33,11 @@
  * with the large mma.sync tile too); at most TUNE_MAX_CANDS. Each is
  * compiled (in parallel), run once, then timed with device events in batches
  * of back-to-back launches (about half a millisecond each, best of three,
- * after warm-up runs); the fastest is the record when it beats the
- * heuristics' configuration by TUNE_MARGIN. */
+ * after warm-up runs), at the class's largest M and (tokitai-jit --tune,
+ * tk_op_tune) at its middle, imposed on the heuristics' plan of that M;
+ * the candidate of least geometric-mean time relative to the heuristics at
+ * each point is the record when that beats them by TUNE_MARGIN, else the
+ * record is TUNE_HEURISTICS. */
 #define TUNE_MAX_CANDS 256
 /* compile threads: one per online processor, at least 2, at most 16 */
 #define TUNE_JOBS_MIN 2

@@ -570,14 +570,14 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_o
      * theirs at every M: the vocabulary's forward at 260-302 tokens ran
      * 0.75-0.82 of cuBLAS under the largest M's winner, 0.86-0.89 on its own
      * plan, H200). */
-    const int keep = st == TK_OK && best >= 0 && !(score[best] < 1.0 / TUNE_MARGIN);
+    int keep = st == TK_OK && best >= 0 && !(score[best] < 1.0 / TUNE_MARGIN);
     if (st == TK_OK && best < 0)
         st = tk__fail(ctx, TK_INTERNAL, "%s: tuning: no candidate ran", base->op);
     if (keep)
         best = 0;
     if (st == TK_OK && best != 0) {
         /* The winner must reproduce the heuristics' output (within the
-         * reordering split-K causes), else the next fastest is tried. */
+         * reordering split-K causes), else the next best score is tried. */
         const size_t bytes = (size_t)base->M * (size_t)base->N * (base->out_f16 ? 2u : 4u);
         void *want = malloc(bytes), *host = malloc(bytes);
         int ok = want != NULL && host != NULL &&
@@ -592,10 +592,14 @@ static tk_status tune_class(tk_context *ctx, const gemm_plan *base, const tune_o
                     base->op, c[best].text);
             rep->rejected++;
             c[best].st = TK_INTERNAL;
+            score[best] = HUGE_VAL;
+            /* the next best score, or the heuristics */
             best = 0;
             for (int i = 1; i < n; i++)
-                if (c[i].st == TK_OK && c[i].us < c[best].us)
+                if (score[i] < score[best])
                     best = i;
+            if (!(score[best] < 1.0 / TUNE_MARGIN))
+                keep = 1, best = 0;
         }
         if (!ok)
             st =

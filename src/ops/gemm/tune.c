@@ -306,6 +306,20 @@ typedef struct tune_jobs {
     pthread_mutex_t mu;
 } tune_jobs;
 
+/* Kernels of c (its plan's, and the reduce kernel where it splits into the
+ * workspace): compiled or found; also from the compile threads. */
+static tk_status tune_kernels(tk_context *ctx, tune_cand *c)
+{
+    const tk_policy policy = tk_context_policy(ctx);
+    tk__gemm_build_desc(&c->p, policy, &c->d);
+    tk_status st = tk__op_kernel(ctx, &c->d.desc, &c->k, NULL, NULL);
+    if (st == TK_OK && tk__gemm_plan_reduces(&c->p)) {
+        tk__gemm_build_reduce_desc(&c->p, &c->rd);
+        st = tk__op_kernel(ctx, &c->rd.desc, &c->rk, NULL, NULL);
+    }
+    return st;
+}
+
 static void *tune_compile_worker(void *arg)
 {
     tune_jobs *j = arg;
@@ -315,10 +329,7 @@ static void *tune_compile_worker(void *arg)
         pthread_mutex_unlock(&j->mu);
         if (i >= j->n)
             return NULL;
-        tune_cand *c = &j->c[i];
-        c->st = tk__op_kernel(j->ctx, &c->d.desc, &c->k, NULL, NULL);
-        if (c->st == TK_OK && tk__gemm_plan_reduces(&c->p))
-            c->st = tk__op_kernel(j->ctx, &c->rd.desc, &c->rk, NULL, NULL);
+        j->c[i].st = tune_kernels(j->ctx, &j->c[i]);
     }
 }
 
@@ -336,12 +347,6 @@ static void tune_compile(tk_context *ctx, tune_cand *c, int n)
     pthread_t th[TUNE_JOBS_MAX];
     const int jobs = tune_jobs_count();
     int started = 0;
-    const tk_policy policy = tk_context_policy(ctx);
-    for (int i = 0; i < n; i++) {
-        tk__gemm_build_desc(&c[i].p, policy, &c[i].d);
-        if (tk__gemm_plan_reduces(&c[i].p))
-            tk__gemm_build_reduce_desc(&c[i].p, &c[i].rd);
-    }
     pthread_mutex_init(&j.mu, NULL);
     for (int i = 0; i < jobs && i < n; i++)
         if (pthread_create(&th[i], NULL, tune_compile_worker, &j) == 0)
@@ -452,19 +457,6 @@ static int tune_check(tk_context *ctx, const tune_cand *c, const void *a, const 
         tk_stream_sync(ctx, stream) != TK_OK || tk_mem_download(ctx, host, out, bytes) != TK_OK)
         return 0;
     return tune_same(&c->p, host, want, bytes / (c->p.out_f16 ? 2 : 4));
-}
-
-/* Kernels of c (its plan set): compiled or found. */
-static tk_status tune_kernels(tk_context *ctx, tune_cand *c)
-{
-    const tk_policy policy = tk_context_policy(ctx);
-    tk__gemm_build_desc(&c->p, policy, &c->d);
-    tk_status st = tk__op_kernel(ctx, &c->d.desc, &c->k, NULL, NULL);
-    if (st == TK_OK && tk__gemm_plan_reduces(&c->p)) {
-        tk__gemm_build_reduce_desc(&c->p, &c->rd);
-        st = tk__op_kernel(ctx, &c->rd.desc, &c->rk, NULL, NULL);
-    }
-    return st;
 }
 
 /* The second timing point (mid: the heuristics' plan of the class's middle

@@ -41,7 +41,7 @@
  * --only TEXT keeps the sweep's variants whose name (the table's variant
  * column) holds TEXT (TEXT|TEXT...: any of them); --smem-min B gives each
  * at least B bytes of dynamic shared memory (fewer blocks resident per
- * SM); --define NAME[=VALUE] adds a define to every variant (a kernel
+ * SM); --define NAME[=VALUE] (up to 4 times) adds a define to every variant (a kernel
  * experiment's switch).
  *
  * Prints markdown tables; exit 0 when every check passed, 1 otherwise, 77
@@ -292,8 +292,10 @@ static int name_matches(const char *name, const char *any)
     }
 }
 /* --define NAME[=VALUE]: one more define for every sweep variant */
-static const char *sweep_define;
-static char sweep_define_name[64];
+#define MAX_DEFINES 4
+static const char *sweep_define[MAX_DEFINES];
+static int n_sweep_defines;
+static char sweep_define_name[MAX_DEFINES][64];
 static unsigned sweep_smem_min;
 
 /* One variant launched directly; prints a row. Returns GB/s (0: failed). */
@@ -302,7 +304,7 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     char d_vec[8], d_g[12], d_block[12], d_iters[12], d_cluster[12], d_cols[24], d_siters[12];
     char d_minb[12];
     char what[96];
-    tk_define defs[12];
+    tk_define defs[12 + MAX_DEFINES];
     size_t nd = 0;
     tk_kernel_desc d;
     tk_kernel *k = NULL;
@@ -351,11 +353,12 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
     snprintf(d_minb, sizeof d_minb, "%u", v->minb);
     if (v->minb)
         defs[nd++] = (tk_define){"TK_MINB", d_minb};
-    if (sweep_define != NULL) {
-        const char *eq = strchr(sweep_define, '=');
-        snprintf(sweep_define_name, sizeof sweep_define_name, "%.*s",
-                 (int)(eq ? eq - sweep_define : (ptrdiff_t)strlen(sweep_define)), sweep_define);
-        defs[nd++] = (tk_define){sweep_define_name, eq ? eq + 1 : NULL};
+    for (int i = 0; i < n_sweep_defines; i++) {
+        const char *eq = strchr(sweep_define[i], '=');
+        snprintf(sweep_define_name[i], sizeof sweep_define_name[i], "%.*s",
+                 (int)(eq ? eq - sweep_define[i] : (ptrdiff_t)strlen(sweep_define[i])),
+                 sweep_define[i]);
+        defs[nd++] = (tk_define){sweep_define_name[i], eq ? eq + 1 : NULL};
     }
     memset(&d, 0, sizeof d);
     d.source_name = s->bwd ? "softmax_xent_f16" : "softmax_f16";
@@ -590,7 +593,11 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             sweep_only = argv[++i];
         } else if (strcmp(argv[i], "--define") == 0 && i + 1 < argc) {
-            sweep_define = argv[++i];
+            if (n_sweep_defines == MAX_DEFINES) {
+                fprintf(stderr, "--define: at most %d\n", MAX_DEFINES);
+                return 2;
+            }
+            sweep_define[n_sweep_defines++] = argv[++i];
         } else if (strcmp(argv[i], "--smem-min") == 0 && i + 1 < argc) {
             sweep_smem_min = (unsigned)atoi(argv[++i]);
         } else if (strcmp(argv[i], "--ld-pad") == 0 && i + 1 < argc) {

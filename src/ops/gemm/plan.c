@@ -21,6 +21,7 @@
  *   SPLIT_MIN_KT_*, SPLIT_WS_MAX, the split thresholds         plan_split
  *     (and the 256-wide split of long reductions)
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
+ *     (but TK_GEMM_KS_CL: split 2 summed in a cluster)          plan_split
  *   the persistent grid's threshold (more than a wave)         plan_grid
  *   PP_K_MAX, TK_GEMM_PP_ROUNDS  ping-pong on short reductions plan_grid_epi
  *   PP_F32_BN, PP_F32_FILL_*, PP_F32_TM_MIN, PP_F32_ROUNDS10  the forward's fp32
@@ -997,6 +998,28 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
 #endif
 #define KS_WIDE_GAIN 0.75
 #define SPLIT_ROWS64_GAIN 0.75
+/* TK_GEMM_SPLIT_CL, SPLIT_CL_KT_MAX: tk__gemm_split_cl_fits, below */
+#ifndef TK_GEMM_SPLIT_CL
+#define TK_GEMM_SPLIT_CL 1
+#endif
+#define SPLIT_CL_KT_MAX 64
+/* TK_GEMM_KS_CL: where that rule keeps the 64-row tiles unsplit, the
+ * 128 x 64 tiles' split of 2 (all the wave allows them there) is taken
+ * after all when it is summed in a cluster (tk__gemm_split_cl_fits: no
+ * fp32 workspace, no second kernel; the rule above was measured against the
+ * reduce kernel). 1: in the half-to-5/6 band; 2: in both bands; 0: never.
+ * H200, 2026-11-28, the three builds in one call, bench/sweep of fwd x 1024
+ * x {2816, 3072} and grad_a x {2816, 3072} x 1024 at 200-512 tokens, two
+ * runs each (docs/performance-gemm.md): 257-384 tokens (48 tiles of 128 x
+ * 64, 96 blocks) 4-8% less time at all 28 shapes in both runs (grad_a 280 x
+ * 3072 x 1024 10.55 -> 9.78 us, 0.88 -> 0.95 of cuBLAS); 400-460 tokens
+ * (64 tiles, 128 blocks) 1-4% less at all 12; 490-512 within 1% either
+ * way; 200 tokens (not in either band) unchanged. */
+#ifndef TK_GEMM_KS_CL
+#define TK_GEMM_KS_CL 2
+#endif
+/* 0: no such round; 1: the 64-row tiles make one round over half the chip
+ * (under 5/6); 2: over 5/6 or more */
 static int ks_fills_round(const gemm_plan *p)
 {
     /* (no tile width outside the TMA plans) */
@@ -1004,9 +1027,11 @@ static int ks_fills_round(const gemm_plan *p)
         return 0;
     const int64_t sms = plan_sms(p);
     const int64_t tiles = ((p->M + 63) / 64) * ((p->N + p->wg_bn - 1) / p->wg_bn);
-    return p->N % p->wg_bn == 0 && p->K < KS_NOSPLIT_K_MAX &&
-           (TK_GEMM_KS_NOSPLIT_HALF ? one_round_over(tiles, sms, 1, 2)
-                                    : one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN));
+    if (p->N % p->wg_bn != 0 || p->K >= KS_NOSPLIT_K_MAX)
+        return 0;
+    if (one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN))
+        return 2;
+    return TK_GEMM_KS_NOSPLIT_HALF && one_round_over(tiles, sms, 1, 2);
 }
 
 /* The split factor for `tiles` output tiles over K tiles kt on sms
@@ -1097,9 +1122,17 @@ static void plan_split(gemm_plan *p, int ks_full)
          * at 128 tokens: split 2 8.8 us against 7.2). */
         const int64_t kt_min = tiles * 8 <= p->sms ? 24 : 32;
         if (kt >= kt_min && kt < 128 && tiles * 2 <= p->sms) {
-            if (ks_full)
-                return;
             s = ks_split(p->sms, tiles, kt, 8, p->M, p->N);
+            if (ks_full) {
+                /* TK_GEMM_KS_CL: the split of 2, in a cluster */
+                if (ks_full <= TK_GEMM_KS_CL && TK_GEMM_SPLIT_CL == 1 && s == 2 &&
+                    (p->K + 127) / 128 <= SPLIT_CL_KT_MAX) {
+                    p->splits = 2;
+                    p->wg_bn = 64;
+                    p->wg_bm = (int)bm;
+                }
+                return;
+            }
             int w = 64;
 #if TK_GEMM_KS_WIDE
             /* 128-wide tiles where their split fills the chip enough
@@ -1239,10 +1272,6 @@ static void plan_split(gemm_plan *p, int ks_full)
  * Long reductions keep the reduce kernel (its share of the call is small):
  * at K = 50304 (393 K steps a split) 2 splits in a cluster were 0-1% apart
  * on 128-row tiles and up to 9% slower on 64-row and narrow swapped ones. */
-#ifndef TK_GEMM_SPLIT_CL
-#define TK_GEMM_SPLIT_CL 1
-#endif
-#define SPLIT_CL_KT_MAX 64
 int tk__gemm_split_cl_fits(const gemm_plan *p)
 {
     const int bm = p->wg_bm, bn = p->wg_bn;

@@ -1011,10 +1011,10 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
  * H200, 2026-11-28, the three builds in one call, bench/sweep of fwd x 1024
  * x {2816, 3072} and grad_a x {2816, 3072} x 1024 at 200-512 tokens, two
  * runs each (docs/performance-gemm.md): 257-384 tokens (48 tiles of 128 x
- * 64, 96 blocks) 4-8% less time at all 28 shapes in both runs (grad_a 280 x
- * 3072 x 1024 10.55 -> 9.78 us, 0.88 -> 0.95 of cuBLAS); 400-460 tokens
- * (64 tiles, 128 blocks) 1-4% less at all 12; 490-512 within 1% either
- * way; 200 tokens (not in either band) unchanged. */
+ * 64, 96 blocks) 2.9-8.5% less time at all 28 shapes in both runs (grad_a
+ * 280 x 3072 x 1024 10.55 -> 9.78 us, 0.88 -> 0.95 of cuBLAS); 400-460
+ * tokens (64 tiles, 128 blocks) 0.1-4.9% less at all 12; 490-512 tokens
+ * from 1.0% more to 1.6% less; 200 tokens (in neither band) within 1.1%. */
 #ifndef TK_GEMM_KS_CL
 #define TK_GEMM_KS_CL 2
 #endif

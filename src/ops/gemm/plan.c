@@ -901,25 +901,6 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
 #define SPLIT_SWAP_GAIN 0.97
 #define SPLIT_SWAP_GAIN_128 0.87
 #define SPLIT_SWAP_MIN_TOKENS 256
-/* TK_GEMM_SPLIT_SWAP_ONE (off; a rule waiting for its A/B, bench/swapone-check.tkm
- * with scripts/ab-check.sh): below SPLIT_SWAP_MIN_TOKENS, tokens just past
- * 128 split on one swapped tile as wide as they are (128-row tiles compute
- * 256 rows there), SWAP_ONE_SPLITS ways at most, where a block's tile width
- * over its throughput weight times its K steps is under SWAP_ONE_GAIN of the
- * unswapped split's. Measured only through tuning records forcing the
- * configuration (H200, 2026-11-28, bench/sweep, one call, two baseline
- * runs): grad_a 136 / 140 x 50304 x 1024, 128 x 144 swapped split 12 39.4
- * / 39.5 us against 43.4 / 43.4 (0.85 -> 0.93 of cuBLAS), split 16 39.7 /
- * 40.0; 128 x 192 split 16 at 136 / 178 / 192 tokens 40.9 / 43.8 / 44.2
- * against 43.4 / 44.1 / 44.3; 128 x 240 split 16 at 240 tokens 48.4
- * against 45.2. The rule as written (plans checked offline) changes the
- * vocabulary's grad_a at 129-176 tokens, forwards with K = 32000-50304 at
- * 129-176 tokens, and fwd x 4096 x 32000 at 129-200; it was not run. */
-#ifndef TK_GEMM_SPLIT_SWAP_ONE
-#define TK_GEMM_SPLIT_SWAP_ONE 0
-#endif
-#define SWAP_ONE_GAIN 0.95
-#define SWAP_ONE_SPLITS 12
 #define SPLIT_SWAP_MIN_KT 32
 /* Throughput weight of a split tile w wide: the TMA widths' (64, 128, 192,
  * 256), K-major B's between them, and between 64's and 128's below 128. */
@@ -939,34 +920,10 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
     int64_t best_s = 0;
     double best_cost = now * gain;
     if (!TK_GEMM_SPLIT_SWAP || !TK_GEMM_SWAP || p->swap || p->moving != 0 || !p->a_kmajor ||
-        p->M > M_CLASS_LIMIT || p->N < 128)
+        p->M > M_CLASS_LIMIT || p->N < 128 || p->M < SPLIT_SWAP_MIN_TOKENS)
         return;
     tk__gemm_plan_swap(&q); /* tokens on the kernel's N, B K-major */
     const int64_t kt = (q.K + 63) / 64;
-    if (p->M < SPLIT_SWAP_MIN_TOKENS) {
-#if TK_GEMM_SPLIT_SWAP_ONE
-        /* TK_GEMM_SPLIT_SWAP_ONE: the tokens just past 128 on one swapped
-         * tile's width */
-        if (p->M > 128 && p->splits >= 2 && p->wg_bn > 0) {
-            const int64_t t = (q.M + 127) / 128;
-            const int64_t w = (q.N + 15) / 16 * 16;
-            int64_t s = NV_SMS / t < SWAP_ONE_SPLITS ? NV_SMS / t : SWAP_ONE_SPLITS;
-            if (s > kt / SPLIT_SWAP_MIN_KT)
-                s = kt / SPLIT_SWAP_MIN_KT;
-            s = tk__gemm_split_clamp(s, kt, q.M, q.N);
-            /* a block's tile x K steps against the unswapped split's */
-            if (s >= 2 && w / split_eff((int)w) * (double)((kt + s - 1) / s) <
-                              SWAP_ONE_GAIN * p->wg_bn / split_eff(p->wg_bn) *
-                                  (double)((kt + p->splits - 1) / p->splits)) {
-                q.splits = (int)s;
-                q.wg_bm = 128;
-                q.wg_bn = (int)w;
-                *p = q;
-            }
-        }
-#endif
-        return;
-    }
     for (int w = 64; w <= 256 && w <= q.N; w += 16) {
         const int64_t t = ((q.M + 127) / 128) * ((q.N + w - 1) / w);
         int64_t s = NV_SMS / t < 8 ? NV_SMS / t : 8;

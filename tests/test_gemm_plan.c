@@ -150,8 +150,12 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
             ck_assert_msg(!p.persist && !p.epi_tma, "split plan '%s'", text);
             if (p.swap) {
                 g_split_swapped++;
-                ck_assert_msg(p.moving == 1 && p.wg_bm == 128 && p.wg_bn <= p.N,
-                              "swapped split plan '%s' of %" PRId64 " tokens", text, p.N);
+                /* as wide as the tokens at most, or one tile holding them
+                 * all (plan.c TK_GEMM_SPLIT_SWAP_ONE: 129-255 tokens) */
+                ck_assert_msg(
+                    p.moving == 1 && p.wg_bm == 128 &&
+                        (p.wg_bn <= p.N || (p.N > 128 && p.N < 256 && p.wg_bn < p.N + 16)),
+                    "swapped split plan '%s' of %" PRId64 " tokens", text, p.N);
             }
             const int64_t kt = (p.K + 63) / 64, per = (kt + p.splits - 1) / p.splits;
             ck_assert_msg(per * (p.splits - 1) < kt, "'%s': an empty split of %" PRId64 " K tiles",
@@ -230,6 +234,26 @@ START_TEST(test_model_shapes)
             p.split_cl ? " in a cluster" : "");
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 256, k, 1024, &p);
         ck_assert_msg(p.splits > 1, "grad_a 256x%" PRId64 "x1024 unsplit", k);
+    }
+    /* tokens just past 128 on a long reduction split on one swapped tile as
+     * wide as they are (plan.c TK_GEMM_SPLIT_SWAP_ONE): the vocabulary's
+     * grad_a at 140 tokens 128 x 144 split 12 (128 x 128 split 8 before),
+     * at 184 tokens not (a split's fixed cost outweighs the saving); fwd 136
+     * x 5120 x 20480 128 x 136 split 3 (128 x 256 split 3 before) */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 140, 50304, 1024, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn == 144 && p.splits == 12,
+                      "grad_a 140x50304x1024: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
+                      p.swap);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 184, 50304, 1024, &p);
+        ck_assert_msg(!p.swap && p.wg_bm == 128 && p.wg_bn == 128 && p.splits == 8,
+                      "grad_a 184x50304x1024: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
+                      p.swap);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 136, 5120, 20480, &p);
+        ck_assert_msg(p.swap && p.wg_bn == 136 && p.splits == 3,
+                      "fwd 136x5120x20480: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
+                      p.swap);
     }
     /* pairs (plan.c plan_cluster): the swapped 128 x 80 tiles of fwd 1050 x
      * 1024 x 4096, 8 x 14, as 28 clusters of 2 x 2 (plan_cluster); 8 x 16 at

@@ -901,6 +901,28 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
 #define SPLIT_SWAP_GAIN 0.97
 #define SPLIT_SWAP_GAIN_128 0.87
 #define SPLIT_SWAP_MIN_TOKENS 256
+/* TK_GEMM_SPLIT_SWAP_ONE: below SPLIT_SWAP_MIN_TOKENS, tokens just past 128
+ * (whose 128-row tiles compute 256 rows) split on one swapped tile as wide
+ * as they are, SWAP_ONE_SPLITS ways at most (one wave), where such a block
+ * costs less than the unswapped split's (split_block_cost, each split's K
+ * steps plus SWAP_ONE_SPLIT_STEPS: fitted to the break-even between K =
+ * 32000, where 176 tokens on 128 x 176 split 12 ran 2.9% slower than 128 x
+ * 128 split 8, and K = 50304, where they ran 3% faster). H200, bench/sweep,
+ * both ways in one call, two runs (bench/swapone-check.tkm,
+ * docs/performance-gemm.md): every shape it takes 0.4-36% less time, none
+ * slower; grad_a x 50304 x 1024 at 129-176 tokens 3.3-10.7% (140: 43.7 ->
+ * 39.5 us, 0.84 -> 0.93 of cuBLAS); where 128 x 256 tiles split alike
+ * (fwd 136 x 5120 x 20480 82.7 -> 62.3 us, fwd 140 x 4096 x 32000 97.0 ->
+ * 75.8, grad_a 150 x 16384 x 4096 54.3 -> 45.4); grad_a 140 x 151936 x
+ * 1024 121.7 -> 99.7. A split cap of 16 ran 1-7% slower than 12 on the
+ * vocabulary's grad_a and up to 7% slower than no rule at 176-200 tokens
+ * of K = 32000. Plans it changes, offline: 502 of 200,000 random model
+ * shapes (the vocabulary's grad_a at 129-176 tokens). 0: never. */
+#ifndef TK_GEMM_SPLIT_SWAP_ONE
+#define TK_GEMM_SPLIT_SWAP_ONE 1
+#endif
+#define SWAP_ONE_SPLITS 12
+#define SWAP_ONE_SPLIT_STEPS 28
 #define SPLIT_SWAP_MIN_KT 32
 /* Throughput weight of a split tile w wide: the TMA widths' (64, 128, 192,
  * 256), K-major B's between them, and between 64's and 128's below 128. */
@@ -913,6 +935,19 @@ static double split_eff(int w)
            : w == 256 ? tma_bn_eff[3]
                       : TMA_KB_EFF;
 }
+/* A split block's time in the units of split_eff, one wave of them: a bm x
+ * w tile over ceil(kt / s) K tiles, 64-row tiles at SPLIT_ROWS64_EFF of
+ * 128-row ones (the two consumer warpgroups on alternate K steps) */
+#define SPLIT_ROWS64_EFF 0.90
+static double split_tile_eff(int bm, int w)
+{
+    return split_eff(w) * (bm == 64 ? SPLIT_ROWS64_EFF : 1.0);
+}
+static double split_block_cost(int bm, int w, int64_t kt, int64_t s)
+{
+    return (double)bm * w * (double)((kt + s - 1) / s) / split_tile_eff(bm, w);
+}
+
 static void split_try_swap(gemm_plan *p, double now, double gain)
 {
     gemm_plan q = *p;
@@ -920,10 +955,30 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
     int64_t best_s = 0;
     double best_cost = now * gain;
     if (!TK_GEMM_SPLIT_SWAP || !TK_GEMM_SWAP || p->swap || p->moving != 0 || !p->a_kmajor ||
-        p->M > M_CLASS_LIMIT || p->N < 128 || p->M < SPLIT_SWAP_MIN_TOKENS)
+        p->M > M_CLASS_LIMIT || p->N < 128)
         return;
     tk__gemm_plan_swap(&q); /* tokens on the kernel's N, B K-major */
     const int64_t kt = (q.K + 63) / 64;
+    if (p->M < SPLIT_SWAP_MIN_TOKENS) {
+        /* TK_GEMM_SPLIT_SWAP_ONE: the tokens on one swapped tile's width */
+        if (TK_GEMM_SPLIT_SWAP_ONE && p->M > 128 && p->splits >= 2 && p->wg_bn > 0) {
+            const int64_t t = (q.M + 127) / 128;
+            const int w = (int)((q.N + 15) / 16 * 16);
+            int64_t s = NV_SMS / t < SWAP_ONE_SPLITS ? NV_SMS / t : SWAP_ONE_SPLITS;
+            if (s > kt / SPLIT_SWAP_MIN_KT)
+                s = kt / SPLIT_SWAP_MIN_KT;
+            s = tk__gemm_split_clamp(s, kt, q.M, q.N);
+            if (s >= 2 && split_block_cost(128, w, kt + SWAP_ONE_SPLIT_STEPS * s, s) <
+                              split_block_cost(p->wg_bm, p->wg_bn,
+                                               kt + SWAP_ONE_SPLIT_STEPS * p->splits, p->splits)) {
+                q.splits = (int)s;
+                q.wg_bm = 128;
+                q.wg_bn = w;
+                *p = q;
+            }
+        }
+        return;
+    }
     for (int w = 64; w <= 256 && w <= q.N; w += 16) {
         const int64_t t = ((q.M + 127) / 128) * ((q.N + w - 1) / w);
         int64_t s = NV_SMS / t < 8 ? NV_SMS / t : 8;
@@ -1046,19 +1101,6 @@ static int64_t ks_split(int64_t sms, int64_t tiles, int64_t kt, int64_t min_kt, 
     if (s > 8)
         s = 8;
     return tk__gemm_split_clamp(s < kt / min_kt ? s : kt / min_kt, kt, M, N);
-}
-
-/* A split block's time in the units of split_eff, one wave of them: a bm x
- * w tile over ceil(kt / s) K tiles, 64-row tiles at SPLIT_ROWS64_EFF of
- * 128-row ones (the two consumer warpgroups on alternate K steps) */
-#define SPLIT_ROWS64_EFF 0.90
-static double split_tile_eff(int bm, int w)
-{
-    return split_eff(w) * (bm == 64 ? SPLIT_ROWS64_EFF : 1.0);
-}
-static double split_block_cost(int bm, int w, int64_t kt, int64_t s)
-{
-    return (double)bm * w * (double)((kt + s - 1) / s) / split_tile_eff(bm, w);
 }
 
 /* After tk__gemm_plan_wgmma: split-K when the output tiles fill well under one wave

@@ -299,32 +299,26 @@ START_TEST(test_model_shapes)
      * from 1.7 rounds of them, 0.85 full or more (the tiles over the
      * rounds' blocks), and 6 rows of tiles: 1.70 (1800 x 2816), 1.83 (1339
      * x 4096) and 1.93 rounds (2053 x 2816); 5 rows where the plan is
-     * unswapped (600 x 50304: cooperative 128 x 256), not where it is
-     * swapped (540 x 50304: 128 x 184); not at 1.3 or 1.67 rounds (1000
-     * and 1200 x 4096), 2.05 rounds 0.68 full (2200 x 2816), 4.09 rounds
-     * 0.82 full (4500 x 2816), 4 rows (500 x 50304), K = 2816 (fp16
-     * outputs: below) */
+     * unswapped, 3 rows or more (600, 500 and 360 x 50304: cooperative 128
+     * x 256 before), not where it is swapped (540 and 300 x 50304: 128 x
+     * 184 and 152); not at 1.3 or 1.67 rounds (1000 and 1200 x 4096), 2.05
+     * rounds 0.68 full (2200 x 2816), 4.09 rounds 0.82 full (4500 x 2816),
+     * 2 rows (250 x 50304), K = 2816 (fp16 outputs: below) */
     {
         static const struct {
             tk_op op;
             int64_t M, N, K;
             int pp;
         } pp[] = {
-            {TK_OP_GEMM_F16_FWD, 4500, 4096, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 2200, 4096, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 700, 50304, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 16384, 2816, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 1800, 2816, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 2053, 2816, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 600, 50304, 1024, 1},
-            {TK_OP_GEMM_F16_FWD, 540, 50304, 1024, 0},
-            {TK_OP_GEMM_F16_FWD, 1000, 4096, 1024, 0},
-            {TK_OP_GEMM_F16_FWD, 1200, 4096, 1024, 0},
-            {TK_OP_GEMM_F16_FWD, 2200, 2816, 1024, 0},
-            {TK_OP_GEMM_F16_FWD, 4500, 2816, 1024, 0},
-            {TK_OP_GEMM_F16_FWD, 500, 50304, 1024, 0},
-            {TK_OP_GEMM_F16_FWD, 9000, 1024, 2816, 0},
+            {TK_OP_GEMM_F16_FWD, 4500, 4096, 1024, 1}, {TK_OP_GEMM_F16_FWD, 2200, 4096, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 700, 50304, 1024, 1}, {TK_OP_GEMM_F16_FWD, 16384, 2816, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 1800, 2816, 1024, 1}, {TK_OP_GEMM_F16_FWD, 1339, 4096, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 2053, 2816, 1024, 1}, {TK_OP_GEMM_F16_FWD, 600, 50304, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 540, 50304, 1024, 0}, {TK_OP_GEMM_F16_FWD, 1000, 4096, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 1200, 4096, 1024, 0}, {TK_OP_GEMM_F16_FWD, 2200, 2816, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 4500, 2816, 1024, 0}, {TK_OP_GEMM_F16_FWD, 500, 50304, 1024, 1},
+            {TK_OP_GEMM_F16_FWD, 360, 50304, 1024, 1}, {TK_OP_GEMM_F16_FWD, 300, 50304, 1024, 0},
+            {TK_OP_GEMM_F16_FWD, 250, 50304, 1024, 0}, {TK_OP_GEMM_F16_FWD, 9000, 1024, 2816, 0},
         };
         for (size_t i = 0; i < sizeof pp / sizeof pp[0]; i++) {
             gemm_plan p;

@@ -1527,7 +1527,18 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  *    before), bench/ppf32-5rows-check.tkm, both ways in one call: the six
  *    it takes 3.2-4.5% faster (577: 116.9 -> 111.6 us, 0.889 -> 0.931 of
  *    cuBLAS), the three it leaves within 0.2% (at 540 tokens, swapped 128
- *    x 184, cfgrun had these tiles level or 3% slower).
+ *    x 184, cfgrun had these tiles level or 3% slower);
+ *  - 3 rows of tiles where the plan is unswapped (PP_F32_TM_MIN_COOP 5 ->
+ *    3; H200, bench/ppf32-3rows-check.tkm, both ways in one call, two
+ *    runs): the 13 shapes it takes 0.7-7.0% faster (fwd 360 x 50304 x
+ *    1024 73.7 -> 68.5 us, 0.95 -> 1.02 of cuBLAS; 450: 89.4 -> 85.7,
+ *    0.90 -> 0.94; fwd 500 x 128256 x 1024 5.1%; grad_a 480 x 1024 x
+ *    50304, an fp16 output, 3.5%), the four it leaves within 0.1%; plans
+ *    it changes, offline: 299 of 200,000 random model shapes (the
+ *    vocabulary's forward at 353-512 tokens, where it is unswapped).
+ *    Forced through tuning records at 260-384 tokens (same machine): these
+ *    tiles 66.3-68.6 us at every count, against 58.4-65.2 for the swapped
+ *    tiles the plan takes at 260-330, so not there.
  * fp16 outputs take the same tiles where their plan is wider than
  * ping-pong tiles hold (208-256 columns, unswapped: grad_a with N = 1024,
  * the vocabulary's grad_b up to 2048 tokens), the reduction is more than
@@ -1551,7 +1562,7 @@ void tk__gemm_plan_smallk(gemm_plan *p)
 #define PP_F32_FILL_DEN 20
 #define PP_F32_TM_MIN 6
 #ifndef PP_F32_TM_MIN_COOP
-#define PP_F32_TM_MIN_COOP 5
+#define PP_F32_TM_MIN_COOP 3
 #endif
 #ifndef PP_F32_ROUNDS10
 #define PP_F32_ROUNDS10 17

@@ -255,6 +255,20 @@ START_TEST(test_model_shapes)
                       "fwd 136x5120x20480: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
                       p.swap);
     }
+    /* 64-row swapped tiles where the weights have them level with 128 x 64
+     * tiles over half the chip, from K = 1536 (plan.c TK_GEMM_SWAP64_EVEN):
+     * fwd 671 x 1024 x 4096 on 112 tiles of 64 x 96 swapped (96 of 128 x 64
+     * before); not with K = 1024 (fwd 180 x 4096 x 1024 keeps 128 x 64) */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 671, 1024, 4096, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 96 && p.splits == 1,
+                      "fwd 671x1024x4096: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
+                      p.swap);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 180, 4096, 1024, &p);
+        ck_assert_msg(!p.swap && p.wg_bm == 128 && p.wg_bn == 64,
+                      "fwd 180x4096x1024: %d x %d swap %d", p.wg_bm, p.wg_bn, p.swap);
+    }
     /* pairs (plan.c plan_cluster): the swapped 128 x 80 tiles of fwd 1050 x
      * 1024 x 4096, 8 x 14, as 28 clusters of 2 x 2 (plan_cluster); 8 x 16 at
      * 1201 tokens stay pairs (32 clusters of four might not all fit); not

@@ -717,6 +717,30 @@ static int pp_pick_bn(int64_t M, int64_t N, int b_kmajor, int swap, int64_t sms,
  * threshold swapped it 79.0 -> 91.6 us: the transposed epilogue weighs
  * more on a short reduction. */
 #define SWAP_GAIN_256 0.97
+/* ... and 64-row swapped tiles against an unswapped plan of 128 x 64 tiles
+ * that fill over half the chip (so that no split follows) on a reduction of
+ * SWAP64_EVEN_MIN_K or more, when they cost less (TK_GEMM_SWAP64_EVEN 0:
+ * at SWAP_GAIN). The weights had them level with the 128 x 64 tiles at fwd
+ * 645-768 x 1024 x 4096 (112 tiles of 64 x 96 swapped against 96 of 128 x
+ * 64), where the 0.92 kept them out. H200, bench/sweep of
+ * bench/swap64-check.tkm, both ways in one call, two runs: with K = 1536
+ * to 6144 every shape 3.3-21% less time (fwd 671 x 1024 x 4096 15.90 ->
+ * 14.94 us, 0.80 -> 0.85 of cuBLAS; fwd 700 x 1024 x 2816 0.85 -> 0.88;
+ * fwd 90 x 6144 x 1536 11.50 -> 9.13); with K = 512 and 1024 (fwd 245-288
+ * x 2816 x 1024, 165-192 x 4096 x 1024, 350 x 2048 x 512) 1.2-3.2% more,
+ * hence the bound. Plans it changes, offline: 792 of 200,000 random model
+ * shapes (fwd x 1024 x {2816, 3072, 4096} at 641-768 tokens). */
+#ifndef TK_GEMM_SWAP64_EVEN
+#define TK_GEMM_SWAP64_EVEN 1
+#endif
+#define SWAP_GAIN_64 1.0
+#define SWAP64_EVEN_MIN_K 1536
+static int swap64_even(const gemm_plan *p, int64_t sms)
+{
+    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + 63) / 64);
+    return TK_GEMM_SWAP64_EVEN && p->wg_bm == 128 && p->wg_bn == 64 && tiles * 2 > sms &&
+           p->K >= SWAP64_EVEN_MIN_K;
+}
 #define SWAP_GAIN_256_MIN_K 2048
 
 /* After tk__gemm_plan_target and tk__gemm_plan_alignment: the wgmma kernel (sm_90a) takes the
@@ -764,6 +788,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                            ? SWAP_NARROW_GAIN
                            : SWAP_WIDE_EPI_GAIN)
                 : bm == 256 && p->K >= SWAP_GAIN_256_MIN_K ? SWAP_GAIN_256
+                : bm == 64 && swap64_even(p, sms)          ? SWAP_GAIN_64
                                                            : SWAP_GAIN;
             const int swapped = swap_cost < cost * gain;
             /* the wide 128-row tiles against the plan so far: at a swapped

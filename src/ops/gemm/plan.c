@@ -1555,10 +1555,10 @@ void tk__gemm_plan_smallk(gemm_plan *p)
  *    x 184, cfgrun had these tiles level or 3% slower);
  *  - 3 rows of tiles where the plan is unswapped (PP_F32_TM_MIN_COOP 5 ->
  *    3; H200, bench/ppf32-3rows-check.tkm, both ways in one call, two
- *    runs): the 13 shapes it takes 0.7-7.0% faster (fwd 360 x 50304 x
+ *    runs): the 11 shapes it takes 0.7-7.0% faster (fwd 360 x 50304 x
  *    1024 73.7 -> 68.5 us, 0.95 -> 1.02 of cuBLAS; 450: 89.4 -> 85.7,
  *    0.90 -> 0.94; fwd 500 x 128256 x 1024 5.1%; grad_a 480 x 1024 x
- *    50304, an fp16 output, 3.5%), the four it leaves within 0.1%; plans
+ *    50304, an fp16 output, 3.5%), the six it leaves within 0.5%; plans
  *    it changes, offline: 299 of 200,000 random model shapes (the
  *    vocabulary's forward at 353-512 tokens, where it is unswapped).
  *    Forced through tuning records at 260-384 tokens (same machine): these

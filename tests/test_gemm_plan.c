@@ -239,35 +239,32 @@ START_TEST(test_model_shapes)
      * wide as they are (plan.c TK_GEMM_SPLIT_SWAP_ONE): the vocabulary's
      * grad_a at 140 tokens 128 x 144 split 12 (128 x 128 split 8 before),
      * at 184 tokens not (a split's fixed cost outweighs the saving); fwd 136
-     * x 5120 x 20480 128 x 136 split 3 (128 x 256 split 3 before) */
+     * x 5120 x 20480 128 x 136 split 3 (128 x 256 split 3 before). 64-row
+     * swapped tiles where the weights have them level with 128 x 64 tiles
+     * over half the chip, from K = 1536 (TK_GEMM_SWAP64_EVEN): fwd 671 x
+     * 1024 x 4096 on 112 tiles of 64 x 96 swapped (96 of 128 x 64 before);
+     * not with K = 1024 (fwd 180 x 4096 x 1024 keeps 128 x 64) */
     {
-        gemm_plan p;
-        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 140, 50304, 1024, &p);
-        ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn == 144 && p.splits == 12,
-                      "grad_a 140x50304x1024: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
-                      p.swap);
-        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 184, 50304, 1024, &p);
-        ck_assert_msg(!p.swap && p.wg_bm == 128 && p.wg_bn == 128 && p.splits == 8,
-                      "grad_a 184x50304x1024: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
-                      p.swap);
-        sm90_heuristic(TK_OP_GEMM_F16_FWD, 136, 5120, 20480, &p);
-        ck_assert_msg(p.swap && p.wg_bn == 136 && p.splits == 3,
-                      "fwd 136x5120x20480: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
-                      p.swap);
-    }
-    /* 64-row swapped tiles where the weights have them level with 128 x 64
-     * tiles over half the chip, from K = 1536 (plan.c TK_GEMM_SWAP64_EVEN):
-     * fwd 671 x 1024 x 4096 on 112 tiles of 64 x 96 swapped (96 of 128 x 64
-     * before); not with K = 1024 (fwd 180 x 4096 x 1024 keeps 128 x 64) */
-    {
-        gemm_plan p;
-        sm90_heuristic(TK_OP_GEMM_F16_FWD, 671, 1024, 4096, &p);
-        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 96 && p.splits == 1,
-                      "fwd 671x1024x4096: %d x %d split %d swap %d", p.wg_bm, p.wg_bn, p.splits,
-                      p.swap);
-        sm90_heuristic(TK_OP_GEMM_F16_FWD, 180, 4096, 1024, &p);
-        ck_assert_msg(!p.swap && p.wg_bm == 128 && p.wg_bn == 64,
-                      "fwd 180x4096x1024: %d x %d swap %d", p.wg_bm, p.wg_bn, p.swap);
+        static const struct {
+            tk_op op;
+            int64_t M, N, K;
+            int swap, bm, bn, splits;
+        } want[] = {
+            {TK_OP_GEMM_F16_GRAD_A, 140, 50304, 1024, 1, 128, 144, 12},
+            {TK_OP_GEMM_F16_GRAD_A, 184, 50304, 1024, 0, 128, 128, 8},
+            {TK_OP_GEMM_F16_FWD, 136, 5120, 20480, 1, 128, 136, 3},
+            {TK_OP_GEMM_F16_FWD, 671, 1024, 4096, 1, 64, 96, 1},
+            {TK_OP_GEMM_F16_FWD, 180, 4096, 1024, 0, 128, 64, 1},
+        };
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(want[i].op, want[i].M, want[i].N, want[i].K, &p);
+            ck_assert_msg(p.tma && p.swap == want[i].swap && p.wg_bm == want[i].bm &&
+                              p.wg_bn == want[i].bn && p.splits == want[i].splits,
+                          "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": %d x %d split %d swap %d",
+                          op_name(want[i].op), want[i].M, want[i].N, want[i].K, p.wg_bm, p.wg_bn,
+                          p.splits, p.swap);
+        }
     }
     /* pairs (plan.c plan_cluster): the swapped 128 x 80 tiles of fwd 1050 x
      * 1024 x 4096, 8 x 14, as 28 clusters of 2 x 2 (plan_cluster); 8 x 16 at

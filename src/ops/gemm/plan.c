@@ -14,12 +14,16 @@
  *   SWAP128_BN_MIN/MAX, SWAP128_WIDE_MIN  128-row swapped widths  swap_pick_bn
  *   swap_eff, KS_SWAP_EFF  swapped tiles' throughput           swap_pick_bn
  *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
+ *   SWAP_GAIN_64, SWAP64_EVEN_MIN_K  64-row swapped tiles
+ *                       against 128 x 64 ones                  swap64_even
  *   SWAP_256_SHORT_K, SWAP_ONE_ROUND_BN_MIN/K_MAX  wide swapped tiles
  *                       over 256-row ones                      swap_one_round
  *   SWAP_NARROW_GAIN, SWAP_NARROW_MIN_TOKENS  narrow swapped tiles
  *                       on a long reduction                    plan_wgmma
  *   SPLIT_MIN_KT_*, SPLIT_WS_MAX, the split thresholds         plan_split
  *     (and the 256-wide split of long reductions)
+ *   SPLIT_SWAP_*, SWAP_ONE_SPLITS, SWAP_ONE_SPLIT_STEPS  splits on
+ *                       swapped tiles                          split_try_swap
  *   KS_NOSPLIT_K_MAX    no split where 64-row tiles fill       ks_fills_round
  *     (but TK_GEMM_KS_CL: split 2 summed in a cluster)          plan_split
  *   the persistent grid's threshold (more than a wave)         plan_grid
@@ -939,10 +943,12 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
  * 39.5 us, 0.84 -> 0.93 of cuBLAS); where 128 x 256 tiles split alike
  * (fwd 136 x 5120 x 20480 82.7 -> 62.3 us, fwd 140 x 4096 x 32000 97.0 ->
  * 75.8, grad_a 150 x 16384 x 4096 54.3 -> 45.4); grad_a 140 x 151936 x
- * 1024 121.7 -> 99.7. A split cap of 16 ran 1-7% slower than 12 on the
- * vocabulary's grad_a and up to 7% slower than no rule at 176-200 tokens
- * of K = 32000. Plans it changes, offline: 502 of 200,000 random model
- * shapes (the vocabulary's grad_a at 129-176 tokens). 0: never. */
+ * 1024 121.7 -> 99.7. In a first call (the first form, without the
+ * fixed cost) a cap of 16 ran 1.7-3.2% slower than 12 at 129-176 tokens
+ * of the vocabulary's grad_a and up to 7% slower than no rule at K = 32000
+ * (grad_a 200 x 32000 x 1024). Plans it changes, offline: 502 of 200,000
+ * random model shapes (the vocabulary's grad_a at 129-176 tokens). 0:
+ * never. */
 #ifndef TK_GEMM_SPLIT_SWAP_ONE
 #define TK_GEMM_SPLIT_SWAP_ONE 1
 #endif

@@ -979,6 +979,29 @@ static double split_block_cost(int bm, int w, int64_t kt, int64_t s)
     return (double)bm * w * (double)((kt + s - 1) / s) / split_tile_eff(bm, w);
 }
 
+/* TK_GEMM_SPLIT_SWAP_ONE: q (p swapped) split on one tile as wide as its
+ * tokens, where that block costs less than p's; 1 when taken. */
+static int split_swap_one(gemm_plan *q, const gemm_plan *p, int64_t kt)
+{
+    if (!TK_GEMM_SPLIT_SWAP_ONE || p->M <= 128 || p->splits < 2)
+        return 0;
+    const int64_t t = (q->M + 127) / 128;
+    const int w = (int)((q->N + 15) / 16 * 16);
+    int64_t s = NV_SMS / t < SWAP_ONE_SPLITS ? NV_SMS / t : SWAP_ONE_SPLITS;
+    if (s > kt / SPLIT_SWAP_MIN_KT)
+        s = kt / SPLIT_SWAP_MIN_KT;
+    s = tk__gemm_split_clamp(s, kt, q->M, q->N);
+    /* each split's K steps plus the fitted fixed cost, on both sides */
+    if (s < 2 ||
+        !(split_block_cost(128, w, kt + SWAP_ONE_SPLIT_STEPS * s, s) <
+          split_block_cost(p->wg_bm, p->wg_bn, kt + SWAP_ONE_SPLIT_STEPS * p->splits, p->splits)))
+        return 0;
+    q->splits = (int)s;
+    q->wg_bm = 128;
+    q->wg_bn = w;
+    return 1;
+}
+
 static void split_try_swap(gemm_plan *p, double now, double gain)
 {
     gemm_plan q = *p;
@@ -991,23 +1014,8 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
     tk__gemm_plan_swap(&q); /* tokens on the kernel's N, B K-major */
     const int64_t kt = (q.K + 63) / 64;
     if (p->M < SPLIT_SWAP_MIN_TOKENS) {
-        /* TK_GEMM_SPLIT_SWAP_ONE: the tokens on one swapped tile's width */
-        if (TK_GEMM_SPLIT_SWAP_ONE && p->M > 128 && p->splits >= 2 && p->wg_bn > 0) {
-            const int64_t t = (q.M + 127) / 128;
-            const int w = (int)((q.N + 15) / 16 * 16);
-            int64_t s = NV_SMS / t < SWAP_ONE_SPLITS ? NV_SMS / t : SWAP_ONE_SPLITS;
-            if (s > kt / SPLIT_SWAP_MIN_KT)
-                s = kt / SPLIT_SWAP_MIN_KT;
-            s = tk__gemm_split_clamp(s, kt, q.M, q.N);
-            if (s >= 2 && split_block_cost(128, w, kt + SWAP_ONE_SPLIT_STEPS * s, s) <
-                              split_block_cost(p->wg_bm, p->wg_bn,
-                                               kt + SWAP_ONE_SPLIT_STEPS * p->splits, p->splits)) {
-                q.splits = (int)s;
-                q.wg_bm = 128;
-                q.wg_bn = w;
-                *p = q;
-            }
-        }
+        if (split_swap_one(&q, p, kt))
+            *p = q;
         return;
     }
     for (int w = 64; w <= 256 && w <= q.N; w += 16) {

@@ -131,30 +131,70 @@ static __device__ __forceinline__ unsigned tk_cluster_rank(void)
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
-/* arrive has release semantics, wait acquire: shared-memory writes before a
- * CTA's arrive are visible to every CTA of the cluster after its wait. Every
- * thread of every CTA takes part. */
-static __device__ __forceinline__ void tk_cluster_arrive(void)
+/* The cluster's exchange of one float2 per CTA (a row's partial results):
+ * each CTA stores its pair into slot [rank] of every CTA's tk_xchg
+ * (distributed shared memory) and arrives on that CTA's mbarrier; each CTA
+ * waits on its own mbarrier for all TK_CLUSTER pairs, then reads them from
+ * its own shared memory. Once that wait is over no other CTA touches this
+ * CTA's shared memory, so it writes its output and returns without a
+ * cluster barrier: a CTA no longer waits at the end for the slowest of the
+ * cluster to have read its partial (H200 A/B: docs/performance-softmax.md).
+ */
+struct tk_xchg {
+    unsigned long long bar;
+    float2 slot[TK_CLUSTER];
+};
+static __device__ __forceinline__ unsigned tk_smem_addr(const void *p)
 {
-    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+    return (unsigned)__cvta_generic_to_shared(p);
 }
-static __device__ __forceinline__ void tk_cluster_wait(void)
+/* Every thread, at the kernel's start: the mbarrier set up, and this CTA's
+ * half of the cluster barrier that tk_xchg_put completes, so that no CTA
+ * arrives on an mbarrier not yet set up. */
+static __device__ __forceinline__ void tk_xchg_init(tk_xchg *x)
+{
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(tk_smem_addr(&x->bar)),
+                     "n"(TK_CLUSTER)
+                     : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+/* Every thread; thread r < TK_CLUSTER sends v (its own copy of this CTA's
+ * pair) to CTA r. */
+static __device__ __forceinline__ void tk_xchg_put(tk_xchg *x, float2 v, unsigned rank)
 {
     asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+    if (threadIdx.x < TK_CLUSTER) {
+        unsigned slot, bar;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                     : "=r"(slot)
+                     : "r"(tk_smem_addr(&x->slot[rank])), "r"((unsigned)threadIdx.x));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                     : "=r"(bar)
+                     : "r"(tk_smem_addr(&x->bar)), "r"((unsigned)threadIdx.x));
+        asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(slot), "f"(v.x), "f"(v.y)
+                     : "memory");
+        /* release: the store above is visible to the waiter's acquire */
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar)
+                     : "memory");
+    }
 }
-/* The two floats at p (this CTA's shared memory) as CTA `rank` of the
- * cluster holds them. */
-static __device__ __forceinline__ float2 tk_cluster_ld2(const float2 *p, unsigned rank)
+/* The calling thread: until every CTA's pair is in x->slot. */
+static __device__ __forceinline__ void tk_xchg_wait(tk_xchg *x)
 {
-    const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-    unsigned remote;
-    float2 v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n"
-                 : "=f"(v.x), "=f"(v.y)
-                 : "r"(remote)
-                 : "memory");
-    return v;
+    unsigned done;
+    do {
+        asm volatile("{\n"
+                     " .reg .pred p;\n"
+                     " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+                     " selp.u32 %0, 1, 0, p;\n"
+                     "}\n"
+                     : "=r"(done)
+                     : "r"(tk_smem_addr(&x->bar))
+                     : "memory");
+    } while (!done);
 }
 /* One vector from global to shared memory without a register stop
  * (cp.async takes 4, 8 or 16 bytes; 2-byte vectors are copied through a

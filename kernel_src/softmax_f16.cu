@@ -14,11 +14,15 @@
  * with cp.async), so the row is still read once and written once. Each
  * thread reduces its vectors to a (max, sum of exp) pair, each block its
  * threads', the blocks' pairs are exchanged through distributed shared
- * memory and every block combines them in rank order (the same result in
- * every block of the cluster, and from run to run). TK_STORE_E: the second
- * pass writes e = exp(x - thread max) over x (fp16; e <= 1, so a relative
- * error of 2^-11 and one more rounding than the reference), and the output
- * is e scaled per thread: one exp per element instead of two. TK_MINB:
+ * memory (tk_xchg: each block stores its pair into every block's shared
+ * memory and arrives on its mbarrier) and every block combines them in rank
+ * order (the same result in every block of the cluster, and from run to
+ * run); a block returns once its stores are issued, or with
+ * TK_EXIT_TOGETHER when the whole cluster has reached its output pass.
+ * TK_STORE_E: the second pass writes e = exp(x - thread max) over x (fp16;
+ * e <= 1, so a relative error of 2^-11 and one more rounding than the
+ * reference), and the output is e scaled per thread (in fp16 pairs, the
+ * scale rounded to fp16 first): one exp per element instead of two. TK_MINB:
  * blocks per SM the registers must allow (default 1024 / TK_G).
  * TK_LONG: rows too long for the others (or no clusters on the target); one
  * block of TK_G threads per row, an online (max, sum) pass and an output pass
@@ -30,7 +34,8 @@
  * may start anywhere and cols need not be a multiple of TK_VEC: the whole
  * vectors of a row as above, the halves before and after them one at a
  * time, common_f16.cuh; on the cluster path rank 0 holds those), TK_CLUSTER
- * (+ TK_SITERS, TK_STORE_E, TK_MINB) or TK_LONG for those kernels.
+ * (+ TK_SITERS, TK_STORE_E, TK_MINB, TK_EXIT_TOGETHER) or TK_LONG for
+ * those kernels.
  */
 #ifndef TK_VEC
 #define TK_VEC 1
@@ -273,6 +278,40 @@ static __device__ __forceinline__ float tk_exp2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+#ifdef TK_STORE_E
+/* TK_STORE_E (TK_VEC >= 2): the max and the output's scaling take two
+ * halves per instruction. The max is exact; the output rounds the scale to
+ * fp16 before the product (at most one rounding more than scaling in fp32:
+ * within one fp16 step of it). Fewer instructions between the slice's
+ * loads and its stores (H200 A/B: docs/performance-softmax.md). */
+static __device__ __forceinline__ unsigned tk_pair(const tk_vec &x, int k)
+{
+    return reinterpret_cast<const unsigned *>(x.h)[k];
+}
+static __device__ __forceinline__ void tk_set_pair(tk_vec &x, int k, unsigned p)
+{
+    reinterpret_cast<unsigned *>(x.h)[k] = p;
+}
+static __device__ __forceinline__ unsigned tk_h2max(unsigned a, unsigned b)
+{
+    unsigned d;
+    asm("max.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+static __device__ __forceinline__ unsigned tk_h2mul(unsigned a, unsigned b)
+{
+    unsigned d;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+/* (lo, hi) rounded to fp16 into one pair */
+static __device__ __forceinline__ unsigned tk_f2h2(float lo, float hi)
+{
+    unsigned d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+#endif
 /* The compiler must assume x changed: values derived from it are computed
  * again rather than kept in registers. */
 static __device__ __forceinline__ void tk_launder(tk_vec &x)
@@ -295,7 +334,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const long long cols = cols_arg;
 #endif
     __shared__ float2 red[32];
-    __shared__ float2 part;  /* this block's (max, sum), read by the cluster */
+    __shared__ tk_xchg xc;   /* the cluster's (max, sum) pairs */
     __shared__ float2 whole; /* the row's (max, 1 / sum) */
     /* TK_SITERS: vectors TK_RITERS.. of each thread, at [(i - TK_RITERS) *
      * TK_G + lane] (consecutive threads, consecutive vectors) */
@@ -318,6 +357,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const int lane = (int)threadIdx.x;
     tk_vec v[TK_RITERS > 0 ? TK_RITERS : 1];
     (void)rows;
+    tk_xchg_init(&xc);
 
 #ifdef TK_EDGE
     /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
@@ -354,17 +394,19 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     /* this thread's max; then e = exp(x - max) into the slice in place
      * (fp16, e <= 1) and its sum in fp32: the output pass scales e and
      * needs no exp of its own */
-    float m = tk_neg_inf(), s = 0.0f;
+    unsigned mp = 0xfc00fc00u; /* (-inf, -inf) */
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
         if (c < n) {
             const tk_vec x = TK_X(i);
 #pragma unroll
-            for (int k = 0; k < TK_VEC; ++k)
-                m = fmaxf(m, tk_h2f(x.h[k]));
+            for (int k = 0; k < TK_VEC / 2; ++k)
+                mp = tk_h2max(mp, tk_pair(x, k));
         }
     }
+    float m = fmaxf(tk_h2f((unsigned short)(mp & 0xffffu)), tk_h2f((unsigned short)(mp >> 16)));
+    float s = 0.0f;
 #ifdef TK_EDGE
     m = fmaxf(m, ex);
 #endif
@@ -381,10 +423,11 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             const tk_vec x = TK_X(i);
             tk_vec e;
 #pragma unroll
-            for (int k = 0; k < TK_VEC; ++k) {
-                const float t = tk_exp2(fmaf(tk_h2f(x.h[k]), 1.4426950408889634f, -ml));
-                s += t;
-                e.h[k] = tk_f2h(t);
+            for (int k = 0; k < TK_VEC / 2; ++k) {
+                const float t0 = tk_exp2(fmaf(tk_h2f(x.h[2 * k]), 1.4426950408889634f, -ml));
+                const float t1 = tk_exp2(fmaf(tk_h2f(x.h[2 * k + 1]), 1.4426950408889634f, -ml));
+                s += t0 + t1;
+                tk_set_pair(e, k, tk_f2h2(t0, t1));
             }
             if (i < TK_RITERS)
                 v[i < TK_RITERS ? i : 0] = e;
@@ -439,30 +482,28 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     if (lane % TK_WARP == 0)
         red[lane / TK_WARP] = make_float2(m, s);
     __syncthreads();
-    if (threadIdx.x == 0) {
+    {
+        /* the block's pair, in each thread that sends it */
         float bm = red[0].x, bs = red[0].y;
-        for (int w = 1; w < TK_G / TK_WARP; ++w)
-            tk_ms_combine(bm, bs, red[w].x, red[w].y);
-        part = make_float2(bm, bs);
+        if (threadIdx.x < TK_CLUSTER)
+            for (int w = 1; w < TK_G / TK_WARP; ++w)
+                tk_ms_combine(bm, bs, red[w].x, red[w].y);
+        tk_xchg_put(&xc, make_float2(bm, bs), rank);
     }
-    tk_cluster_arrive();
-    tk_cluster_wait();
     if (threadIdx.x == 0) {
-        /* all loads first, then the combine in rank order */
-        float2 q[TK_CLUSTER];
-#pragma unroll
-        for (unsigned r = 0; r < TK_CLUSTER; ++r)
-            q[r] = tk_cluster_ld2(&part, r);
+        /* combined in rank order: the same in every block */
+        tk_xchg_wait(&xc);
         float rm = tk_neg_inf(), rs = 0.0f;
 #pragma unroll
         for (unsigned r = 0; r < TK_CLUSTER; ++r)
-            tk_ms_combine(rm, rs, q[r].x, q[r].y);
+            tk_ms_combine(rm, rs, xc.slot[r].x, xc.slot[r].y);
         whole = make_float2(rm, 1.0f / rs);
     }
     __syncthreads();
-    /* Done reading the other blocks' shared memory; the wait before
-     * returning keeps this block's alive until they are done with it. */
-    tk_cluster_arrive();
+#ifdef TK_EXIT_TOGETHER
+    /* the cluster's blocks return together: this arrive, the wait at the end */
+    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+#endif
     const float gm = whole.x, inv = whole.y;
 
     unsigned short *rout = out + row * ld_out;
@@ -471,6 +512,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
     const float sc =
         m_own == tk_neg_inf() ? 0.0f : tk_exp2((m_own - gm) * 1.4426950408889634f) * inv;
+    const unsigned sc2 = tk_f2h2(sc, sc);
 #pragma unroll
     for (int i = 0; i < TK_ITERS; ++i) {
         const int c = i * TK_G + lane;
@@ -478,8 +520,8 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
             const tk_vec e = TK_X(i);
             tk_vec o;
 #pragma unroll
-            for (int k = 0; k < TK_VEC; ++k)
-                o.h[k] = tk_f2h(tk_h2f(e.h[k]) * sc);
+            for (int k = 0; k < TK_VEC / 2; ++k)
+                tk_set_pair(o, k, tk_h2mul(tk_pair(e, k), sc2));
             dst[c] = o;
         }
     }
@@ -506,7 +548,9 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #endif
 #endif
 #undef TK_X
-    tk_cluster_wait();
+#ifdef TK_EXIT_TOGETHER
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
 }
 
 #endif /* TK_CLUSTER */

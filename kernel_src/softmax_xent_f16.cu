@@ -214,7 +214,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const long long cols = cols_arg;
 #endif
     __shared__ float red[32];
-    __shared__ float2 part; /* this block's dot (.x), read by the cluster */
+    __shared__ tk_xchg xc;  /* the cluster's dots (.x) */
     __shared__ float whole; /* the row's dot */
     (void)rows;
     const long long row = (long long)(blockIdx.x / TK_CLUSTER);
@@ -227,6 +227,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     const int nvec = (int)((cols - h) / TK_VEC);
     const int per = (nvec + TK_CLUSTER - 1) / TK_CLUSTER;
     const unsigned rank = tk_cluster_rank();
+    tk_xchg_init(&xc);
     const int lo = (int)rank * per;
     const int n = min(nvec, lo + per) - lo; /* may be <= 0 for the last ranks */
     const int lane = (int)threadIdx.x;
@@ -288,30 +289,24 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     if (lane % TK_WARP == 0)
         red[lane / TK_WARP] = dot;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    {
+        /* the block's dot, in each thread that sends it */
         float d = red[0];
-        for (int w = 1; w < TK_G / TK_WARP; ++w)
-            d += red[w];
-        part = make_float2(d, 0.0f);
+        if (threadIdx.x < TK_CLUSTER)
+            for (int w = 1; w < TK_G / TK_WARP; ++w)
+                d += red[w];
+        tk_xchg_put(&xc, make_float2(d, 0.0f), rank);
     }
-    tk_cluster_arrive();
-    tk_cluster_wait();
     if (threadIdx.x == 0) {
-        /* all loads first, then the sum in rank order */
-        float2 q[TK_CLUSTER];
-#pragma unroll
-        for (unsigned r = 0; r < TK_CLUSTER; ++r)
-            q[r] = tk_cluster_ld2(&part, r);
+        /* summed in rank order: the same in every block */
+        tk_xchg_wait(&xc);
         float d = 0.0f;
 #pragma unroll
         for (unsigned r = 0; r < TK_CLUSTER; ++r)
-            d += q[r].x;
+            d += xc.slot[r].x;
         whole = d;
     }
     __syncthreads();
-    /* Done reading the other blocks' shared memory; the wait before
-     * returning keeps this block's alive until they are done with it. */
-    tk_cluster_arrive();
     dot = whole;
 
     unsigned short *rout = out + row * ld_out;
@@ -333,7 +328,6 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
         rout[tk_edge_idx(lane, h, ts)] = tk_f2h(es * (eg - dot));
 #endif
 #undef TK_GV
-    tk_cluster_wait();
 }
 
 #endif /* TK_CLUSTER */

@@ -4,7 +4,9 @@
  * registers (the backward: the fewest 256-thread blocks per row, 2 / 4 /
  * 8, then 8 larger ones, g in shared memory where the rules of
  * src/ops/softmax.c say; the forward: the fewest 512-thread blocks, 4 per
- * SM, most of the slice in shared memory) and the two-pass kernel beyond; on sm_80 (no
+ * SM, most of the slice in shared memory, the blocks of 8-block clusters
+ * of at most 6 vectors a thread returning together) and the two-pass
+ * kernel beyond; on sm_80 (no
  * clusters) and on AMD (hipRTC, gfx90a) the two-pass kernel serves every
  * long row, and the sources still compile. One kernel per shape; the
  * generic policy shares one kernel across a bucket of column counts.
@@ -185,6 +187,13 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         ck_assert_msg((strstr(p.options, "-DTK_SITERS=") != NULL) == fwd_smem &&
                           (strstr(p.options, "-DTK_STORE_E") != NULL) == fwd_smem,
                       "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
+        /* the forward's clusters of 8 blocks holding at most 6 vectors a
+         * thread return together; every other cluster block on its own */
+        const int blocks = fwd_smem && e->fwd_cluster ? e->fwd_cluster : e->cluster;
+        const int64_t per = (e->cols / 8 + blocks - 1) / blocks;
+        const int together = fwd_smem && blocks == 8 && (per + 511) / 512 <= 6;
+        ck_assert_msg((strstr(p.options, "-DTK_EXIT_TOGETHER") != NULL) == together, "%s %lld: %s",
+                      tk_op_name(op), (long long)e->cols, p.options);
     }
 }
 

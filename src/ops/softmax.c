@@ -39,7 +39,10 @@
  *    blocks all of it, at 40 registers (TK_MINB 3). The backward keeps s and g in registers, g in
  *    shared memory (TK_SMEM_G) where 512-thread blocks would otherwise
  *    hold one block per SM (CLUSTER_SMEM_G_REGS). VEC 1 forward: registers
- *    only (cp.async has no 2-byte copy).
+ *    only (cp.async has no 2-byte copy). The blocks' partials go through
+ *    mbarriers (tk_xchg, common_f16.cuh), and a block returns as soon as
+ *    its stores are issued, except the forward's 8-block clusters of few
+ *    vectors a thread (FWD4_EXIT_TOGETHER_ITERS).
  *  - Longer still, or on other targets (older NVIDIA, AMD): the block-per-row
  *    two-pass kernel (TK_LONG, 1024 threads).
  *  - Exact and stable policies bake cols (TK_COLS: a vocabulary, a head
@@ -92,6 +95,16 @@
 #define TK_SOFTMAX_FWD4 1
 #endif
 #define FWD4_REGS 2
+/* Forward at VEC 8 on clusters of 8 blocks of at most this many vectors a
+ * thread (131073 to 196608 columns): the cluster's blocks return together
+ * (TK_EXIT_TOGETHER, a cluster barrier after the exchange), as every
+ * cluster kernel did before the exchange through mbarriers. Elsewhere each
+ * block returns once its stores are issued. H200, both builds in one call,
+ * two runs each (docs/performance-softmax.md): together 2.5-3.9% faster at
+ * 135000-180000 columns (5 and 6 vectors a thread), 0.5-0.8% slower at
+ * 223207-262144 (7 and 8), 1-4% slower on clusters of 2 and 4 (50257 to
+ * 128256 columns). */
+#define FWD4_EXIT_TOGETHER_ITERS 6
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
  * call's blocks are dispatched while the stream's previous kernel finishes,
@@ -112,6 +125,7 @@ typedef struct softmax_plan {
     unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
     unsigned minb;   /* forward on the cluster path: TK_MINB (0: the kernel's default) */
     int is_long, smem_g, store_e;
+    int exit_together; /* TK_EXIT_TOGETHER: the cluster's blocks return together */
     int pdl; /* TK_PDL, launched with programmatic dependent launch */
     int64_t blocks;
     char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
@@ -223,6 +237,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->iters = (unsigned)((per + 511) / 512);
             p->siters = p->iters > FWD4_REGS ? p->iters - FWD4_REGS : 0;
             p->minb = 4;
+            p->exit_together = p->cluster == CLUSTER_MAX && p->iters <= FWD4_EXIT_TOGETHER_ITERS;
         } else if (per <= cap) {
             block_shape(per, CLUSTER_G, &p->g, &p->iters);
             /* forward: half the slice in shared memory */
@@ -310,6 +325,8 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_MINB", p->d_minb};
     if (policy != TK_POLICY_GENERIC)
         p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
+    if (p->exit_together)
+        p->defs[p->n_defs++] = (tk_define){"TK_EXIT_TOGETHER", NULL};
     /* sm_90 and later, the targets with clusters */
     p->pdl = TK_SOFTMAX_PDL && clusters;
     if (p->pdl)

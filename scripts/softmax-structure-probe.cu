@@ -18,31 +18,11 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
 //        -o probe scripts/softmax-structure-probe.cu && ./probe [cols,...]
 #include <cooperative_groups.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <vector>
-#include <algorithm>
+
+#include "softmax-probe-common.cuh"
 namespace cg = cooperative_groups;
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define L2E 1.4426950408889634f
-static __device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 static __device__ __forceinline__ void comb(float &m, float &s, float m2, float s2)
 {
     if (m2 == -INFINITY)
@@ -278,8 +258,6 @@ template <int IT> static void reg()
     table[IT][5] = kf<IT, 3, 2>;
     table[IT][6] = kf<IT, 0, 2>;
 }
-static float h2f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
-
 int main(int argc, char **argv)
 {
     std::vector<int> widths = {40000, 50257, 65536, 70393, 100003, 131072, 151936, 200003, 223207, 262144};
@@ -289,38 +267,8 @@ int main(int argc, char **argv)
             widths.push_back(atoi(p));
     }
     reg<3>(); reg<4>(); reg<5>(); reg<6>(); reg<7>(); reg<8>();
-    const size_t total = (size_t)1 << 27;
-    unsigned short *x, *y;
-    CK(cudaMalloc(&x, total * 2 + 64));
-    CK(cudaMalloc(&y, total * 2 + 64));
-    std::vector<unsigned short> hx(total), hy;
-    srand(1);
-    for (size_t i = 0; i < total; ++i)
-        hx[i] = __half_as_ushort(__float2half((rand() / (float)RAND_MAX) * 16.f - 8.f));
-    CK(cudaMemcpy(x, hx.data(), total * 2, cudaMemcpyHostToDevice));
-    cudaStream_t st;
-    CK(cudaStreamCreate(&st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    auto timeit = [&](auto launch) {
-        for (int i = 0; i < 3; ++i)
-            launch();
-        CK(cudaStreamSynchronize(st));
-        std::vector<float> ts;
-        for (int r = 0; r < 11; ++r) {
-            CK(cudaEventRecord(e0, st));
-            for (int i = 0; i < 10; ++i)
-                launch();
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            ts.push_back(ms * 100.f);
-        }
-        std::sort(ts.begin(), ts.end());
-        return ts[ts.size() / 2];
-    };
+    probe_io io;
+    const size_t total = io.total;
     printf("| cols | rows | C | it | copy us |");
     for (int q = 0; q < NV; ++q)
         printf(" %s |", vname[q]);
@@ -334,7 +282,7 @@ int main(int argc, char **argv)
         const int per = (nvec + C - 1) / C, IT = (per + 511) / 512;
         if (IT < 3 || IT > 8)
             continue;
-        const float tc = timeit([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, st)); });
+        const float tc = io.copy_us(bytes);
         printf("| %d | %d | %d | %d | %.1f |", cols, rows, C, IT, tc);
         for (int mode = 0; mode < NV; ++mode) {
             kfn fn = table[IT][mode];
@@ -350,33 +298,16 @@ int main(int argc, char **argv)
             cfg.numAttrs = 1;
             cfg.blockDim = dim3(512);
             cfg.dynamicSmemBytes = smem;
-            cfg.stream = st;
+            cfg.stream = io.st;
             cfg.gridDim = dim3(rows * C);
-            const uint4 *xi = (const uint4 *)x;
-            uint4 *yo = (uint4 *)y;
-            CK(cudaMemsetAsync(y, 0xff, bytes, st));
+            const uint4 *xi = (const uint4 *)io.x;
+            uint4 *yo = (uint4 *)io.y;
+            CK(cudaMemsetAsync(io.y, 0xff, bytes, io.st));
             auto launch = [&] { CK(cudaLaunchKernelEx(&cfg, fn, xi, yo, nvec, C)); };
             launch();
-            CK(cudaStreamSynchronize(st));
-            hy.resize(bytes / 2);
-            CK(cudaMemcpy(hy.data(), y, bytes, cudaMemcpyDeviceToHost));
-            double worst = 0;
-            int rr[3] = {0, rows / 2, rows - 1};
-            for (int q = 0; q < 3; ++q) {
-                const unsigned short *xr = hx.data() + (size_t)rr[q] * cols;
-                const unsigned short *yr = hy.data() + (size_t)rr[q] * cols;
-                double mx = -1e30, sm = 0;
-                for (int c = 0; c < cols; ++c)
-                    mx = fmax(mx, h2f(xr[c]));
-                for (int c = 0; c < cols; ++c)
-                    sm += exp(h2f(xr[c]) - mx);
-                for (int c = 0; c < cols; ++c) {
-                    double r = exp(h2f(xr[c]) - mx) / sm, g = h2f(yr[c]);
-                    double e = fabs(g - r) / (1e-3 + 1e-2 * r); // library tolerance: <= 1
-                    worst = isnan(e) ? 1e9 : fmax(worst, e);
-                }
-            }
-            const float tt = timeit(launch);
+            CK(cudaStreamSynchronize(io.st));
+            const double worst = io.check(rows, cols);
+            const float tt = io.time(launch);
             printf(" %.1f us %.3f%s |", tt, tc / tt, vmath[mode] == 3 ? "" : worst <= 1 ? "" : " BAD");
             fflush(stdout);
         }

@@ -11,32 +11,11 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
 //        -o probe scripts/softmax-two-pass-probe.cu && ./probe [cols,...] [variant filter]
 #include <cooperative_groups.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <vector>
-#include <algorithm>
+
+#include "softmax-probe-common.cuh"
 namespace cg = cooperative_groups;
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define L2E 1.4426950408889634f
-static __device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 static __device__ __forceinline__ unsigned long long pol_last()
 {
     unsigned long long p;
@@ -177,19 +156,12 @@ static __device__ __forceinline__ float2 reduce(float m, float s, float2 *red, f
     return *whole;
 }
 
-// A: one row per cluster
+// the (max, sum) pass over a block's slice of n vectors, U in flight a thread
 template <int T, int U, int HINT>
-__global__ void __launch_bounds__(T) k_a(const uint4 *__restrict__ in, uint4 *__restrict__ out,
-                                          int nvec, int C)
+static __device__ __forceinline__ void stats_pass(const uint4 *src, int n, float &m, float &s)
 {
-    __shared__ float2 red[32], part[2], whole;
-    cg::cluster_group cl = cg::this_cluster();
-    const int rank = (int)cl.block_rank();
-    const long long row = blockIdx.x / C;
-    const int per = (nvec + C - 1) / C, lo = rank * per, n = min(nvec, lo + per) - lo;
-    const uint4 *src = in + row * nvec + lo;
-    uint4 *dst = out + row * nvec + lo;
-    float m = -INFINITY, s = 0.f;
+    m = -INFINITY;
+    s = 0.f;
     for (int b = 0; b < n; b += T * U) {
         uint4 v[U];
 #pragma unroll
@@ -203,6 +175,22 @@ __global__ void __launch_bounds__(T) k_a(const uint4 *__restrict__ in, uint4 *__
             if (b + u * T + threadIdx.x < n)
                 acc(m, s, v[u]);
     }
+}
+
+// A: one row per cluster
+template <int T, int U, int HINT>
+__global__ void __launch_bounds__(T) k_a(const uint4 *__restrict__ in, uint4 *__restrict__ out,
+                                          int nvec, int C)
+{
+    __shared__ float2 red[32], part[2], whole;
+    cg::cluster_group cl = cg::this_cluster();
+    const int rank = (int)cl.block_rank();
+    const long long row = blockIdx.x / C;
+    const int per = (nvec + C - 1) / C, lo = rank * per, n = min(nvec, lo + per) - lo;
+    const uint4 *src = in + row * nvec + lo;
+    uint4 *dst = out + row * nvec + lo;
+    float m, s;
+    stats_pass<T, U, HINT>(src, n, m, s);
     const float2 w = reduce<T>(m, s, red, part, &whole, 0, cl, C);
     for (int b = 0; b < n; b += T * U) {
         uint4 v[U];
@@ -235,23 +223,8 @@ __global__ void __launch_bounds__(T) k_b(const uint4 *__restrict__ in, uint4 *__
     const int per = (nvec + C - 1) / C, lo = rank * per, n = min(nvec, lo + per) - lo;
     if (row >= rows)
         return; // whole clusters leave together
-    float m = -INFINITY, s = 0.f;
-    {
-        const uint4 *src = in + (long long)row * nvec + lo;
-        for (int b = 0; b < n; b += T * U) {
-            uint4 v[U];
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int c = b + u * T + threadIdx.x;
-                if (c < n)
-                    v[u] = ld1<HINT>(src + c);
-            }
-#pragma unroll
-            for (int u = 0; u < U; ++u)
-                if (b + u * T + threadIdx.x < n)
-                    acc(m, s, v[u]);
-        }
-    }
+    float m, s;
+    stats_pass<T, U, HINT>(in + (long long)row * nvec + lo, n, m, s);
     int slot = 0;
     float2 w = reduce<T>(m, s, red, part, &whole, slot, cl, C);
     for (;;) {
@@ -318,8 +291,6 @@ template <int T, int U, int HINT> static void add()
     vars.push_back(v);
 }
 
-static float h2f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
-
 int main(int argc, char **argv)
 {
     std::vector<int> widths = {50257, 70393, 100003, 151936, 223207, 262144};
@@ -342,44 +313,13 @@ int main(int argc, char **argv)
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-    const size_t total = (size_t)1 << 27; // halves per tensor
-    unsigned short *x, *y;
-    CK(cudaMalloc(&x, total * 2 + 64));
-    CK(cudaMalloc(&y, total * 2 + 64));
-    std::vector<unsigned short> hx(total);
-    srand(1);
-    for (size_t i = 0; i < total; ++i)
-        hx[i] = __half_as_ushort(__float2half((rand() / (float)RAND_MAX) * 16.f - 8.f));
-    CK(cudaMemcpy(x, hx.data(), total * 2, cudaMemcpyHostToDevice));
-    cudaStream_t st;
-    CK(cudaStreamCreate(&st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    auto timeit = [&](auto launch) {
-        for (int i = 0; i < 3; ++i)
-            launch();
-        CK(cudaStreamSynchronize(st));
-        std::vector<float> ts;
-        for (int r = 0; r < 9; ++r) {
-            CK(cudaEventRecord(e0, st));
-            for (int i = 0; i < 10; ++i)
-                launch();
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            ts.push_back(ms * 100.f); // us per call
-        }
-        std::sort(ts.begin(), ts.end());
-        return ts[ts.size() / 2];
-    };
-    std::vector<unsigned short> hy;
+    probe_io io;
+    const size_t total = io.total;
     for (int cols0 : widths) {
         const int nvec = cols0 / 8, cols = nvec * 8;
         const int rows = (int)(total / cols);
         const size_t bytes = (size_t)rows * cols * 2;
-        const float tc = timeit([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, st)); });
+        const float tc = io.copy_us(bytes);
         printf("\n== cols %d (probe %d) rows %d: copy %.1f us (%.0f GB/s)\n", cols0, cols, rows, tc,
                2.0 * bytes / tc / 1e3);
         for (const Var &v : vars) {
@@ -398,7 +338,7 @@ int main(int argc, char **argv)
                 cfg.attrs = at;
                 cfg.numAttrs = 1;
                 cfg.blockDim = dim3(v.T);
-                cfg.stream = st;
+                cfg.stream = io.st;
                 if (C > 8)
                     CK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
                 int ncl = 0;
@@ -409,9 +349,9 @@ int main(int argc, char **argv)
                 }
                 const int grid = v.kind == 0 ? rows * C : std::min(rows, ncl) * C;
                 cfg.gridDim = dim3(grid);
-                const uint4 *xi = (const uint4 *)x;
-                uint4 *yo = (uint4 *)y;
-                CK(cudaMemsetAsync(y, 0xff, bytes, st));
+                const uint4 *xi = (const uint4 *)io.x;
+                uint4 *yo = (uint4 *)io.y;
+                CK(cudaMemsetAsync(io.y, 0xff, bytes, io.st));
                 auto launch = [&] {
                     if (v.kind == 0)
                         CK(cudaLaunchKernelEx(&cfg, (kfn)v.fn, xi, yo, nvec, C));
@@ -419,31 +359,12 @@ int main(int argc, char **argv)
                         CK(cudaLaunchKernelEx(&cfg, (kfnb)v.fn, xi, yo, nvec, C, rows));
                 };
                 launch();
-                CK(cudaStreamSynchronize(st));
-                // check 3 rows
-                hy.resize(bytes / 2);
-                CK(cudaMemcpy(hy.data(), y, bytes, cudaMemcpyDeviceToHost));
-                double worst = 0;
-                int rr[3] = {0, rows / 2, rows - 1};
-                for (int q = 0; q < 3; ++q) {
-                    const unsigned short *xr = hx.data() + (size_t)rr[q] * cols;
-                    const unsigned short *yr = hy.data() + (size_t)rr[q] * cols;
-                    double mx = -1e30, sm = 0;
-                    for (int c = 0; c < cols; ++c)
-                        mx = fmax(mx, h2f(xr[c]));
-                    for (int c = 0; c < cols; ++c)
-                        sm += exp(h2f(xr[c]) - mx);
-                    for (int c = 0; c < cols; ++c) {
-                        double r = exp(h2f(xr[c]) - mx) / sm, g = h2f(yr[c]);
-                        double e = fabs(g - r) / (r + 6e-6);
-                        if (!(e <= worst))
-                            worst = isnan(e) ? 1e9 : fmax(worst, e);
-                    }
-                }
-                const float t = timeit(launch);
-                printf("%-16s C%-2d res %3d clusters  %7.1f us  %6.0f GB/s  %.3f x copy  err %.1e%s\n",
+                CK(cudaStreamSynchronize(io.st));
+                const double worst = io.check(rows, cols);
+                const float t = io.time(launch, 9);
+                printf("%-16s C%-2d res %3d clusters  %7.1f us  %6.0f GB/s  %.3f x copy  err/tol %.2f%s\n",
                        v.name, C, ncl, t, 2.0 * bytes / t / 1e3, tc / t, worst,
-                       worst > 2e-2 ? "  BAD" : "");
+                       worst > 1 ? "  BAD" : "");
             }
         }
     }

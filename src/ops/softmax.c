@@ -100,9 +100,10 @@
  * (TK_EXIT_TOGETHER, a cluster barrier after the exchange), as every
  * cluster kernel did before the exchange through mbarriers. Elsewhere each
  * block returns once its stores are issued. H200, both builds in one call,
- * two runs each (docs/performance-softmax.md): together 2.5-3.9% faster at
- * 135000-180000 columns (5 and 6 vectors a thread), 0.5-0.8% slower at
- * 223207-262144 (7 and 8), 1-4% slower on clusters of 2 and 4 (50257 to
+ * two runs each (docs/performance-softmax.md): together 2.4-3.9% faster at
+ * 135000-180000 columns and 1.0-1.4% at 196608 (5 and 6 vectors a
+ * thread); at 7 and 8 within 0.3-0.9% either way (210000 faster together,
+ * 223207-262144 slower); 1-3.5% slower on clusters of 2 and 4 (50257 to
  * 128256 columns). */
 #define FWD4_EXIT_TOGETHER_ITERS 6
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched

@@ -131,6 +131,17 @@ static __device__ __forceinline__ unsigned tk_cluster_rank(void)
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
+/* The cluster barrier in its two halves: every thread of every CTA takes
+ * part; shared-memory writes before a CTA's arrive are visible to every CTA
+ * of the cluster after its wait. */
+static __device__ __forceinline__ void tk_cluster_arrive(void)
+{
+    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void tk_cluster_wait(void)
+{
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+}
 /* The cluster's exchange of one float2 per CTA (a row's partial results):
  * each CTA stores its pair into slot [rank] of every CTA's tk_xchg
  * (distributed shared memory) and arrives on that CTA's mbarrier; each CTA
@@ -165,7 +176,7 @@ static __device__ __forceinline__ void tk_xchg_init(tk_xchg *x)
  * pair) to CTA r. */
 static __device__ __forceinline__ void tk_xchg_put(tk_xchg *x, float2 v, unsigned rank)
 {
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+    tk_cluster_wait(); /* the other half of tk_xchg_init's arrive */
     if (threadIdx.x < TK_CLUSTER) {
         unsigned slot, bar;
         asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"

@@ -502,7 +502,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     __syncthreads();
 #ifdef TK_EXIT_TOGETHER
     /* the cluster's blocks return together: this arrive, the wait at the end */
-    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+    tk_cluster_arrive();
 #endif
     const float gm = whole.x, inv = whole.y;
 
@@ -549,7 +549,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #endif
 #undef TK_X
 #ifdef TK_EXIT_TOGETHER
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+    tk_cluster_wait();
 #endif
 }
 

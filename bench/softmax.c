@@ -17,6 +17,7 @@
  *
  *   softmax [--policy exact|stable|generic] [--sweep | --sweep-fwd | --sweep-bwd] [--cols N[,N...]]
  *           [--odd N] [--seed S] [--offset H] [--ld-pad P] [--rows R] [--cluster-min C]
+ *           [--clusters C,C...]
  *           [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]
  *
  * --odd N adds N odd column counts drawn log-uniformly from 1024..262144
@@ -37,7 +38,9 @@
  * (cuOccupancyMaxActiveClusters). The forward's sweep tries clusters of
  * 16 blocks too (non-portable; the engine allows them at load).
  * --sweep-fwd / --sweep-bwd: the forward's or the backward's sweep alone.
- * --cluster-min C skips the sweep's clusters of fewer than C blocks.
+ * --cluster-min C skips the sweep's clusters of fewer than C blocks;
+ * --clusters C,C... tries those cluster sizes instead (2..16, any of them:
+ * __cluster_dims__ takes sizes that are not powers of two).
  * --only TEXT keeps the sweep's variants whose name (the table's variant
  * column) holds TEXT (TEXT|TEXT...: any of them); --smem-min B gives each
  * at least B bytes of dynamic shared memory (fewer blocks resident per
@@ -418,6 +421,11 @@ static double sweep_one(sm_case *s, const variant *v, const uint16_t *x_host, do
 
 /* --cluster-min: the sweep's cluster variants start at this many blocks */
 static unsigned sweep_cluster_min = 2;
+/* --clusters C,C...: the cluster sizes the sweep tries (0: 2, 4, 8 and,
+ * forward, 16) */
+#define MAX_CLUSTER_SIZES 16
+static unsigned sweep_clusters[MAX_CLUSTER_SIZES];
+static int n_sweep_clusters;
 
 static void sweep(sm_case *s, const uint16_t *x_host, double copy)
 {
@@ -449,9 +457,12 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
             }
         }
     }
-    /* a cluster of c blocks per row; the forward also 16 (a non-portable
-     * size, which sm_90 allows) */
-    for (unsigned c = 2; clusters && c <= (s->bwd ? 8u : 16u); c *= 2) {
+    /* a cluster of c blocks per row (2, 4, 8; the forward also 16, a
+     * non-portable size, which sm_90 allows), or the sizes --clusters names */
+    for (int ci = 0; clusters; ci++) {
+        const unsigned c = n_sweep_clusters ? sweep_clusters[ci] : 2u << ci;
+        if (n_sweep_clusters ? ci >= n_sweep_clusters : c > (s->bwd ? 8u : 16u))
+            break;
         if (c < sweep_cluster_min)
             continue;
         const int64_t per = (nvec + c - 1) / c;
@@ -590,6 +601,19 @@ int main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--cluster-min") == 0 && i + 1 < argc) {
             sweep_cluster_min = (unsigned)atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--clusters") == 0 && i + 1 < argc) {
+            for (const char *p = argv[++i]; *p != '\0';) {
+                char *end;
+                const unsigned long c = strtoul(p, &end, 10);
+                if (end == p || c < 2 || c > 16 || n_sweep_clusters == MAX_CLUSTER_SIZES ||
+                    (*end != ',' && *end != '\0')) {
+                    fprintf(stderr, "--clusters: up to %d sizes of 2..16, comma-separated\n",
+                            MAX_CLUSTER_SIZES);
+                    return 2;
+                }
+                sweep_clusters[n_sweep_clusters++] = (unsigned)c;
+                p = *end == ',' ? end + 1 : end;
+            }
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             sweep_only = argv[++i];
         } else if (strcmp(argv[i], "--define") == 0 && i + 1 < argc) {
@@ -622,7 +646,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: %s [--policy exact|stable|generic] [--sweep | --sweep-fwd | "
                     "--sweep-bwd] [--cols N,...] [--odd N] [--seed S] [--offset H] [--ld-pad P] "
-                    "[--rows R] [--cluster-min C]\n"
+                    "[--rows R] [--cluster-min C] [--clusters C,C...]\n"
                     "       [--only TEXT] [--smem-min B] [--define NAME[=VALUE]]\n",
                     argv[0]);
             return 2;
@@ -765,8 +789,9 @@ int main(int argc, char **argv)
             printf("\nworst %s (cols >= 1024): %lldx%lld, %.2f x copy", b ? "backward" : "forward",
                    (long long)worst[b]->rows, (long long)worst[b]->cols,
                    worst[b]->gbs / worst[b]->copy);
-    printf("\nsamples whose enqueue outlasted the sleep before them: %d of %d\n", g_tm.overran,
-           g_tm.samples);
+    printf("\nsamples whose enqueue outlasted the sleep before them: %d of %d (after %d taken "
+           "again)\n",
+           g_tm.overran, g_tm.samples, g_tm.retaken);
     printf("\n%s\n", all_ok ? "all checks passed" : "SOME CHECKS FAILED");
     tk_mem_free(g_ctx, dx);
     tk_mem_free(g_ctx, dg);

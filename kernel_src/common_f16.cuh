@@ -131,13 +131,8 @@ static __device__ __forceinline__ unsigned tk_cluster_rank(void)
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
-/* The cluster barrier in its two halves: every thread of every CTA takes
- * part; shared-memory writes before a CTA's arrive are visible to every CTA
- * of the cluster after its wait. */
-static __device__ __forceinline__ void tk_cluster_arrive(void)
-{
-    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
-}
+/* The wait half of the cluster barrier: every thread of every CTA takes
+ * part, after its arrive (tk_xchg_init's). */
 static __device__ __forceinline__ void tk_cluster_wait(void)
 {
     asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");

@@ -17,8 +17,7 @@
  * memory (tk_xchg: each block stores its pair into every block's shared
  * memory and arrives on its mbarrier) and every block combines them in rank
  * order (the same result in every block of the cluster, and from run to
- * run); a block returns once its stores are issued, or with
- * TK_EXIT_TOGETHER when the whole cluster has reached its output pass.
+ * run); a block returns once its stores are issued.
  * TK_STORE_E: the second pass writes e = exp(x - thread max) over x (fp16;
  * e <= 1, so a relative error of 2^-11 and one more rounding than the
  * reference), and the output is e scaled per thread (in fp16 pairs, the
@@ -34,7 +33,7 @@
  * may start anywhere and cols need not be a multiple of TK_VEC: the whole
  * vectors of a row as above, the halves before and after them one at a
  * time, common_f16.cuh; on the cluster path rank 0 holds those), TK_CLUSTER
- * (+ TK_SITERS, TK_STORE_E, TK_MINB, TK_EXIT_TOGETHER) or TK_LONG for
+ * (+ TK_SITERS, TK_STORE_E, TK_MINB) or TK_LONG for
  * those kernels.
  */
 #ifndef TK_VEC
@@ -359,29 +358,36 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
     (void)rows;
     tk_xchg_init(&xc);
 
-#ifdef TK_EDGE
-    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
-     * thread at most); loaded before the slice so both are in flight */
-    const long long ts = h + (long long)nvec * TK_VEC;
-    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
-    const unsigned short ex_h = own_e ? rin[tk_edge_idx(lane, h, ts)] : 0xfc00u; /* -inf */
-#endif
     {
-        const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h) + lo;
+        /* this thread's first vector; the pointer held in registers (an
+         * opaque copy), not recomputed from the row for every load, which
+         * the compiler did at 32 registers where the row's head is not known
+         * (TK_EDGE: 5-9% slower, H200, docs/performance-softmax.md) */
+        const tk_vec *src = reinterpret_cast<const tk_vec *>(rin + h) + lo + lane;
+        asm volatile("" : "+l"(src));
 #pragma unroll
         for (int i = 0; i < TK_ITERS; ++i) {
             const int c = i * TK_G + lane;
             if (c < n) {
                 if (i < TK_RITERS)
-                    v[i < TK_RITERS ? i : 0] = src[c];
+                    v[i < TK_RITERS ? i : 0] = src[i * TK_G];
                 else
-                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + c);
+                    tk_cp_async(&xs[(i - TK_RITERS) * TK_G + lane], src + i * TK_G);
             }
         }
-        if (TK_SITERS > 0) {
-            tk_cp_async_commit();
-            tk_cp_async_wait();
-        }
+    }
+#ifdef TK_EDGE
+    /* the row's edge: rank 0's, TK_G >= 2 * TK_VEC - 2 (one half per
+     * thread at most); loaded once the slice's loads are issued, in flight
+     * with them (before them, the values held across the loads cost
+     * registers) */
+    const long long ts = h + (long long)nvec * TK_VEC;
+    const bool own_e = rank == 0 && lane < h + (int)(cols - ts);
+    const unsigned short ex_h = own_e ? rin[tk_edge_idx(lane, h, ts)] : 0xfc00u; /* -inf */
+#endif
+    if (TK_SITERS > 0) {
+        tk_cp_async_commit();
+        tk_cp_async_wait();
     }
 #ifdef TK_EDGE
     float ex = tk_h2f(ex_h);
@@ -500,14 +506,12 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
         whole = make_float2(rm, 1.0f / rs);
     }
     __syncthreads();
-#ifdef TK_EXIT_TOGETHER
-    /* the cluster's blocks return together: this arrive, the wait at the end */
-    tk_cluster_arrive();
-#endif
     const float gm = whole.x, inv = whole.y;
 
     unsigned short *rout = out + row * ld_out;
-    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h) + lo;
+    /* this thread's first vector, held as src is */
+    tk_vec *dst = reinterpret_cast<tk_vec *>(rout + h) + lo + lane;
+    asm volatile("" : "+l"(dst));
 #ifdef TK_STORE_E
     /* exp(x - gm) / sum = e * exp(m_own - gm) / sum */
     const float sc =
@@ -522,7 +526,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC / 2; ++k)
                 tk_set_pair(o, k, tk_h2mul(tk_pair(e, k), sc2));
-            dst[c] = o;
+            dst[i * TK_G] = o;
         }
     }
 #ifdef TK_EDGE
@@ -539,7 +543,7 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #pragma unroll
             for (int k = 0; k < TK_VEC; ++k)
                 o.h[k] = tk_f2h(__expf(tk_h2f(x.h[k]) - gm) * inv);
-            dst[c] = o;
+            dst[i * TK_G] = o;
         }
     }
 #ifdef TK_EDGE
@@ -548,9 +552,6 @@ extern "C" __global__ void __cluster_dims__(TK_CLUSTER, 1, 1) __launch_bounds__(
 #endif
 #endif
 #undef TK_X
-#ifdef TK_EXIT_TOGETHER
-    tk_cluster_wait();
-#endif
 }
 
 #endif /* TK_CLUSTER */

@@ -128,6 +128,12 @@ static const sm_case cases[] = {
     {2, 131072, 0, 0, 'c', 0}, /* 8 blocks of 256 threads, full */
     {2, 131080, 0, 0, 'c', 0}, /* 8 larger blocks */
     {3, 180000, 0, 0, 'c', 0}, /* 48 KiB of shared memory per block (both ops) */
+    /* the forward's blocks per row that are not powers of two: 3 (at most
+     * 7 vectors a thread), 5, 6 and, past 6, 8 */
+    {3, 86016, 0, 0, 'c', 0},
+    {2, 86023, 0, 1, 'c', 0},
+    {3, 163847, 0, 0, 'c', 0},
+    {2, 196609, 0, 3, 'c', 0},
     {2, 256000, 0, 0, 'c', 0},
     {33, 256000, 0, 0, 'c', 0},
     {1, 262144, 0, 0, 'c', 0}, /* 8 blocks, full */

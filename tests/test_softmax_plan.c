@@ -3,10 +3,10 @@
  * context compiles the cluster kernels for rows beyond one block's
  * registers (the backward: the fewest 256-thread blocks per row, 2 / 4 /
  * 8, then 8 larger ones, g in shared memory where the rules of
- * src/ops/softmax.c say; the forward: the fewest 512-thread blocks, 4 per
- * SM, most of the slice in shared memory, the blocks of 8-block clusters
- * of at most 6 vectors a thread returning together) and the two-pass
- * kernel beyond; on sm_80 (no
+ * src/ops/softmax.c say; the forward: the fewest 512-thread blocks, 2 to
+ * 8 but never 7, holding at most 8 vectors a thread (7 in 3 blocks), 4
+ * per SM, most of the slice in shared memory) and the two-pass kernel
+ * beyond; on sm_80 (no
  * clusters) and on AMD (hipRTC, gfx90a) the two-pass kernel serves every
  * long row, and the sources still compile. One kernel per shape; the
  * generic policy shares one kernel across a bucket of column counts.
@@ -121,11 +121,17 @@ static const expect sm90[] = {
     {32776, 'c', 4, 0, 2},
     {50304, 'c', 4, 0, 2},
     {65536, 'c', 4, 0, 2},
-    {65544, 'c', 8, 0, 4},
+    {65544, 'c', 8, 0, 3},
+    {86016, 'c', 8, 0, 3}, /* 3 blocks of 7 vectors a thread */
+    {86024, 'c', 8, 0, 4}, /* 3 would hold 8: 4 */
     {128256, 'c', 8, 0, 4},
     {131072, 'c', 8, 0, 4},
-    {131080, 'c', 8, 1, 0},
-    {180000, 'c', 8, 1, 0},
+    {131080, 'c', 8, 1, 5},
+    {163840, 'c', 8, 1, 5},
+    {163848, 'c', 8, 1, 6},
+    {180000, 'c', 8, 1, 6},
+    {196608, 'c', 8, 1, 6},
+    {196616, 'c', 8, 1, 0}, /* not 7 blocks: 8 */
     {256000, 'c', 8, 1, 0},
     {262144, 'c', 8, 1, 0},
     {262152, 'l', 0, 0, 0},
@@ -136,10 +142,10 @@ static const expect sm90[] = {
     {32767, 'r', 0, 0, 0},
     {32769, 'r', 0, 0, 0},
     {50257, 'c', 4, 0, 2},
-    {70393, 'c', 8, 0, 4},
+    {70393, 'c', 8, 0, 3},
     {100003, 'c', 8, 0, 4},
     {131073, 'c', 8, 0, 4},
-    {151936, 'c', 8, 1, 0},
+    {151936, 'c', 8, 1, 5},
     {262143, 'c', 8, 1, 0},
     {262151, 'c', 8, 1, 0},
     {262153, 'l', 0, 0, 0},
@@ -187,13 +193,16 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         ck_assert_msg((strstr(p.options, "-DTK_SITERS=") != NULL) == fwd_smem &&
                           (strstr(p.options, "-DTK_STORE_E") != NULL) == fwd_smem,
                       "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
-        /* the forward's clusters of 8 blocks holding at most 6 vectors a
-         * thread return together; every other cluster block on its own */
-        const int blocks = fwd_smem && e->fwd_cluster ? e->fwd_cluster : e->cluster;
-        const int64_t per = (e->cols / 8 + blocks - 1) / blocks;
-        const int together = fwd_smem && blocks == 8 && (per + 511) / 512 <= 6;
-        ck_assert_msg((strstr(p.options, "-DTK_EXIT_TOGETHER") != NULL) == together, "%s %lld: %s",
-                      tk_op_name(op), (long long)e->cols, p.options);
+        /* the forward's vectors a thread: a block's slice over 512
+         * threads, at most 8 (7 in 3 blocks) */
+        if (fwd_smem) {
+            const int blocks = e->fwd_cluster ? e->fwd_cluster : e->cluster;
+            const int64_t iters = ((e->cols / 8 + blocks - 1) / blocks + 511) / 512;
+            snprintf(want, sizeof want, "-DTK_ITERS=%lld ", (long long)iters);
+            ck_assert_msg(iters <= (blocks == 3 ? 7 : 8) && strstr(p.options, want) != NULL,
+                          "%s %lld: want %s in %s", tk_op_name(op), (long long)e->cols, want,
+                          p.options);
+        }
     }
 }
 

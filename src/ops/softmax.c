@@ -27,7 +27,8 @@
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
  *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
  *    The forward at VEC 8 takes the fewest blocks of 512 threads instead,
- *    4 of them per SM (TK_SOFTMAX_FWD4); at VEC 4 and 2 it first takes 4,
+ *    2 to 8 of them, not only powers of two (fwd4_blocks), 4 of them per
+ *    SM (TK_SOFTMAX_FWD4); at VEC 4 and 2 it first takes 4,
  *    then 8, blocks of 256 threads with up to 13 vectors each
  *    (CLUSTER_FWD_ITERS) before larger blocks.
  *    Measured on an H100 (bench/softmax --sweep): what
@@ -41,8 +42,7 @@
  *    hold one block per SM (CLUSTER_SMEM_G_REGS). VEC 1 forward: registers
  *    only (cp.async has no 2-byte copy). The blocks' partials go through
  *    mbarriers (tk_xchg, common_f16.cuh), and a block returns as soon as
- *    its stores are issued, except the forward's 8-block clusters of few
- *    vectors a thread (FWD4_EXIT_TOGETHER_ITERS).
+ *    its stores are issued.
  *  - Longer still, or on other targets (older NVIDIA, AMD): the block-per-row
  *    two-pass kernel (TK_LONG, 1024 threads).
  *  - Exact and stable policies bake cols (TK_COLS: a vocabulary, a head
@@ -81,8 +81,8 @@
 #define CLUSTER_FWD_ITERS 13
 #define CLUSTER_FWD_REGS 4
 /* Forward on the cluster path at VEC 8 (TK_SOFTMAX_FWD4; 0 for the A/B:
- * the forms above): the fewest blocks of 512 threads (2, 4 or 8) whose
- * slices fit, 4 blocks per SM (TK_MINB 4: 32 registers, all 2048 threads
+ * the forms above): the fewest blocks of 512 threads whose slices fit
+ * (fwd4_blocks, below), 4 blocks per SM (TK_MINB 4: 32 registers, all 2048 threads
  * an SM holds), FWD4_REGS vectors of each thread's slice in registers and
  * the rest, at most 6 (48 KiB a block), in shared memory. H100, both
  * builds in one call, 28 widths from 32769 to 262144 (docs/
@@ -90,22 +90,25 @@
  * 188000 columns 0.87, 212992 and 240000 0.89, 262144 0.90), these
  * 0.93-0.98; at most 3% slower at any width (140000). More vectors in
  * registers spill at 32 registers. H200, 16 widths: 0.78-0.92 before,
- * 0.84-0.93 after, slower only at 140000 (0.90 -> 0.84). */
+ * 0.84-0.93 after, slower only at 140000 (0.90 -> 0.84); those figures
+ * were taken with 2, 4 or 8 blocks a row. */
 #ifndef TK_SOFTMAX_FWD4
 #define TK_SOFTMAX_FWD4 1
 #endif
 #define FWD4_REGS 2
-/* Forward at VEC 8 on clusters of 8 blocks of at most this many vectors a
- * thread (131073 to 196608 columns): the cluster's blocks return together
- * (TK_EXIT_TOGETHER, a cluster barrier after the exchange), as every
- * cluster kernel did before the exchange through mbarriers. Elsewhere each
- * block returns once its stores are issued. H200, both builds in one call,
- * two runs each (docs/performance-softmax.md): together 2.4-3.9% faster at
- * 135000-180000 columns and 1.0-1.4% at 196608 (5 and 6 vectors a
- * thread); at 7 and 8 within 0.3-0.9% either way (210000 faster together,
- * 223207-262144 slower); 1-3.5% slower on clusters of 2 and 4 (50257 to
- * 128256 columns). */
-#define FWD4_EXIT_TOGETHER_ITERS 6
+/* Forward at VEC 8 (TK_SOFTMAX_FWD4): blocks per row, any count from 2 to
+ * CLUSTER_MAX (__cluster_dims__ takes counts that are not powers of two),
+ * the fewest whose 512-thread blocks hold at most FWD4_ITERS vectors a
+ * thread, with two exceptions: 3 blocks hold at most FWD4_ITERS_3, and 7
+ * blocks are never taken (8 instead). H200 (docs/performance-softmax.md,
+ * bench/softmax --sweep-fwd --clusters, 35 widths from 40000 to 245000
+ * columns): at equal or better use of the slots, fewer blocks with more
+ * vectors each are faster (151936 columns: 5 blocks x 8 vectors 0.93 of
+ * copy, 8 x 5 0.86; 144000: 5 x 8 0.96, 8 x 5 0.82-0.86); 3 blocks of 8
+ * vectors lost to 4 of 6 (90001: 0.89 against 0.92), 7 blocks never led 8
+ * (200003-223207: 0.88-0.89 against 0.88-0.90). */
+#define FWD4_ITERS 8
+#define FWD4_ITERS_3 7
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
  * call's blocks are dispatched while the stream's previous kernel finishes,
@@ -126,7 +129,6 @@ typedef struct softmax_plan {
     unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
     unsigned minb;   /* forward on the cluster path: TK_MINB (0: the kernel's default) */
     int is_long, smem_g, store_e;
-    int exit_together; /* TK_EXIT_TOGETHER: the cluster's blocks return together */
     int pdl; /* TK_PDL, launched with programmatic dependent launch */
     int64_t blocks;
     char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
@@ -191,6 +193,18 @@ static unsigned pick_vec(int64_t cols, const void *const *ptrs, const int64_t *l
     return 1;
 }
 
+/* The forward's blocks per row at VEC 8 (TK_SOFTMAX_FWD4) for a row of
+ * nvec vectors, more than one 512-thread block holds. */
+static unsigned fwd4_blocks(int64_t nvec)
+{
+    for (unsigned c = 2; c < CLUSTER_MAX; c++) {
+        const int64_t most = 512 * (c == 3 ? FWD4_ITERS_3 : FWD4_ITERS);
+        if (c != 7 && (nvec + c - 1) / c <= most)
+            return c;
+    }
+    return CLUSTER_MAX;
+}
+
 static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, unsigned vec,
                       int edge, int clusters, softmax_plan *p)
 {
@@ -225,10 +239,11 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         const int64_t cap_ext = (int64_t)CLUSTER_G * CLUSTER_FWD_ITERS;
         int64_t per;
         const int fwd4 = fwd && vec == 8 && TK_SOFTMAX_FWD4;
-        /* blocks of 512 threads (fwd4) or CLUSTER_G */
-        const int64_t fit = fwd4 ? (int64_t)512 * itmax : cap;
-        while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > fit)
-            p->cluster *= 2;
+        if (fwd4)
+            p->cluster = fwd4_blocks(nvec);
+        else
+            while (p->cluster < CLUSTER_MAX && (nvec + p->cluster - 1) / p->cluster > cap)
+                p->cluster *= 2;
         if (ext && !fwd4 && p->cluster == CLUSTER_MAX && (nvec + 3) / 4 > cap &&
             (nvec + 3) / 4 <= cap_ext)
             p->cluster = 4;
@@ -238,7 +253,6 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->iters = (unsigned)((per + 511) / 512);
             p->siters = p->iters > FWD4_REGS ? p->iters - FWD4_REGS : 0;
             p->minb = 4;
-            p->exit_together = p->cluster == CLUSTER_MAX && p->iters <= FWD4_EXIT_TOGETHER_ITERS;
         } else if (per <= cap) {
             block_shape(per, CLUSTER_G, &p->g, &p->iters);
             /* forward: half the slice in shared memory */
@@ -326,8 +340,6 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_MINB", p->d_minb};
     if (policy != TK_POLICY_GENERIC)
         p->defs[p->n_defs++] = (tk_define){"TK_COLS", p->d_cols};
-    if (p->exit_together)
-        p->defs[p->n_defs++] = (tk_define){"TK_EXIT_TOGETHER", NULL};
     /* sm_90 and later, the targets with clusters */
     p->pdl = TK_SOFTMAX_PDL && clusters;
     if (p->pdl)

@@ -70,10 +70,17 @@ static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m
 
 #if !defined(TK_LONG) && !defined(TK_CLUSTER)
 
-extern "C" __global__ void __launch_bounds__(TK_BLOCK)
-    tk_softmax_f16_fwd(const unsigned short *__restrict__ in, long long ld_in,
-                       unsigned short *__restrict__ out, long long ld_out, long long rows,
-                       long long cols_arg)
+/* TK_MINB: blocks per SM the registers must allow (default: no bound) */
+#ifdef TK_MINB
+#define TK_ROW_BOUNDS __launch_bounds__(TK_BLOCK, TK_MINB)
+#else
+#define TK_ROW_BOUNDS __launch_bounds__(TK_BLOCK)
+#endif
+extern "C" __global__ void TK_ROW_BOUNDS tk_softmax_f16_fwd(const unsigned short *__restrict__ in,
+                                                            long long ld_in,
+                                                            unsigned short *__restrict__ out,
+                                                            long long ld_out, long long rows,
+                                                            long long cols_arg)
 {
     tk_pdl_enter();
 #ifdef TK_COLS

@@ -116,7 +116,9 @@ typedef struct expect {
 static const expect sm90[] = {
     {64, 'r', 0, 0, 0},
     {4096, 'r', 0, 0, 0},
-    {32000, 'r', 0, 0, 0},
+    {16392, 'r', 0, 0, 0}, /* 512 threads x 5 vectors */
+    {25949, 'r', 0, 0, 0}, /* x 7 */
+    {32000, 'r', 0, 0, 0}, /* x 8 */
     {32768, 'r', 0, 0, 0},
     {32776, 'c', 4, 0, 2},
     {50304, 'c', 4, 0, 2},
@@ -173,6 +175,13 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         ck_assert_msg(strstr(p.entry, "_long") == NULL && strstr(p.entry, "_cluster") == NULL,
                       "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.entry);
         ck_assert_ptr_null(strstr(p.options, "-DTK_CLUSTER"));
+        /* the forward's blocks of 512 threads with at most 7 vectors a
+         * thread: 3 per SM */
+        const char *it = strstr(p.options, "-DTK_ITERS=");
+        const int minb3 = op == TK_OP_SOFTMAX_F16_FWD && strstr(p.options, "-DTK_G=512 ") != NULL &&
+                          it != NULL && atoi(it + 11) <= 7;
+        ck_assert_msg((strstr(p.options, "-DTK_MINB=3") != NULL) == minb3, "%s %lld: %s",
+                      tk_op_name(op), (long long)e->cols, p.options);
     } else {
         ck_assert_msg(n > 8 && strcmp(p.entry + n - 8, "_cluster") == 0, "%s %lld: %s",
                       tk_op_name(op), (long long)e->cols, p.entry);

@@ -109,6 +109,13 @@
  * (200003-223207: 0.88-0.89 against 0.88-0.90). */
 #define FWD4_ITERS 8
 #define FWD4_ITERS_3 7
+/* Forward, one block of 512 threads per row at VEC 8 with at most this
+ * many vectors a thread (16392 to 28672 columns): TK_MINB 3, so that 3
+ * blocks fit an SM. The compiler gave such blocks 40 registers, except for
+ * rows that need TK_EDGE at 7 vectors (54-56 registers: 2 blocks per SM;
+ * H200, 25949 columns 0.86 of copy, docs/performance-softmax.md). At 8
+ * vectors 40 registers spill. */
+#define ROW_MINB3_ITERS 7
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
  * call's blocks are dispatched while the stream's previous kernel finishes,
@@ -127,7 +134,7 @@ typedef struct softmax_plan {
     unsigned vec, g, iters, block, cluster, smem;
     int edge;        /* TK_EDGE: rows not on vector boundaries, or cols not a multiple of vec */
     unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
-    unsigned minb;   /* forward on the cluster path: TK_MINB (0: the kernel's default) */
+    unsigned minb;   /* forward: TK_MINB (0: the kernel's default) */
     int is_long, smem_g, store_e;
     int pdl; /* TK_PDL, launched with programmatic dependent launch */
     int64_t blocks;
@@ -293,6 +300,10 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             if (p->siters > 0)
                 p->siters = p->iters - in_regs;
         }
+        /* forward, one block of 512 threads per row of at most
+         * ROW_MINB3_ITERS vectors a thread: 3 blocks per SM */
+        if (fwd && vec == 8 && p->cluster == 1 && p->g == 512 && p->iters <= ROW_MINB3_ITERS)
+            p->minb = 3;
         p->blocks = p->g <= 32 ? (rows + (p->block / p->g) - 1) / (p->block / p->g)
                                : rows * (int64_t)p->cluster;
         if (p->smem_g)

@@ -21,7 +21,7 @@
  *    4..128 rows per block of 128), beyond that one block of 64..512
  *    threads per row.
  *  - Longer rows on NVIDIA sm_90 and later (thread-block clusters): a cluster
- *    of 2, 4 or 8 blocks per row (TK_CLUSTER), each block a contiguous
+ *    of 2 to 8 blocks per row (TK_CLUSTER), each block a contiguous
  *    slice, partial results exchanged through distributed shared memory:
  *    still one read and one write. The fewest blocks of 256 threads
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
@@ -114,7 +114,8 @@
  * blocks fit an SM. The compiler gave such blocks 40 registers, except for
  * rows that need TK_EDGE at 7 vectors (54-56 registers: 2 blocks per SM;
  * H200, 25949 columns 0.86 of copy, docs/performance-softmax.md). At 8
- * vectors 40 registers spill. */
+ * vectors 40 registers spill. Taken on sm_90 and later, where it was
+ * measured. */
 #define ROW_MINB3_ITERS 7
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
@@ -301,8 +302,10 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
                 p->siters = p->iters - in_regs;
         }
         /* forward, one block of 512 threads per row of at most
-         * ROW_MINB3_ITERS vectors a thread: 3 blocks per SM */
-        if (fwd && vec == 8 && p->cluster == 1 && p->g == 512 && p->iters <= ROW_MINB3_ITERS)
+         * ROW_MINB3_ITERS vectors a thread: 3 blocks per SM (sm_90 and
+         * later, where it was measured) */
+        if (fwd && clusters && vec == 8 && p->cluster == 1 && p->g == 512 &&
+            p->iters <= ROW_MINB3_ITERS)
             p->minb = 3;
         p->blocks = p->g <= 32 ? (rows + (p->block / p->g) - 1) / (p->block / p->g)
                                : rows * (int64_t)p->cluster;

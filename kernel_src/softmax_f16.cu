@@ -72,15 +72,14 @@ static __device__ __forceinline__ void tk_ms_combine(float &m, float &s, float m
 
 /* TK_MINB: blocks per SM the registers must allow (default: no bound) */
 #ifdef TK_MINB
-#define TK_ROW_BOUNDS __launch_bounds__(TK_BLOCK, TK_MINB)
+#define TK_ROW_MINB , TK_MINB
 #else
-#define TK_ROW_BOUNDS __launch_bounds__(TK_BLOCK)
+#define TK_ROW_MINB
 #endif
-extern "C" __global__ void TK_ROW_BOUNDS tk_softmax_f16_fwd(const unsigned short *__restrict__ in,
-                                                            long long ld_in,
-                                                            unsigned short *__restrict__ out,
-                                                            long long ld_out, long long rows,
-                                                            long long cols_arg)
+extern "C" __global__ void __launch_bounds__(TK_BLOCK TK_ROW_MINB)
+    tk_softmax_f16_fwd(const unsigned short *__restrict__ in, long long ld_in,
+                       unsigned short *__restrict__ out, long long ld_out, long long rows,
+                       long long cols_arg)
 {
     tk_pdl_enter();
 #ifdef TK_COLS

@@ -28,6 +28,22 @@ static __device__ __forceinline__ float ex2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
+// Two (max, sum) pairs into one, m in units where ex2(unit * (m - nm))
+// rescales a sum: unit L2E for natural-log maxima, 1 for maxima already
+// in log2 units. An empty side (m = -inf, s = 0) leaves the other.
+static __device__ __forceinline__ void comb_unit(float &m, float &s, float m2, float s2, float unit)
+{
+    if (m2 == -INFINITY)
+        return;
+    if (m == -INFINITY) {
+        m = m2;
+        s = s2;
+        return;
+    }
+    const float nm = fmaxf(m, m2);
+    s = s * ex2((m - nm) * unit) + s2 * ex2((m2 - nm) * unit);
+    m = nm;
+}
 
 struct probe_io {
     size_t total = (size_t)1 << 27; // halves per tensor

@@ -25,16 +25,7 @@ namespace cg = cooperative_groups;
 
 static __device__ __forceinline__ void comb(float &m, float &s, float m2, float s2)
 {
-    if (m2 == -INFINITY)
-        return;
-    if (m == -INFINITY) {
-        m = m2;
-        s = s2;
-        return;
-    }
-    float nm = fmaxf(m, m2);
-    s = s * ex2((m - nm) * L2E) + s2 * ex2((m2 - nm) * L2E);
-    m = nm;
+    comb_unit(m, s, m2, s2, L2E);
 }
 static __device__ __forceinline__ void cp16(void *s, const void *g)
 {

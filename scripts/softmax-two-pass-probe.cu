@@ -101,16 +101,7 @@ static __device__ __forceinline__ void acc(float &m, float &s, uint4 v)
 }
 static __device__ __forceinline__ void comb(float &m, float &s, float m2, float s2)
 {
-    if (m2 == -INFINITY)
-        return;
-    if (m == -INFINITY) {
-        m = m2;
-        s = s2;
-        return;
-    }
-    float nm = fmaxf(m, m2);
-    s = s * ex2(m - nm) + s2 * ex2(m2 - nm);
-    m = nm;
+    comb_unit(m, s, m2, s2, 1.f);
 }
 static __device__ __forceinline__ uint4 outv(uint4 v, float gm, float inv)
 {

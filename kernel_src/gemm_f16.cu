@@ -77,7 +77,11 @@
 //                                          (the router), one pass over A: 1 the
 //                                          forward (A K-major), 2 the weight
 //                                          gradient (A M-major, a block per 8
-//                                          values of m)
+//                                          values of m), 3 the weight gradient
+//                                          split over the tokens (sm_90; fp32
+//                                          planes for the reduce kernel)
+//   TK_SKS_CL (with TK_GEMM_SKINNY 3)      splits a cluster adds through
+//                                          distributed shared memory (4)
 //   TK_GEMM_SMALLK (NVIDIA)                instead of the tiled kernels: a
 //                                          reduction of K <= 16 (the router's
 //                                          grad_a, grad_b of a few tokens),

@@ -19,6 +19,10 @@
  *   split factor leaves no split empty. Some plans of the model's shapes
  *   split on swapped tiles (grad_a of the vocabulary just past a multiple
  *   of 128 tokens).
+ * - The router's weight gradient split over the tokens (skinny kind 3):
+ *   whole clusters of splits, one round of blocks unless one cluster a
+ *   column of m exceeds it, a block's shared memory within a
+ *   multiprocessor; kind 2 at short token shares, no kind 3 without sm_90.
  * - Cluster configurations (cl=2, cl=4) applied to heuristic plans: where
  *   they are accepted, their text, a grid of whole clusters.
  */
@@ -64,7 +68,7 @@ static const char *op_name(tk_op op)
 }
 
 static unsigned g_checked, g_fast, g_tma, g_swapped, g_split, g_split_swapped, g_pairs, g_half,
-    g_half_epi;
+    g_half_epi, g_sks;
 
 static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
 {
@@ -162,6 +166,21 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
                           text, kt);
         }
     }
+    if (p.skinny == 3) {
+        /* the split skinny weight gradient: whole clusters of splits, a
+         * grid row count the launch takes, one round of blocks a
+         * multiprocessor at most unless the clusters alone exceed it */
+        g_sks++;
+        int64_t blocks;
+        unsigned threads, smem;
+        tk__gemm_launch_dims(&p, &blocks, &threads, &smem);
+        ck_assert_msg(p.sm90 && p.N <= 8 && p.aligned && p.splits % SKS_CL == 0 &&
+                          p.splits <= 65535 && tk__gemm_plan_planes(&p) * SKS_CL == p.splits &&
+                          (blocks * p.splits <= 132 || p.splits == SKS_CL),
+                      "grad_b %" PRId64 "x%" PRId64 "x%" PRId64 ": %d splits of %" PRId64 " blocks",
+                      M, N, K, p.splits, blocks);
+        ck_assert_msg(smem + 1024 <= 233472 && threads == 128, "%u bytes", smem);
+    }
     /* the fast fallback that serves the call while its own kernel is built
      * (tk__gemm_plan_fast, M, N and K at run time): its ring and staging
      * fit too */
@@ -188,7 +207,7 @@ START_TEST(test_model_shapes)
                                      {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
     g_checked = g_fast = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = g_half =
-        g_half_epi = 0;
+        g_half_epi = g_sks = 0;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
         for (size_t o = 0; o < 3; o++)
             for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
@@ -199,6 +218,22 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_swapped, 100);
     ck_assert_uint_gt(g_split, 100);
     ck_assert_uint_gt(g_split_swapped, 10);
+    ck_assert_uint_gt(g_sks, 100);
+    /* the router's weight gradient: kind 2 while a multiprocessor's share of
+     * the tokens is short (2000 tokens: 8 values of m a block, 128 blocks),
+     * split over the tokens past it; not on sm_80 (clusters) */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_B, 2000, 8, 1024, &p);
+        ck_assert_int_eq(p.skinny, 2);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_B, 12539, 8, 1024, &p);
+        ck_assert_int_eq(p.skinny, 3);
+        ck_assert_int_eq(p.splits, 28); /* 4 x 28 blocks: 7 eighths of 132 SMs, clusters of 4 */
+        p.sm90 = 0;
+        p.skinny = 0;
+        tk__gemm_plan_skinny(&p);
+        ck_assert_int_ne(p.skinny, 3);
+    }
     ck_assert_uint_gt(g_pairs, 10);
     ck_assert_uint_gt(g_half, 10);
     ck_assert_uint_gt(g_half_epi, 0);

@@ -582,7 +582,10 @@ END_TEST
  * through rounds of 1024 rows with a short last one (1817, 5000) to 16384,
  * K = d off a multiple of 8 (the last block's values loaded one by one),
  * N = 5 and 3 with padded rows (B loaded one value at a time), padded
- * output. */
+ * output. Past 3072 tokens a multiprocessor (d = 1024) on sm_90, the split
+ * kind (TK_GEMM_SKINNY 3): 256 values of m a block, so d = 520 and 1000
+ * leave lanes and blocks past M; splits of token counts off the 16-token
+ * step (3100, 12539), long ones (40000), d = 4096 16 blocks a split. */
 START_TEST(test_skinny)
 {
     static const shape shapes_sk[] = {
@@ -592,9 +595,10 @@ START_TEST(test_skinny)
         {1025, 4, 1000, 0, 0, 0},
     };
     static const shape shapes_wg[] = {
-        {1817, 8, 1024, 0, 0, 0}, {64, 8, 1024, 0, 0, 0},   {300, 8, 1000, 0, 1, 0},
-        {5000, 5, 1024, 2, 0, 0}, {4099, 8, 1004, 2, 1, 0}, {16384, 8, 1024, 0, 0, 1},
-        {777, 3, 520, 2, 1, 0},
+        {1817, 8, 1024, 0, 0, 0}, {64, 8, 1024, 0, 0, 0},    {300, 8, 1000, 0, 1, 0},
+        {5000, 5, 1024, 2, 0, 0}, {4099, 8, 1004, 2, 1, 0},  {16384, 8, 1024, 0, 0, 1},
+        {777, 3, 520, 2, 1, 0},   {3100, 8, 520, 2, 1, 0},   {40000, 8, 1000, 2, 1, 1},
+        {3500, 8, 4096, 0, 0, 1}, {12539, 8, 1024, 0, 0, 0},
     };
     tk_context *ctx = gpu_ctx_mode(TK_POLICY_STABLE, TK_BUILD_SYNC);
     for (size_t i = 0; i < sizeof shapes_sk / sizeof shapes_sk[0]; i++)

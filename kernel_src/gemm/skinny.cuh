@@ -1,5 +1,6 @@
 // fp16 GEMM, NVIDIA sm_80+: the skinny kernels (N <= 8, TK_GEMM_SKINNY):
-// 1 the forward (A K-major), 2 the weight gradient (A M-major).
+// 1 the forward (A K-major), 2 the weight gradient (A M-major), 3 the weight
+// gradient split over the tokens (sm_90: clusters, mma.sync).
 // Part of gemm_f16.cu (its defines are documented there), which includes it.
 
 #if TK_GEMM_SKINNY == 1
@@ -276,3 +277,162 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     }
 }
 #endif /* TK_GEMM_SKINNY == 2 */
+
+#if TK_GEMM_SKINNY == 3
+/* Skinny weight gradient split over the tokens (sm_90): the same product as
+ * kind 2, C[M, N] = sum_k A(m, k) B(k, n) with N <= 8, A M-major (A(m, k) at
+ * A[k * lda + m]) and B N-major, for token counts where kind 2's one block
+ * per 8 values of m leaves each multiprocessor too many rows, on the tensor
+ * cores. Block (x, y) owns the 256 values of m from 256 x and split y of
+ * the tokens (K y / S to K (y + 1) / S, S = gridDim.y) in steps of 16
+ * tokens; warp w takes steps w, w + 4, ... through its own ring of
+ * TK_SKS_STAGES slots: per step the 16 token rows of its 256 values of m
+ * (512 contiguous bytes a row, a cp.async of 16 bytes a lane; rows 528
+ * bytes apart in the slot so that ldmatrix reads them without bank
+ * conflicts) and B's 16 rows (16 bytes each, zero past N). Per step, 16
+ * mma.m16n8k16 with m on the MMA's rows, the tokens on its reduction and n
+ * on its 8 columns; A's fragments by ldmatrix.trans from the [token][m]
+ * slot, B's likewise (x2) from [token][n]. Tokens past the split and
+ * values past M are zero-filled. Then the 4 warps' sums are added in
+ * shared memory, and the TK_SKS_CL blocks of a cluster (consecutive splits
+ * of the same m) add theirs through distributed shared memory: cluster c
+ * writes fp32 plane c of the split-K workspace (C + c M ldc, ldc = N),
+ * which the reduce kernel sums. Every sum in a fixed order: the same bits
+ * on every run. Needs TK_ALIGNED (A and B 16-byte aligned, lda, ldb % 8 ==
+ * 0). Dynamic shared memory: TK_SKS_SMEM bytes (the rings during the loop,
+ * the warps' sums after it). */
+#define TK_SKS_STAGES 3
+#ifndef TK_SKS_CL
+#define TK_SKS_CL 4
+#endif
+#define TK_SKS_ROW 528                      // bytes between a slot's token rows
+#define TK_SKS_SLOT (16 * TK_SKS_ROW + 256) // 16 rows of A, then 16 of B
+#define TK_SKS_SMEM (4 * TK_SKS_STAGES * TK_SKS_SLOT)
+#define TK_SKS_RED (4 * 64 * 33 * 4) // [warp][64 sums][32 lanes + 1]: no bank conflict
+static_assert(TK_ALIGNED, "the split skinny weight gradient loads 16-byte pieces (TK_ALIGNED=1)");
+static_assert(TK_SKS_RED + 2048 * 4 <= TK_SKS_SMEM, "the sums in the rings' space");
+
+extern "C" __global__ void __cluster_dims__(1, TK_SKS_CL, 1) __launch_bounds__(128, 1)
+    tk_gemm_f16(const unsigned short *__restrict__ A, const unsigned short *__restrict__ B,
+                float *__restrict__ C, tk_i64 M, tk_i64 N, tk_i64 K, tk_i64 lda, tk_i64 ldb,
+                tk_i64 ldc)
+{
+    extern __shared__ __align__(16) unsigned char tk_gemm_smem[];
+    tk_gemm_baked(M, N, K);
+    tk_pdl_enter();
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const tk_i64 mb = (tk_i64)blockIdx.x * 256, m0 = mb + 8 * lane;
+    const int abytes = m0 + 8 <= M ? 16 : m0 < M ? (int)(M - m0) * 2 : 0;
+    const int bbytes = N < 8 ? (int)N * 2 : 16;
+    const tk_i64 kb = K * blockIdx.y / gridDim.y, ke = K * (blockIdx.y + 1) / gridDim.y;
+    const int steps = (int)((ke - kb + 15) / 16);
+    const int mine = steps > warp ? (steps - warp + 3) / 4 : 0; // steps warp + 4 j
+    const unsigned ring =
+        tkg::smem_u32(tk_gemm_smem) + (unsigned)(warp * TK_SKS_STAGES * TK_SKS_SLOT);
+    const unsigned short *a0 = A + (abytes ? m0 : 0);
+    // Step j of this warp (the split's step warp + 4 j) into slot s.
+    auto issue = [&](int j, int s) {
+        const unsigned slot = ring + (unsigned)(s * TK_SKS_SLOT);
+        const tk_i64 t0 = kb + 16 * (tk_i64)(warp + 4 * j);
+#pragma unroll
+        for (int r = 0; r < 16; ++r) {
+            const bool in = j < mine && t0 + r < ke;
+            tkg::cp_async16(slot + (unsigned)(r * TK_SKS_ROW + 16 * lane),
+                            a0 + (in ? t0 + r : 0) * lda, in ? abytes : 0);
+        }
+        if (lane < 16) {
+            const bool in = j < mine && t0 + lane < ke;
+            tkg::cp_async16(slot + (unsigned)(16 * TK_SKS_ROW + 16 * lane),
+                            B + (in ? t0 + lane : 0) * ldb, in ? bbytes : 0);
+        }
+        tkg::cp_async_commit();
+    };
+    float acc[16][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            acc[i][c] = 0.f;
+#pragma unroll
+    for (int j = 0; j < TK_SKS_STAGES - 1; ++j)
+        issue(j, j);
+    // ldmatrix rows: A's matrices (k 0-7 | 8-15) x (m +0 | +8), B's k 0-7 | 8-15
+    const unsigned a_off =
+        (unsigned)(((lane & 7) + 8 * (lane >> 4)) * TK_SKS_ROW + 16 * ((lane >> 3) & 1));
+    const unsigned b_off = (unsigned)(16 * TK_SKS_ROW + 16 * (lane & 15));
+    for (int j = 0, s = 0; j < mine; ++j) {
+        issue(j + TK_SKS_STAGES - 1, s == 0 ? TK_SKS_STAGES - 1 : s - 1);
+        tkg::cp_async_wait<TK_SKS_STAGES - 1>(); // step j is in (this lane's copies)
+        __syncwarp();                            // ... and every lane's
+        const unsigned slot = ring + (unsigned)(s * TK_SKS_SLOT);
+        unsigned b[2];
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                     : "=r"(b[0]), "=r"(b[1])
+                     : "r"(slot + b_off));
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            unsigned a[4];
+            tkg::ldsm_x4_t(slot + a_off + 32u * i, a[0], a[1], a[2], a[3]);
+            tkg::mma16816(acc[i], a, b);
+        }
+        __syncwarp(); // every lane done with slot s before it is refilled
+        s = s + 1 == TK_SKS_STAGES ? 0 : s + 1;
+    }
+    tkg::cp_async_wait<0>(); // the zero-filled copies past the steps
+    __syncthreads();         // every warp done with its ring: the sums' space
+    // acc[i][c]: m = mb + 16 i + g + 8 (c / 2), n = 2 q + c % 2 (g = lane / 4, q = lane % 4)
+    float *red = (float *)tk_gemm_smem;
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            red[(warp * 64 + 4 * i + c) * 33 + lane] = acc[i][c];
+    __syncthreads();
+    // Thread tid sums the block's outputs p = tid + 128 u (m = mb + p / 8,
+    // n = p % 8) over the 4 warps, into fin[p].
+    float *fin = (float *)(tk_gemm_smem + TK_SKS_RED);
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+        const int p = tid + 128 * u, ml = p >> 3, n = p & 7, r = ml & 15;
+        const int slot = 4 * (ml >> 4) + 2 * (r >> 3) + (n & 1), ln = 4 * (r & 7) + (n >> 1);
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+            sum += red[(w * 64 + slot) * 33 + ln];
+        fin[p] = sum;
+    }
+    // The cluster's blocks: block rank r sums its share of the 2048 outputs
+    // over every block (in rank order) and stores it in plane blockIdx.y / CL.
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    constexpr int SHARE = 2048 / TK_SKS_CL;
+    float *plane = C + (tk_i64)(blockIdx.y / TK_SKS_CL) * M * ldc;
+    const unsigned fin_u = tkg::smem_u32(fin);
+    for (int p = (int)rank * SHARE + tid; p < ((int)rank + 1) * SHARE; p += 128) {
+        float w[TK_SKS_CL];
+#pragma unroll
+        for (int q = 0; q < TK_SKS_CL; ++q)
+            asm volatile("{\n.reg .b32 ra;\n"
+                         "mapa.shared::cluster.u32 ra, %1, %2;\n"
+                         "ld.shared::cluster.f32 %0, [ra];\n}\n"
+                         : "=f"(w[q])
+                         : "r"(fin_u + (unsigned)p * 4u), "r"(q)
+                         : "memory");
+        float sum = w[0];
+#pragma unroll
+        for (int q = 1; q < TK_SKS_CL; ++q)
+            sum += w[q];
+        const tk_i64 m = mb + (p >> 3);
+        const int n = p & 7;
+        if (m < M && n < N)
+            plane[m * ldc + n] = sum;
+    }
+    // no block leaves while a partner may still read its sums
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+}
+#endif /* TK_GEMM_SKINNY == 3 */

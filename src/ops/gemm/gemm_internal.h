@@ -127,7 +127,8 @@ typedef struct gemm_plan {
     int tma;                     /* ... in its TMA form (tensor maps as arguments) */
     int wg_bm, wg_bn, wg_stages; /* wg_bm: 128; 64 or 256 on the TMA kernel */
     int swap;                    /* tma: the kernel computes C^T = B^T A^T (plan_swap) */
-    int skinny;  /* N <= 8 on a skinny kernel: 1 the forward, 2 the weight gradient (plan_skinny) */
+    int skinny;  /* N <= 8 on a skinny kernel: 1 the forward, 2 the weight gradient, 3 the
+                  * weight gradient split over the tokens (plan_skinny) */
     int smallk;  /* K <= SMALLK_K_MAX on its own kernel (plan_smallk) */
     int persist; /* tma: 1 grid of one block per SM at most, each taking tiles in turn;
                   * 2 the same grid sharing the K steps of all tiles (stream-K);
@@ -213,6 +214,7 @@ void tk__gemm_plan_split(gemm_plan *p);
 void tk__gemm_plan_untiled(gemm_plan *p);
 int tk__gemm_skinny_fits(const gemm_plan *p);
 int tk__gemm_skinny_wgrad_fits(const gemm_plan *p);
+int tk__gemm_skinny_split_fits(const gemm_plan *p);
 int tk__gemm_plan_skinny_as(gemm_plan *p);
 void tk__gemm_plan_skinny(gemm_plan *p);
 int tk__gemm_smallk_fits(const gemm_plan *p);
@@ -235,6 +237,16 @@ void tk__gemm_plan_choose(gemm_plan *p);
 static inline int tk__gemm_plan_reduces(const gemm_plan *p)
 {
     return p->splits > 1 && !p->split_cl;
+}
+/* The split skinny weight gradient's clusters (TK_SKS_CL): its splits add
+ * their sums a cluster at a time, one workspace plane a cluster. */
+#ifndef SKS_CL
+#define SKS_CL 4
+#endif
+/* The fp32 planes a reducing plan writes into the workspace. */
+static inline int64_t tk__gemm_plan_planes(const gemm_plan *p)
+{
+    return p->skinny == 3 ? p->splits / SKS_CL : p->splits;
 }
 /* 1 when a TMA plan's split may run as one cluster (TK_SPLITK 2): 2-8
  * splits of a block per tile (no persistent grid, stream-K, ping-pong,

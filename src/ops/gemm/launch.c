@@ -100,8 +100,10 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_GEMM_SIMPLE", 1);
     } else if (p->skinny) {
         add_def(d, "TK_GEMM_SKINNY", p->skinny);
-        if (p->skinny == 2)
+        if (p->skinny >= 2)
             add_def(d, "TK_ALIGNED", p->aligned);
+        if (p->skinny == 3)
+            add_def(d, "TK_SKS_CL", SKS_CL);
         if (plan_pdl(p))
             add_def(d, "TK_PDL", 1);
     } else if (p->smallk) {
@@ -228,6 +230,12 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
         *smem = 0;
         return;
     }
+    if (p->skinny == 3) {             /* 256 values of m per block, a split of the tokens in each */
+        *blocks = (p->M + 255) / 256; /* grid row; 4 warps, each with a ring of 3 */
+        *threads = 128;               /* slots of 16 token rows of A (528 bytes */
+        *smem = 4u * 3u * (16u * 528u + 256u); /* apart) and 16 of B */
+        return;
+    }
     if (p->skinny == 2) {         /* 8 values of m per block, all the tokens; the */
         *blocks = (p->M + 7) / 8; /* threads' rings: TK_SKW_STAGES (12) x 256 x 32 B */
         *threads = 256;
@@ -320,7 +328,7 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
     const size_t b_bytes = sb ? round256((size_t)b_rows * (size_t)p->ldb * 2u) : 0;
     size_t work = 0;
     if (tk__gemm_plan_reduces(p))
-        work = (size_t)p->splits * (size_t)p->M * (size_t)p->N * 4u;
+        work = (size_t)tk__gemm_plan_planes(p) * (size_t)p->M * (size_t)p->N * 4u;
     else if (p->tma && p->persist == 2) /* a flag and a partial tile (128 x BN fp32) per block */
         work = (size_t)blocks * (8u + (size_t)p->wg_bm * (size_t)p->wg_bn * 4u);
     if (a_bytes + b_bytes + work == 0)
@@ -356,15 +364,16 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
             const unsigned rgrid[3] = {(unsigned)reduce_blocks(p), 1, 1};
             const unsigned rblock[3] = {REDUCE_THREADS, 1, 1};
             long long m = p->swap ? p->N : p->M, n = p->swap ? p->M : p->N, lc = p->ldc;
-            int splits = p->splits;
+            int splits = (int)tk__gemm_plan_planes(p);
             void *rargs[] = {&wk, &d_c, &m, &n, &lc, &splits};
             /* After a split grid of one wave, the reduce is launched as its
              * programmatic dependent: it is launched while the split kernel
              * runs and starts summing as it completes (the kernel waits in
              * griddepcontrol.wait). H100, bench/sweep: fwd 128x1024x2816
              * (split 5) 61 -> 65 TF/s, 2048x64x2048 53 -> 59. Not after
-             * longer grids (earlier measurements, bench/gemm-measurements.md). */
-            if (p->tma && pdl_enabled() && blocks * p->splits <= p->sms)
+             * longer grids (earlier measurements, bench/gemm-measurements.md).
+             * The split skinny kernel (kind 3) is one round of blocks. */
+            if (((p->tma && blocks * p->splits <= p->sms) || p->skinny == 3) && pdl_enabled())
                 st = tk__kernel_launch_pdl(ctx, reduce, rgrid, rblock, 0, stream, rargs);
             else
                 st = tk_kernel_launch(ctx, reduce, rgrid, rblock, 0, stream, rargs);

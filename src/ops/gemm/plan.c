@@ -1433,7 +1433,8 @@ int tk__gemm_skinny_fits(const gemm_plan *p)
  * SKINNY_WGRAD_ROWS_MAX rows (H100, bench/sweep, cuBLAS time over ours:
  * d_model 1024 at 64-2047 tokens 0.99-1.21, 4096 tokens 0.93, 9000 0.80,
  * 16384 0.75; d_model 512 at 2000 tokens 1.31, 9000 0.84; d_model 4096 at
- * 2000 0.58), the TMA kernel beyond.
+ * 2000 0.58); beyond it the split kind 3 on sm_90 (below), the TMA
+ * kernel elsewhere.
  * Two earlier forms with the tokens split lost to the TMA path
  * (bench/gemm-measurements.md): 64 values of m per block with a split-K
  * reduce kernel after it (0.61-0.77 of cuBLAS), and the splits summed by
@@ -1441,22 +1442,70 @@ int tk__gemm_skinny_fits(const gemm_plan *p)
  * read of the partials add up at a few thousand tokens). Needs A and B
  * 16-byte aligned with lda, ldb % 8 == 0 (TK_ALIGNED). */
 #define SKINNY_WGRAD_M_MIN 512
+#ifndef SKINNY_WGRAD_ROWS_MAX
 #define SKINNY_WGRAD_ROWS_MAX 3072
+#endif
 int tk__gemm_skinny_wgrad_fits(const gemm_plan *p)
 {
     return TK_GEMM_SKINNY && !p->amd && !p->simple && !p->a_kmajor && !p->b_kmajor && !p->swap &&
            p->N <= SKINNY_N_MAX && p->aligned && p->M >= SKINNY_WGRAD_M_MIN && p->K < INT32_MAX;
 }
 
-/* p on a skinny kernel whatever its row count: kind 1 (the forward) or 2
- * (the weight gradient), the kind returned; 0 when neither fits (p
- * unchanged). */
+/* Past SKINNY_WGRAD_ROWS_MAX rows a multiprocessor, on sm_90: the weight
+ * gradient split over the tokens on the tensor cores (TK_GEMM_SKINNY 3). A
+ * block of 4 warps takes 256 values of m and one split of the tokens, a
+ * block per multiprocessor; the splits come in clusters of SKS_CL that add
+ * their sums through distributed shared memory, so the reduce kernel sums
+ * S / SKS_CL planes. The grid is one round of SKS_BLOCKS_PER_8 eighths of
+ * the multiprocessors: a cluster's blocks share a GPC, and not every GPC
+ * holds a whole number of clusters. H200, bench/sweep, cuBLAS time over
+ * ours, two runs (bench/gemm-measurements.md): d_model 1024 at 3600-16384
+ * tokens 0.957-1.122 (the TMA path it replaces 0.880-1.094, under 0.90
+ * from 10000 tokens), d_model 512 at 16000 0.95 (0.85), d_model 4096 at
+ * 2000-9000 0.86-1.06 (0.68-0.89). Clusters of 2 or a grid of every
+ * multiprocessor were slower at d_model 1024 and 512 (0.75-0.96). */
+#ifndef TK_GEMM_SKINNY_SPLIT
+#define TK_GEMM_SKINNY_SPLIT 1
+#endif
+#ifndef SKS_BLOCKS_PER_8
+#define SKS_BLOCKS_PER_8 7
+#endif
+int tk__gemm_skinny_split_fits(const gemm_plan *p)
+{
+    return TK_GEMM_SKINNY_SPLIT && p->sm90 && tk__gemm_skinny_wgrad_fits(p);
+}
+
+/* The grid rows (splits) of kind 3: a multiple of SKS_CL. */
+static int sks_splits(const gemm_plan *p)
+{
+    const int64_t mb = (p->M + 255) / 256, s = plan_sms(p) * SKS_BLOCKS_PER_8 / 8 / mb;
+    return (int)(s < SKS_CL ? SKS_CL : s / SKS_CL * SKS_CL);
+}
+
+/* The weight gradient's skinny kind: 2 while a multiprocessor's share of
+ * the token rows is at most SKINNY_WGRAD_ROWS_MAX (or kind 3 does not fit),
+ * else 3; 0 when kind 3 would be needed and does not fit. */
+static int skinny_wgrad_kind(const gemm_plan *p)
+{
+    const int64_t sms = plan_sms(p);
+    if (((p->M + 7) / 8 + sms - 1) / sms * p->K <= SKINNY_WGRAD_ROWS_MAX)
+        return 2;
+    return tk__gemm_skinny_split_fits(p) ? 3 : 0;
+}
+
+/* p on a skinny kernel whatever its row count: kind 1 (the forward), 2 or 3
+ * (the weight gradient: kind 3 where its rule takes it, skinny_wgrad_kind),
+ * the kind returned; 0 when none fits (p unchanged). */
 int tk__gemm_plan_skinny_as(gemm_plan *p)
 {
-    const int kind = tk__gemm_skinny_fits(p) ? 1 : tk__gemm_skinny_wgrad_fits(p) ? 2 : 0;
+    int kind = tk__gemm_skinny_fits(p) ? 1 : tk__gemm_skinny_wgrad_fits(p) ? 2 : 0;
+    if (kind == 2 && skinny_wgrad_kind(p) == 3)
+        kind = 3;
     if (kind != 0) {
         tk__gemm_plan_untiled(p);
         p->skinny = kind;
+        if (kind == 3)
+            p->splits = sks_splits(p);
     }
     return kind;
 }
@@ -1473,11 +1522,8 @@ void tk__gemm_plan_skinny(gemm_plan *p)
             (TK_GEMM_SKINNY_MID ? p->K > SKINNY_SMALL_K_MAX
                                 : (p->M > SKINNY_SMALL_M_MAX || p->K > SKINNY_SMALL_K_MAX)))
             return;
-    } else {
-        const int64_t sms = plan_sms(p);
-        if (!tk__gemm_skinny_wgrad_fits(p) ||
-            ((p->M + 7) / 8 + sms - 1) / sms * p->K > SKINNY_WGRAD_ROWS_MAX)
-            return;
+    } else if (!tk__gemm_skinny_wgrad_fits(p) || skinny_wgrad_kind(p) == 0) {
+        return;
     }
     tk__gemm_plan_skinny_as(p);
 }

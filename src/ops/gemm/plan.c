@@ -1460,10 +1460,12 @@ int tk__gemm_skinny_wgrad_fits(const gemm_plan *p)
  * the multiprocessors: a cluster's blocks share a GPC, and not every GPC
  * holds a whole number of clusters. H200, bench/sweep, cuBLAS time over
  * ours, two runs (bench/gemm-measurements.md): d_model 1024 at 3600-16384
- * tokens 0.957-1.122 (the TMA path it replaces 0.880-1.094, under 0.90
- * from 10000 tokens), d_model 512 at 16000 0.95 (0.85), d_model 4096 at
- * 2000-9000 0.86-1.06 (0.68-0.89). Clusters of 2 or a grid of every
- * multiprocessor were slower at d_model 1024 and 512 (0.75-0.96). */
+ * tokens 0.957-1.122 (the TMA path it replaces 0.878-1.094, under 0.90 at
+ * 10000-14097 tokens), d_model 512 at 16000 0.95 (0.85), d_model 4096 at
+ * 2000-9000 0.86-1.06 (0.68-0.89). On every multiprocessor, clusters of 2
+ * read 0.75-0.96 and clusters of 4 0.85-0.93 at d_model 1024 past 5000
+ * tokens and at 512 (clusters of 2: 0.98 at d_model 4096 and 9000 tokens,
+ * against 0.94). */
 #ifndef TK_GEMM_SKINNY_SPLIT
 #define TK_GEMM_SKINNY_SPLIT 1
 #endif

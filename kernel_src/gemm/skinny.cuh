@@ -301,7 +301,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
  * on every run. Needs TK_ALIGNED (A and B 16-byte aligned, lda, ldb % 8 ==
  * 0). Dynamic shared memory: TK_SKS_SMEM bytes (the rings during the loop,
  * the warps' sums after it). */
+#ifndef TK_SKS_STAGES
 #define TK_SKS_STAGES 3
+#endif
 #ifndef TK_SKS_CL
 #define TK_SKS_CL 4
 #endif

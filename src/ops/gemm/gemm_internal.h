@@ -243,6 +243,10 @@ static inline int tk__gemm_plan_reduces(const gemm_plan *p)
 #ifndef SKS_CL
 #define SKS_CL 4
 #endif
+/* ... and the slots of each warp's ring (TK_SKS_STAGES) */
+#ifndef SKS_STAGES
+#define SKS_STAGES 3
+#endif
 /* The fp32 planes a reducing plan writes into the workspace. */
 static inline int64_t tk__gemm_plan_planes(const gemm_plan *p)
 {

@@ -102,8 +102,10 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_GEMM_SKINNY", p->skinny);
         if (p->skinny >= 2)
             add_def(d, "TK_ALIGNED", p->aligned);
-        if (p->skinny == 3)
+        if (p->skinny == 3) {
             add_def(d, "TK_SKS_CL", SKS_CL);
+            add_def(d, "TK_SKS_STAGES", SKS_STAGES);
+        }
         if (plan_pdl(p))
             add_def(d, "TK_PDL", 1);
     } else if (p->smallk) {
@@ -231,9 +233,9 @@ void tk__gemm_launch_dims(const gemm_plan *p, int64_t *blocks, unsigned *threads
         return;
     }
     if (p->skinny == 3) {             /* 256 values of m per block, a split of the tokens in each */
-        *blocks = (p->M + 255) / 256; /* grid row; 4 warps, each with a ring of 3 */
+        *blocks = (p->M + 255) / 256; /* grid row; 4 warps, each with a ring of SKS_STAGES */
         *threads = 128;               /* slots of 16 token rows of A (528 bytes */
-        *smem = 4u * 3u * (16u * 528u + 256u); /* apart) and 16 of B */
+        *smem = 4u * SKS_STAGES * (16u * 528u + 256u); /* apart) and 16 of B */
         return;
     }
     if (p->skinny == 2) {         /* 8 values of m per block, all the tokens; the */

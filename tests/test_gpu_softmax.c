@@ -99,81 +99,89 @@ static void down(tk_context *ctx, void *h, const void *d, size_t bytes)
 
 /* kind: the variant on a target with clusters: 'r' one block (or group) per
  * row in registers, 'c' a cluster per row, 'l' the two-pass kernel. Without
- * clusters every 'c' is an 'l'. */
+ * clusters every 'c' is an 'l'; fwd_kind, where set, is the forward's on a
+ * target with clusters. */
 typedef struct sm_case {
     int64_t rows, cols, ld; /* ld 0: packed */
     int offset;             /* halves added to every pointer */
     char kind;
     int out_off; /* halves added to the output pointer alone (narrows the vector) */
+    char fwd_kind; /* with clusters, the forward's variant where it differs (0: kind) */
 } sm_case;
 
 static const sm_case cases[] = {
     /* around one block's registers: 32768 at VEC 8, 16384 at VEC 1; then
      * clusters of 256-thread blocks (2048 vectors each at VEC 8, 8192 at
      * VEC 1), past 8 of those 8 larger blocks */
-    {2, 32768, 0, 0, 'r', 0},
-    {3, 32776, 0, 0, 'c', 0}, /* VEC 8, 4 blocks */
-    {3, 32767, 0, 0, 'r', 0}, /* odd: 4095 whole vectors, one block */
-    {5, 32769, 0, 0, 'r', 0},
-    {3, 32775, 0, 0, 'r', 0}, /* 4096 whole vectors + 7 halves */
-    {3, 32777, 0, 0, 'c', 0}, /* 4097 + 1: 4 blocks */
-    {2, 16384, 0, 1, 'r', 0}, /* offset */
+    {2, 32768, 0, 0, 'r', 0, 0},
+    {3, 32776, 0, 0, 'c', 0, 0},   /* VEC 8, 4 blocks */
+    {3, 32767, 0, 0, 'r', 0, 'c'}, /* odd: 4095 whole vectors, one block (forward: 2) */
+    {5, 32769, 0, 0, 'r', 0, 'c'},
+    {3, 32775, 0, 0, 'r', 0, 'c'}, /* 4096 whole vectors + 7 halves */
+    {3, 32777, 0, 0, 'c', 0, 0},   /* 4097 + 1: 4 blocks */
+    {2, 16384, 0, 1, 'r', 0, 0},   /* offset */
     /* cluster sizes */
-    {2, 50304, 0, 0, 'c', 0},
-    {257, 50304, 0, 0, 'c', 0}, /* many rows */
-    {2, 65536, 0, 0, 'c', 0},   /* 4 blocks, full */
-    {2, 65544, 0, 0, 'c', 0},   /* 8 blocks */
-    {3, 128256, 0, 0, 'c', 0},
-    {40, 128256, 0, 0, 'c', 0},
-    {2, 131072, 0, 0, 'c', 0}, /* 8 blocks of 256 threads, full */
-    {2, 131080, 0, 0, 'c', 0}, /* 8 larger blocks */
-    {3, 180000, 0, 0, 'c', 0}, /* 48 KiB of shared memory per block (both ops) */
+    {2, 50304, 0, 0, 'c', 0, 0},
+    {257, 50304, 0, 0, 'c', 0, 0}, /* many rows */
+    {2, 65536, 0, 0, 'c', 0, 0},   /* 4 blocks, full */
+    {2, 65544, 0, 0, 'c', 0, 0},   /* 8 blocks */
+    {3, 128256, 0, 0, 'c', 0, 0},
+    {40, 128256, 0, 0, 'c', 0, 0},
+    {2, 131072, 0, 0, 'c', 0, 0}, /* 8 blocks of 256 threads, full */
+    {2, 131080, 0, 0, 'c', 0, 0}, /* 8 larger blocks */
+    {3, 180000, 0, 0, 'c', 0, 0}, /* 48 KiB of shared memory per block (both ops) */
     /* the forward's blocks per row that are not powers of two: 3 (at most
      * 7 vectors a thread), 5, 6 and, past 6, 8 */
-    {3, 86016, 0, 0, 'c', 0},
-    {2, 86023, 0, 1, 'c', 0},
-    {3, 163847, 0, 0, 'c', 0},
-    {2, 196609, 0, 3, 'c', 0},
-    {2, 256000, 0, 0, 'c', 0},
-    {33, 256000, 0, 0, 'c', 0},
-    {1, 262144, 0, 0, 'c', 0}, /* 8 blocks, full */
+    {3, 86016, 0, 0, 'c', 0, 0},
+    {2, 86023, 0, 1, 'c', 0, 0},
+    {3, 163847, 0, 0, 'c', 0, 0},
+    {2, 196609, 0, 3, 'c', 0, 0},
+    {2, 256000, 0, 0, 'c', 0, 0},
+    {33, 256000, 0, 0, 'c', 0, 0},
+    {1, 262144, 0, 0, 'c', 0, 0}, /* 8 blocks, full */
     /* beyond the clusters */
-    {2, 262152, 0, 0, 'l', 0},
-    {2, 300000, 0, 0, 'l', 0},
+    {2, 262152, 0, 0, 'l', 0, 0},
+    {2, 300000, 0, 0, 'l', 0, 0},
     /* odd widths (rows start anywhere in a 16-byte vector), each variant */
-    {9, 3, 0, 0, 'r', 0},
-    {7, 1023, 0, 0, 'r', 0},
-    {5, 20001, 0, 0, 'r', 0}, /* one block of 512 per row */
-    {9, 50257, 0, 0, 'c', 0},
-    {3, 100003, 0, 0, 'c', 0},
-    {2, 131073, 0, 0, 'c', 0},
-    {3, 151937, 0, 0, 'c', 0},
-    {8, 262143, 0, 0, 'c', 0},
-    {3, 262151, 0, 0, 'c', 0}, /* 32768 whole vectors, + 7 */
-    {2, 262153, 0, 0, 'l', 0},
+    {9, 3, 0, 0, 'r', 0, 0},
+    {7, 1023, 0, 0, 'r', 0, 0},
+    {5, 20001, 0, 0, 'r', 0, 0}, /* one block of 512 per row */
+    /* the forward at 8 vectors a thread with TK_EDGE: a cluster of 2
+     * (TK_SOFTMAX_EDGE8_C2), odd widths and offset rows */
+    {4, 30001, 0, 0, 'r', 0, 'c'},
+    {3, 32000, 0, 3, 'r', 0, 'c'},
+    {3, 28673, 0, 0, 'r', 0, 0}, /* 7 vectors: the row kernel */
+    {9, 50257, 0, 0, 'c', 0, 0},
+    {3, 100003, 0, 0, 'c', 0, 0},
+    {2, 131073, 0, 0, 'c', 0, 0},
+    {3, 151937, 0, 0, 'c', 0, 0},
+    {8, 262143, 0, 0, 'c', 0, 0},
+    {3, 262151, 0, 0, 'c', 0, 0}, /* 32768 whole vectors, + 7 */
+    {2, 262153, 0, 0, 'l', 0, 0},
     /* aligned widths, unaligned rows: offset pointers, odd leading
      * dimensions */
-    {6, 4096, 0, 3, 'r', 0},
-    {5, 4096, 4099, 0, 'r', 0},
-    {3, 50304, 50305, 0, 'c', 0},
-    {2, 50304, 0, 4, 'c', 0},
-    {2, 50304, 0, 2, 'c', 0},
-    {2, 151936, 0, 5, 'c', 0},
-    {4, 50304, 50320, 0, 'c', 0}, /* padded, aligned */
-    {3, 70000, 70008, 1, 'c', 0},
-    {2, 300001, 300011, 3, 'l', 0},
+    {6, 4096, 0, 3, 'r', 0, 0},
+    {5, 4096, 4099, 0, 'r', 0, 0},
+    {3, 50304, 50305, 0, 'c', 0, 0},
+    {2, 50304, 0, 4, 'c', 0, 0},
+    {2, 50304, 0, 2, 'c', 0, 0},
+    {2, 151936, 0, 5, 'c', 0, 0},
+    {4, 50304, 50320, 0, 'c', 0, 0}, /* padded, aligned */
+    {3, 70000, 70008, 1, 'c', 0, 0},
+    {2, 300001, 300011, 3, 'l', 0, 0},
     /* the output offset from the inputs: no common vector boundary, 2-byte
      * or 4-byte vectors */
-    {3, 50257, 0, 0, 'c', 1},
-    {4, 4096, 0, 0, 'r', 2},
-    {2, 300000, 0, 1, 'l', 1},
+    {3, 50257, 0, 0, 'c', 1, 0},
+    {4, 4096, 0, 0, 'r', 2, 0},
+    {2, 300000, 0, 1, 'l', 1, 0},
 };
 
 static void expect_kind(tk_context *ctx, const sm_case *c, int xent)
 {
     const tk__op_trace *tr = tk__op_trace_get();
     tk_kernel_info info = TK_STRUCT_INIT(tk_kernel_info);
-    const char want = c->kind == 'c' && !has_clusters(ctx) ? 'l' : c->kind;
+    const char k0 = !xent && c->fwd_kind && has_clusters(ctx) ? c->fwd_kind : c->kind;
+    const char want = k0 == 'c' && !has_clusters(ctx) ? 'l' : k0;
     const char *suffix = want == 'c' ? "_cluster" : want == 'l' ? "_long" : NULL;
     ck_assert_ptr_nonnull(tr->first);
     tk_assert_status(tk_kernel_get_info(tr->first, &info), TK_OK);

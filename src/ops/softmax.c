@@ -19,7 +19,8 @@
  *    input, groups of at most 512 threads) are read once: up to 256 vectors
  *    per row a group of <= 32 threads per row (about one vector per thread,
  *    4..128 rows per block of 128), beyond that one block of 64..512
- *    threads per row.
+ *    threads per row (the forward at VEC 8 with TK_EDGE and 8 vectors a
+ *    thread: a cluster of 2 on sm_90 and later, TK_SOFTMAX_EDGE8_C2).
  *  - Longer rows on NVIDIA sm_90 and later (thread-block clusters): a cluster
  *    of 2 to 8 blocks per row (TK_CLUSTER), each block a contiguous
  *    slice, partial results exchanged through distributed shared memory:
@@ -117,6 +118,18 @@
  * vectors 40 registers spill. Taken on sm_90 and later, where it was
  * measured. */
 #define ROW_MINB3_ITERS 7
+/* Forward at VEC 8 with TK_EDGE and more than ROW_MINB3_ITERS vectors a
+ * thread in one block (odd widths of 28673-32775 columns, offset rows of
+ * 28680-32768): a cluster of 2 blocks (fwd4_blocks, 4 vectors a thread, 32
+ * registers) instead of the row kernel (54-56 registers with TK_EDGE at 8
+ * vectors: 2 blocks per SM). H200, bench/softmax, both builds in one call,
+ * two runs each (docs/performance-softmax.md): 1.6-3.8% less time at
+ * 29001-32767 columns and offset rows of 30000-32760 (30001: 147.2 ->
+ * 143.0 us, 0.89 -> 0.92 of copy); packed rows and 7 vectors a thread
+ * unchanged. sm_90 and later (clusters). */
+#ifndef TK_SOFTMAX_EDGE8_C2
+#define TK_SOFTMAX_EDGE8_C2 1
+#endif
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
  * call's blocks are dispatched while the stream's previous kernel finishes,
@@ -233,7 +246,9 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->g = 32;
         p->iters = (unsigned)((nvec + p->g - 1) / p->g);
         p->block = 128;
-    } else if (nvec <= (int64_t)512 * itmax) {
+    } else if (nvec <= (int64_t)512 * itmax &&
+               !(TK_SOFTMAX_EDGE8_C2 && fwd && vec == 8 && TK_SOFTMAX_FWD4 && clusters && edge &&
+                 (nvec + 511) / 512 > ROW_MINB3_ITERS)) {
         block_shape(nvec, 512, &p->g, &p->iters);
         p->block = p->g;
     } else if (clusters && nvec <= (int64_t)CLUSTER_MAX * 512 * itmax) {

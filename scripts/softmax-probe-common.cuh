@@ -45,6 +45,26 @@ static __device__ __forceinline__ void comb_unit(float &m, float &s, float m2, f
     m = nm;
 }
 
+// A launch of `threads`-thread blocks in clusters of C along x, on stream
+// st (set cfg.gridDim before launching with cudaLaunchKernelEx(&cfg, ...)).
+struct cluster_launch {
+    cudaLaunchAttribute at = {};
+    cudaLaunchConfig_t cfg = {};
+    cluster_launch(int C, unsigned threads, size_t smem, cudaStream_t st)
+    {
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = C;
+        at.val.clusterDim.y = 1;
+        at.val.clusterDim.z = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        cfg.blockDim = dim3(threads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = st;
+    }
+    cluster_launch(const cluster_launch &) = delete; // cfg.attrs points into it
+};
+
 struct probe_io {
     size_t total = (size_t)1 << 27; // halves per tensor
     unsigned short *x = nullptr, *y = nullptr;

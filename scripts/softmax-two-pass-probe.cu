@@ -320,16 +320,8 @@ int main(int argc, char **argv)
                 const int per = (nvec + C - 1) / C;
                 if (per > v.T * v.U * 8 || per < v.T * v.U / 2)
                     continue; // 0.5..8 iterations per thread
-                cudaLaunchConfig_t cfg = {};
-                cudaLaunchAttribute at[1];
-                at[0].id = cudaLaunchAttributeClusterDimension;
-                at[0].val.clusterDim.x = C;
-                at[0].val.clusterDim.y = 1;
-                at[0].val.clusterDim.z = 1;
-                cfg.attrs = at;
-                cfg.numAttrs = 1;
-                cfg.blockDim = dim3(v.T);
-                cfg.stream = io.st;
+                cluster_launch cl(C, v.T, 0, io.st);
+                cudaLaunchConfig_t &cfg = cl.cfg;
                 if (C > 8)
                     CK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
                 int ncl = 0;

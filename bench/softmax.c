@@ -476,6 +476,13 @@ static void sweep(sm_case *s, const uint16_t *x_host, double copy)
                 v = (variant){512, 512, iters, c, 0, 0, iters - in_regs, 1, 0};
                 sweep_one(s, &v, x_host, copy);
             }
+            /* 2 or 3 of them in registers at 40 (TK_MINB 3): 3 blocks per
+             * SM where their shared slices fit */
+            for (unsigned in_regs = 2; in_regs <= 3; in_regs++)
+                if ((size_t)3 * 512 * (iters - in_regs) * vec * 2 <= 220 * 1024) {
+                    v = (variant){512, 512, iters, c, 0, 0, iters - in_regs, 1, 3};
+                    sweep_one(s, &v, x_host, copy);
+                }
         }
         if (nvec < 2048 || per > 512 * itmax)
             continue;

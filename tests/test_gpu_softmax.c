@@ -131,14 +131,20 @@ static const sm_case cases[] = {
     {2, 131080, 0, 0, 'c', 0, 0}, /* 8 larger blocks */
     {3, 180000, 0, 0, 'c', 0, 0}, /* 48 KiB of shared memory per block (both ops) */
     /* the forward's blocks per row that are not powers of two: 3 (at most
-     * 7 vectors a thread), 5, 6 and, past 6, 8 */
+     * 7 vectors a thread), 5, 6; past 6 of 8 vectors, 5 of up to 11
+     * (TK_SOFTMAX_WIDE), 8 of 8, packed rows 6 of 11 from 245761 */
     {3, 86016, 0, 0, 'c', 0, 0},
     {2, 86023, 0, 1, 'c', 0, 0},
     {3, 163847, 0, 0, 'c', 0, 0},
     {2, 196609, 0, 3, 'c', 0, 0},
+    {3, 210000, 0, 0, 'c', 0, 0},
+    {2, 225280, 0, 0, 'c', 0, 0}, /* 5 blocks of 11 vectors, full */
+    {3, 225287, 0, 0, 'c', 0, 0}, /* the same, 7 halves one per thread */
+    {2, 225288, 0, 0, 'c', 0, 0}, /* 8 blocks */
+    {2, 245768, 0, 0, 'c', 0, 0}, /* 6 blocks of 11 */
     {2, 256000, 0, 0, 'c', 0, 0},
     {33, 256000, 0, 0, 'c', 0, 0},
-    {1, 262144, 0, 0, 'c', 0, 0}, /* 8 blocks, full */
+    {1, 262144, 0, 0, 'c', 0, 0}, /* 6 blocks of 11 */
     /* beyond the clusters */
     {2, 262152, 0, 0, 'l', 0, 0},
     {2, 300000, 0, 0, 'l', 0, 0},

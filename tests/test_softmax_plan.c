@@ -134,9 +134,15 @@ static const expect sm90[] = {
     {163848, 'c', 8, 1, 6, 0},
     {180000, 'c', 8, 1, 6, 0},
     {196608, 'c', 8, 1, 6, 0},
-    {196616, 'c', 8, 1, 0, 0}, /* not 7 blocks: 8 */
-    {256000, 'c', 8, 1, 0, 0},
-    {262144, 'c', 8, 1, 0, 0},
+    /* past 6 blocks of 8 vectors: 5 of up to 11, 3 per SM (TK_MINB 3); 6
+     * of 11 from 245761 columns; 8 of 8 in between */
+    {196616, 'c', 8, 1, 5, 0},
+    {225280, 'c', 8, 1, 5, 0},
+    {225288, 'c', 8, 1, 0, 0},
+    {245760, 'c', 8, 1, 0, 0},
+    {245768, 'c', 8, 1, 6, 0},
+    {256000, 'c', 8, 1, 6, 0},
+    {262144, 'c', 8, 1, 6, 0},
     {262152, 'l', 0, 0, 0, 0},
     {300000, 'l', 0, 0, 0, 0},
     /* widths that are not multiples of 8: VEC 8 with TK_EDGE, laid out by
@@ -153,6 +159,9 @@ static const expect sm90[] = {
     {100003, 'c', 8, 0, 4, 0},
     {131073, 'c', 8, 0, 4, 0},
     {151936, 'c', 8, 1, 5, 0},
+    {200003, 'c', 8, 1, 5, 0},
+    {225287, 'c', 8, 1, 5, 0},
+    {225289, 'c', 8, 1, 0, 0}, /* TK_EDGE: 8 blocks past 5 of 11 vectors */
     {262143, 'c', 8, 1, 0, 0},
     {262151, 'c', 8, 1, 0, 0},
     {262153, 'l', 0, 0, 0, 0},
@@ -202,22 +211,31 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         const int fwd_smem = op == TK_OP_SOFTMAX_F16_FWD;
         ck_assert_msg((strstr(p.options, "-DTK_SMEM_G") != NULL) == smem_g, "%s %lld: %s",
                       tk_op_name(op), (long long)e->cols, p.options);
+        /* past 6 blocks of 8 vectors a thread (24576 vectors a row), in 5
+         * or 6 blocks: up to 11 vectors a thread, 3 of them in registers, 3
+         * blocks per SM */
+        const int wide = e->cols / 8 > 6 * 512 * 8 && e->fwd_cluster != 0;
         if (fwd_smem)
             ck_assert_msg(strstr(p.options, "-DTK_G=512 ") != NULL &&
-                              strstr(p.options, "-DTK_MINB=4") != NULL,
+                              strstr(p.options, wide ? "-DTK_MINB=3" : "-DTK_MINB=4") != NULL,
                           "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
         ck_assert_msg((strstr(p.options, "-DTK_SITERS=") != NULL) == fwd_smem &&
                           (strstr(p.options, "-DTK_STORE_E") != NULL) == fwd_smem,
                       "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
         /* the forward's vectors a thread: a block's slice over 512
-         * threads, at most 8 (7 in 3 blocks) */
+         * threads, at most 8 (7 in 3 blocks, 11 past 6 blocks of 8), all
+         * but 2 (3 past 6 blocks of 8) in shared memory */
         if (fwd_smem) {
             const int blocks = e->fwd_cluster ? e->fwd_cluster : e->cluster;
             const int64_t iters = ((e->cols / 8 + blocks - 1) / blocks + 511) / 512;
             snprintf(want, sizeof want, "-DTK_ITERS=%lld ", (long long)iters);
-            ck_assert_msg(iters <= (blocks == 3 ? 7 : 8) && strstr(p.options, want) != NULL,
+            ck_assert_msg(iters <= (wide ? 11 : blocks == 3 ? 7 : 8) &&
+                              strstr(p.options, want) != NULL,
                           "%s %lld: want %s in %s", tk_op_name(op), (long long)e->cols, want,
                           p.options);
+            snprintf(want, sizeof want, "-DTK_SITERS=%lld ", (long long)(iters - (wide ? 3 : 2)));
+            ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s",
+                          tk_op_name(op), (long long)e->cols, want, p.options);
         }
     }
 }

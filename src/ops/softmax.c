@@ -29,7 +29,8 @@
  *    of those, 8 blocks (up to 262144 columns at VEC 8, 131072 at VEC 1).
  *    The forward at VEC 8 takes the fewest blocks of 512 threads instead,
  *    2 to 8 of them, not only powers of two (fwd4_blocks), 4 of them per
- *    SM (TK_SOFTMAX_FWD4); at VEC 4 and 2 it first takes 4,
+ *    SM (TK_SOFTMAX_FWD4), past 6 such blocks 5 or 6 larger ones at 3 per
+ *    SM where they were measured faster (TK_SOFTMAX_WIDE); at VEC 4 and 2 it first takes 4,
  *    then 8, blocks of 256 threads with up to 13 vectors each
  *    (CLUSTER_FWD_ITERS) before larger blocks.
  *    Measured on an H100 (bench/softmax --sweep): what
@@ -110,6 +111,25 @@
  * (200003-223207: 0.88-0.89 against 0.88-0.90). */
 #define FWD4_ITERS 8
 #define FWD4_ITERS_3 7
+/* Forward at VEC 8 (TK_SOFTMAX_FWD4) past 6 blocks of FWD4_ITERS vectors
+ * (196609 columns and more): the fewest blocks of 512 threads whose slices
+ * fit WIDE_ITERS vectors a thread, WIDE_REGS of them in registers and the
+ * rest (at most 64 KiB a block) in shared memory, 40 registers (TK_MINB 3:
+ * 3 blocks per SM), in place of 8 blocks of 7 or 8 vectors at 4 per SM:
+ * 5 blocks up to 225280 columns; 6 blocks of 11 vectors (245761 columns
+ * and more) for packed rows only; the 8 blocks in between and for rows with
+ * TK_EDGE past 225280. H200, bench/softmax, both builds in one call, two
+ * runs (docs/performance-softmax.md): 196616-225280 columns 0.7-6.6% less
+ * time (210000: 147.6 -> 139.4 us, 0.88 -> 0.94 of copy; rows offset at
+ * 200003 0.89 -> 0.91), packed 256000 and 262144 5% less (0.88 -> 0.92);
+ * with 6 blocks, odd widths (240001, 248833) 0.6-0.7% more time, rows
+ * offset at 262144 5% more, packed 231000 (10 vectors) 1% more. 0: the 8
+ * blocks. */
+#ifndef TK_SOFTMAX_WIDE
+#define TK_SOFTMAX_WIDE 1
+#endif
+#define WIDE_ITERS 11
+#define WIDE_REGS 3
 /* Forward, one block of 512 threads per row at VEC 8 with at most this
  * many vectors a thread (16392 to 28672 columns): TK_MINB 3, so that 3
  * blocks fit an SM. The compiler gave such blocks 40 registers, except for
@@ -271,7 +291,16 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             (nvec + 3) / 4 <= cap_ext)
             p->cluster = 4;
         per = (nvec + p->cluster - 1) / p->cluster;
-        if (fwd4) {
+        if (fwd4 && TK_SOFTMAX_WIDE && nvec > (int64_t)6 * 512 * FWD4_ITERS &&
+            (nvec <= (int64_t)5 * 512 * WIDE_ITERS ||
+             (!edge && nvec > (int64_t)6 * 512 * (WIDE_ITERS - 1)))) {
+            p->cluster = (unsigned)((nvec + 512 * WIDE_ITERS - 1) / (512 * WIDE_ITERS));
+            per = (nvec + p->cluster - 1) / p->cluster;
+            p->g = 512;
+            p->iters = (unsigned)((per + 511) / 512);
+            p->siters = p->iters - WIDE_REGS;
+            p->minb = 3;
+        } else if (fwd4) {
             p->g = 512;
             p->iters = (unsigned)((per + 511) / 512);
             p->siters = p->iters > FWD4_REGS ? p->iters - FWD4_REGS : 0;

@@ -68,7 +68,7 @@ static const char *op_name(tk_op op)
 }
 
 static unsigned g_checked, g_fast, g_tma, g_swapped, g_split, g_split_swapped, g_pairs, g_half,
-    g_half_epi, g_sks;
+    g_half_epi, g_sks, g_pair256;
 
 static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
 {
@@ -134,7 +134,19 @@ static void check_shape(tk_op op, int64_t M, int64_t N, int64_t K)
                           "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": swapped '%s'", op_name(op),
                           M, N, K, text);
         }
-        if (p.cluster > 1) {
+        if (p.cluster > 1 && p.wg_bm == 256) {
+            /* the forward's 256-row swapped tiles in pairs sharing their
+             * weight tile (plan.c plan_pair256): the tokens in two columns
+             * of tiles, more than a round of them, on the persistent grid
+             * of whole pairs, stored from registers */
+            g_pair256++;
+            ck_assert_msg(p.cluster == 2 && p.swap && !p.out_f16 && p.persist == 1 && !p.epi_tma &&
+                              p.splits == 1 && !p.cluster_rows &&
+                              (p.N + p.wg_bn - 1) / p.wg_bn == 2 && (p.M + 255) / 256 * 2 > 132,
+                          "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": 256-row pairs '%s'", op_name(op),
+                          M, N, K, text);
+            ck_assert_msg(blocks == 132, "'%s': %" PRId64 " blocks", text, blocks);
+        } else if (p.cluster > 1) {
             /* the heuristics' pairs (plan.c plan_cluster): one round of whole
              * pairs of 128-row tiles, unsplit, a block per tile; as 2 x 2
              * (plan_cluster) at most 132 / 4 - 4 of them, B K-major */
@@ -207,7 +219,7 @@ START_TEST(test_model_shapes)
                                      {4096, 1024}, {1024, 4096}, {50304, 1024}, {8, 1024}};
     static const tk_op ops[] = {TK_OP_GEMM_F16_FWD, TK_OP_GEMM_F16_GRAD_A, TK_OP_GEMM_F16_GRAD_B};
     g_checked = g_fast = g_tma = g_swapped = g_split = g_split_swapped = g_pairs = g_half =
-        g_half_epi = g_sks = 0;
+        g_half_epi = g_sks = g_pair256 = 0;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
         for (size_t o = 0; o < 3; o++)
             for (int64_t m = 8; m <= 16384; m += m < 2048 ? 8 : 56)
@@ -235,6 +247,39 @@ START_TEST(test_model_shapes)
         ck_assert_int_ne(p.skinny, 3);
     }
     ck_assert_uint_gt(g_pairs, 10);
+    ck_assert_uint_gt(g_pair256, 10);
+    /* the vocabulary's forward at 257-352 tokens: 256-row swapped tiles
+     * half the tokens wide, in pairs on the persistent grid; not at 256
+     * tokens (one column of tiles) nor at 353 (unswapped), nor grad_a */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 279, 50304, 1024, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 256 && p.wg_bn == 144 && p.cluster == 2 &&
+                          p.persist == 1 && !p.epi_tma,
+                      "fwd 279x50304x1024: bm %d bn %d cluster %d", p.wg_bm, p.wg_bn, p.cluster);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 300, 50304, 2048, &p);
+        ck_assert(p.wg_bm == 256 && p.wg_bn == 152 && p.cluster == 2 && p.persist == 1);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 256, 50304, 1024, &p);
+        ck_assert_int_eq(p.cluster, 0);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 353, 50304, 1024, &p);
+        ck_assert_int_eq(p.cluster, 0);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 279, 50304, 1024, &p);
+        ck_assert_int_ne(p.wg_bm, 256);
+    }
+    /* one round of narrow swapped tiles at K = 2816-3072: 64-row tiles twice
+     * as wide up to 160 (plan.c swap64_wide); 128 x 88 kept (176 would be
+     * slower), and K = 4096 keeps its pairs */
+    {
+        gemm_plan p;
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1267, 1024, 3072, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 160, "bm %d bn %d", p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 1121, 2816, 1024, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 144, "bm %d bn %d", p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1330, 1024, 3072, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn == 88, "bm %d bn %d", p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1267, 1024, 4096, &p);
+        ck_assert_int_ne(p.wg_bm, 64);
+    }
     ck_assert_uint_gt(g_half, 10);
     ck_assert_uint_gt(g_half_epi, 0);
     /* 112 tiles of 128 x 64 make one round over 5/6 of the 132
@@ -319,15 +364,17 @@ START_TEST(test_model_shapes)
         ck_assert_int_eq(p.cluster, 0);
     }
     /* one round of narrow swapped tiles in widths of 16 g + 8 (plan.c
-     * TK_GEMM_SWAP_HALF): fwd 1149 x 1024 x 3072 on 8 x 16 tiles of 128 x
-     * 72 (80 wide: 8 x 15 over 1200 columns), 1386 x 1024 x 2816 on 8 x 16
-     * of 128 x 88; not with K = 4096 (the pairs' and fours' 16-wide steps),
-     * not past a round (fwd 85 x 50304 x 1024: 393 tiles) */
+     * TK_GEMM_SWAP_HALF): fwd 1060 x 1024 x 3072 on 8 x 15 tiles of 128 x
+     * 72 (80 wide: 8 x 14 over 1120 columns; an odd count of columns, so
+     * no 64-row tiles twice as wide), 1386 x 1024 x 2816 on 8 x 16 of 128 x
+     * 88 (176 wide 64-row tiles would be slower); not with K = 4096 (the
+     * pairs' and fours' 16-wide steps), not past a round (fwd 85 x 50304 x
+     * 1024: 393 tiles) */
     {
         static const struct {
             int64_t M, K;
             int bn;
-        } half[] = {{1149, 3072, 72}, {1386, 2816, 88}, {1149, 4096, 80}};
+        } half[] = {{1060, 3072, 72}, {1386, 2816, 88}, {1149, 4096, 80}};
         for (size_t i = 0; i < sizeof half / sizeof half[0]; i++) {
             gemm_plan p;
             sm90_heuristic(TK_OP_GEMM_F16_FWD, half[i].M, 1024, half[i].K, &p);
@@ -426,12 +473,13 @@ START_TEST(test_model_shapes)
     /* wide swapped tiles on the TMA-store epilogue trimmed to the fewest
      * columns in 8s that keep their column-tile count (plan.c
      * plan_swap_trim): fwd 540 x 50304 x 1024 on 3 x 184 (192 before),
-     * 301 on 2 x 152 (160); 576 tokens fill 3 x 192 and keep it */
+     * 400 on 2 x 200 (208; 257-352 tokens take 256-row pairs, above); 576
+     * tokens fill 3 x 192 and keep it */
     {
         static const struct {
             int64_t M;
             int bn;
-        } trim[] = {{540, 184}, {301, 152}, {576, 192}};
+        } trim[] = {{540, 184}, {400, 200}, {576, 192}};
         for (size_t i = 0; i < sizeof trim / sizeof trim[0]; i++) {
             gemm_plan p;
             sm90_heuristic(TK_OP_GEMM_F16_FWD, trim[i].M, 50304, 1024, &p);

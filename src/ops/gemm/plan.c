@@ -746,6 +746,37 @@ static int swap64_even(const gemm_plan *p, int64_t sms)
            p->K >= SWAP64_EVEN_MIN_K;
 }
 #define SWAP_GAIN_256_MIN_K 2048
+/* One round of narrow swapped 128-row tiles on a reduction from
+ * SWAP64_WIDE_MIN_K to under SWAP_HALF_K_MAX (= PAIRS_K_MIN: no pairs or
+ * fours follow): 64-row tiles twice as wide instead, at most
+ * SWAP64_WIDE_BN_MAX, where they make no more tiles (fwd 1267 x 1024 x
+ * 3072: 128 of 64 x 160 for 128 of 128 x 80). Each block loads 64 + 2w
+ * rows per K step for 64 x 2w outputs where the 128-row tile loads 128 + w
+ * for 128 x w, and its wgmmas are twice as wide; cuBLAS runs 64 x 152 tiles
+ * in pairs there (nvjet, ncu). H200, bench/sweep of
+ * bench/swap64wide-check.tkm, both ways in one call, two runs
+ * (docs/performance-gemm.md): 64 x 144 and 64 x 160 1.7-6.3% less time
+ * (fwd 1150 x 1024 x 3072 15.63 -> 14.72 us, 0.87 -> 0.92 of cuBLAS; fwd
+ * 1121 x 1024 x 2816 0.90 -> 0.95; grad_a 1121 x 3072 x 1024 -2.7%); 64 x
+ * 176 and 64 x 192 0.4-5% more (grad_a 1350 x 2816 x 1024 14.70 -> 15.45),
+ * hence the bound. TK_GEMM_SWAP64_WIDE 0: never. */
+#ifndef TK_GEMM_SWAP64_WIDE
+#define TK_GEMM_SWAP64_WIDE 1
+#endif
+#define SWAP64_WIDE_MIN_K 2048
+#define SWAP64_WIDE_BN_MAX 160
+static void swap64_wide(gemm_plan *p, int64_t sms)
+{
+    if (!TK_GEMM_SWAP64_WIDE || !p->swap || p->wg_bm != 128 || p->wg_bn > SWAP128_BN_MAX ||
+        p->K < SWAP64_WIDE_MIN_K || p->K >= SWAP_HALF_K_MAX)
+        return;
+    const int64_t tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = ((p->M + 127) / 128) * tn;
+    const int64_t w = ((p->N + (tn + 1) / 2 - 1) / ((tn + 1) / 2) + 15) / 16 * 16;
+    if (tiles > sms || w > SWAP64_WIDE_BN_MAX || ((p->M + 63) / 64) * ((p->N + w - 1) / w) > tiles)
+        return;
+    p->wg_bm = 64;
+    p->wg_bn = (int)w;
+}
 
 /* After tk__gemm_plan_target and tk__gemm_plan_alignment: the wgmma kernel (sm_90a) takes the
  * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
@@ -827,6 +858,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                 p->wg_bm = bm;
                 p->wg_bn = bn;
                 cost = swap_cost;
+                swap64_wide(p, sms);
             }
         }
         /* A weight gradient (tokens on the reduction, both orientations
@@ -1833,9 +1865,48 @@ static void plan_swap_trim(gemm_plan *p)
         p->wg_bn = (int)w;
 }
 
+/* Swapped tiles in two columns (the tokens in two halves), fp32 C (the
+ * forward), more than a round of them: wide 128-row tiles on the
+ * persistent TMA-store grid (reductions up to 1024), or 256-row tiles a
+ * block each (longer ones). 256-row tiles as wide as half the tokens
+ * instead, the two of each row of tiles in a cluster sharing their A
+ * (weight) tile, on the persistent grid, stored from registers (cuBLAS's form there: nvjet 256 x
+ * 144 and 256 x 152 in clusters of 1 x 2 on 132 blocks at fwd 279 and 301 x 50304 x 1024, ncu).
+ * Each block loads 256 + w rows per K step for 256 x w outputs where the
+ * 128-row tiles load 128 + w for 128 x w, and the pair halves the weight
+ * rows' share. H200, bench/sweep of bench/pair256-check.tkm, both ways in
+ * one call, two runs (docs/performance-gemm.md): fwd 257-330 x 50304 x 1024
+ * 2.1-8.3% less time (279: 59.35 -> 55.58 us, 0.86 -> 0.92 of cuBLAS),
+ * 260 / 300 x 32000 x 1024 5% / 2.4%, 280 x 128256 x 1024 4.9%, 300 x
+ * 50304 x 2048 (256-row tiles a block each before) 4.9%, 270 x 32000 x 4096
+ * 4.2%, 260 x 151936 x 2048 7.9%; none slower. With the TMA-store
+ * epilogue (forced through a tuning record) 7% slower than the plan
+ * before at 279 tokens. TK_GEMM_PAIR256 0: never. */
+#ifndef TK_GEMM_PAIR256
+#define TK_GEMM_PAIR256 1
+#endif
+static void plan_pair256(gemm_plan *p)
+{
+    if (!TK_GEMM_PAIR256 || !p->tma || !p->swap || p->out_f16 || p->splits != 1 || p->cluster ||
+        p->a_kmajor || !p->b_kmajor ||
+        !((p->wg_bm == 128 && p->persist == 1 && p->epi_tma) ||
+          (p->wg_bm == 256 && p->persist == 0)))
+        return;
+    const int64_t w = ((p->N + 1) / 2 + 7) / 8 * 8;
+    if ((p->N + p->wg_bn - 1) / p->wg_bn != 2 || w > SWAP_BN_MAX ||
+        ((p->M + 255) / 256) * 2 <= plan_sms(p))
+        return;
+    p->wg_bm = 256;
+    p->wg_bn = (int)w;
+    p->epi_tma = 0;
+    p->persist = 1;
+    p->cluster = 2;
+}
+
 void tk__gemm_plan_grid(gemm_plan *p)
 {
     plan_grid_epi(p);
+    plan_pair256(p);
     const int cluster = plan_cluster(p);
     if (cluster > 0)
         p->cluster = cluster;

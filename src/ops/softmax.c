@@ -30,8 +30,8 @@
  *    The forward at VEC 8 takes the fewest blocks of 512 threads instead,
  *    2 to 8 of them, not only powers of two (fwd4_blocks), 4 of them per
  *    SM (TK_SOFTMAX_FWD4), past 6 such blocks 5 or 6 larger ones at 3 per
- *    SM where they were measured faster (TK_SOFTMAX_WIDE); at VEC 4 and 2 it first takes 4,
- *    then 8, blocks of 256 threads with up to 13 vectors each
+ *    SM where they were measured faster (TK_SOFTMAX_WIDE); at VEC 4 and 2
+ *    it first takes 4, then 8, blocks of 256 threads with up to 13 vectors each
  *    (CLUSTER_FWD_ITERS) before larger blocks.
  *    Measured on an H100 (bench/softmax --sweep): what
  *    limits these kernels is how many blocks are resident, a cluster being

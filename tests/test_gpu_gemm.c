@@ -73,6 +73,15 @@ static const shape shapes[] = {
     {512, 1024, 8192, 0, 0, 1},
     {4097, 4099, 4103, 2, 1, 1},
     {4096, 4096, 4096, 0, 0, 1},
+    /* the forward's swapped 256-row tiles in pairs sharing the weight tile
+     * on the persistent grid (plan.c plan_pair256: 263 tokens in two
+     * columns of 136, 157 rows of tiles, the last partial, K = 1000 with a
+     * partial K step); 64-row swapped tiles twice as wide (swap64_wide: fwd
+     * 1267 x 1024 x 3072 on 64 x 160, grad_a 1121 x 2816 x 1024 on 64 x
+     * 144) */
+    {263, 40000, 1000, 0, 0, 1},
+    {1267, 1024, 3072, 0, 0, 1},
+    {1121, 2816, 1024, 0, 0, 1},
 };
 
 /* Operand access in the op's own terms: fwd C = A B; grad_a gA = gC B^T;

@@ -16,6 +16,8 @@
  *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
  *   SWAP_GAIN_64, SWAP64_EVEN_MIN_K  64-row swapped tiles
  *                       against 128 x 64 ones                  swap64_even
+ *   SWAP64_WIDE_MIN_K, SWAP64_WIDE_BN_MAX  64-row swapped tiles
+ *                       twice as wide as 128-row ones          swap64_wide
  *   SWAP_256_SHORT_K, SWAP_ONE_ROUND_BN_MIN/K_MAX  wide swapped tiles
  *                       over 256-row ones                      swap_one_round
  *   SWAP_NARROW_GAIN, SWAP_NARROW_MIN_TOKENS  narrow swapped tiles
@@ -33,6 +35,7 @@
  *   PAIRS_K_MIN, PAIRS_BN_MAX, PAIRS_TM_MIN, TK_GEMM_QUADS
  *                       clusters of two and of 2 x 2           plan_cluster
  *   GROUP16_N_MIN       the tile order's groups of 16 rows     plan_grid
+ *   (no number) 256-row swapped pairs in two columns            plan_pair256
  *   (no number) swapped widths trimmed to steps of 8            plan_swap_trim
  *   SKINNY_*, SKINNY_WGRAD_*, SMALLK_K_MAX  the router's and small-K kernels
  *                                                              plan_skinny, plan_smallk
@@ -755,7 +758,7 @@ static int swap64_even(const gemm_plan *p, int64_t sms)
  * for 128 x w, and its wgmmas are twice as wide; cuBLAS runs 64 x 152 tiles
  * in pairs there (nvjet, ncu). H200, bench/sweep of
  * bench/swap64wide-check.tkm, both ways in one call, two runs
- * (docs/performance-gemm.md): 64 x 144 and 64 x 160 1.7-6.3% less time
+ * (docs/performance-gemm.md): 64 x 144 and 64 x 160 1.8-6.4% less time
  * (fwd 1150 x 1024 x 3072 15.63 -> 14.72 us, 0.87 -> 0.92 of cuBLAS; fwd
  * 1121 x 1024 x 2816 0.90 -> 0.95; grad_a 1121 x 3072 x 1024 -2.7%); 64 x
  * 176 and 64 x 192 0.4-5% more (grad_a 1350 x 2816 x 1024 14.70 -> 15.45),
@@ -1876,10 +1879,10 @@ static void plan_swap_trim(gemm_plan *p)
  * 128-row tiles load 128 + w for 128 x w, and the pair halves the weight
  * rows' share. H200, bench/sweep of bench/pair256-check.tkm, both ways in
  * one call, two runs (docs/performance-gemm.md): fwd 257-330 x 50304 x 1024
- * 2.1-8.3% less time (279: 59.35 -> 55.58 us, 0.86 -> 0.92 of cuBLAS),
- * 260 / 300 x 32000 x 1024 5% / 2.4%, 280 x 128256 x 1024 4.9%, 300 x
- * 50304 x 2048 (256-row tiles a block each before) 4.9%, 270 x 32000 x 4096
- * 4.2%, 260 x 151936 x 2048 7.9%; none slower. With the TMA-store
+ * 2.1-8.2% less time (279: 59.35 -> 55.58 us, 0.86 -> 0.92 of cuBLAS),
+ * 260 / 300 x 32000 x 1024 5.2% / 2.5%, 280 x 128256 x 1024 4.9%, 300 x
+ * 50304 x 2048 (256-row tiles a block each before) 4.8%, 270 x 32000 x 4096
+ * 4.2%, 260 x 151936 x 2048 7.8%; none slower. With the TMA-store
  * epilogue (forced through a tuning record) 7% slower than the plan
  * before at 279 tokens. TK_GEMM_PAIR256 0: never. */
 #ifndef TK_GEMM_PAIR256

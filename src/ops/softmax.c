@@ -170,6 +170,7 @@ typedef struct softmax_plan {
     unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
     unsigned minb;   /* forward: TK_MINB (0: the kernel's default) */
     int is_long, smem_g, store_e;
+    int wide; /* forward: the larger blocks past 6 of 8 vectors (TK_SOFTMAX_WIDE) */
     int pdl; /* TK_PDL, launched with programmatic dependent launch */
     int64_t blocks;
     char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
@@ -300,6 +301,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->iters = (unsigned)((per + 511) / 512);
             p->siters = p->iters - WIDE_REGS;
             p->minb = 3;
+            p->wide = 1;
         } else if (fwd4) {
             p->g = 512;
             p->iters = (unsigned)((per + 511) / 512);
@@ -339,9 +341,12 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->blocks = rows;
     } else {
         if (policy == TK_POLICY_GENERIC) {
-            /* the same registers per thread, a larger shared slice */
-            const unsigned in_regs = p->iters - p->siters;
-            p->iters = next_pow2(p->iters);
+            /* the same registers per thread, a larger shared slice (the
+             * larger blocks: WIDE_ITERS, 2 of them in registers, whatever
+             * the width, one kernel per block count; 16 with 3 in registers
+             * spilled 8-24 bytes, this 8 with TK_EDGE and none packed) */
+            const unsigned in_regs = p->wide ? 2 : p->iters - p->siters;
+            p->iters = p->wide ? WIDE_ITERS : next_pow2(p->iters);
             if (p->siters > 0)
                 p->siters = p->iters - in_regs;
         }

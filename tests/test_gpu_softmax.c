@@ -161,6 +161,12 @@ static const sm_case cases[] = {
     {3, 100003, 0, 0, 'c', 0, 0},
     {2, 131073, 0, 0, 'c', 0, 0},
     {3, 151937, 0, 0, 'c', 0, 0},
+    /* the forward at TK_EDGE past 4 blocks of 8 vectors: 8 blocks of 256
+     * threads (TK_SOFTMAX_EDGE256), all of the slice in shared memory up
+     * to 10 vectors a thread, 4 in registers beyond */
+    {2, 131081, 0, 0, 'c', 0, 0},
+    {3, 140000, 0, 3, 'c', 0, 0},
+    {2, 240001, 240011, 1, 'c', 0, 0},
     {8, 262143, 0, 0, 'c', 0, 0},
     {3, 262151, 0, 0, 'c', 0, 0}, /* 32768 whole vectors, + 7 */
     {2, 262153, 0, 0, 'l', 0, 0},

@@ -5,8 +5,9 @@
  * 8, then 8 larger ones, g in shared memory where the rules of
  * src/ops/softmax.c say; the forward: the fewest 512-thread blocks, 2 to
  * 8 but never 7, holding at most 8 vectors a thread (7 in 3 blocks), 4
- * per SM, most of the slice in shared memory) and the two-pass kernel
- * beyond; on sm_80 (no
+ * per SM, most of the slice in shared memory; rows needing TK_EDGE past 6
+ * such blocks, or past 4 when only their base pointers are off a vector
+ * boundary: 8 blocks of 256 threads) and the two-pass kernel beyond; on sm_80 (no
  * clusters) and on AMD (hipRTC, gfx90a) the two-pass kernel serves every
  * long row, and the sources still compile. One kernel per shape; the
  * generic policy shares one kernel across a bucket of column counts.
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/ops_internal.h"
 #include "tk_test.h"
 #include "tokitai/ops.h"
 
@@ -111,7 +113,8 @@ typedef struct expect {
     int cluster, smem_g;
     int fwd_cluster; /* the forward's blocks per row where they differ (0: cluster); the
                       * forward's are 512 threads, 4 per SM (TK_MINB 4) */
-    char fwd_kind;   /* with clusters, the forward's kind where it differs (0: kind) */
+    char fwd_kind;   /* with clusters, the forward's kind where it differs (0: kind; 'e':
+                      * 8 blocks of 256 threads, TK_SOFTMAX_EDGE256) */
 } expect;
 
 static const expect sm90[] = {
@@ -159,11 +162,11 @@ static const expect sm90[] = {
     {100003, 'c', 8, 0, 4, 0},
     {131073, 'c', 8, 0, 4, 0},
     {151936, 'c', 8, 1, 5, 0},
-    {200003, 'c', 8, 1, 5, 0},
-    {225287, 'c', 8, 1, 5, 0},
-    {225289, 'c', 8, 1, 0, 0}, /* TK_EDGE: 8 blocks past 5 of 11 vectors */
-    {262143, 'c', 8, 1, 0, 0},
-    {262151, 'c', 8, 1, 0, 0},
+    {200003, 'c', 8, 1, 0, 'e'}, /* TK_EDGE past 6 blocks of 8: 8 of 256 threads */
+    {225287, 'c', 8, 1, 0, 'e'},
+    {225289, 'c', 8, 1, 0, 'e'},
+    {262143, 'c', 8, 1, 0, 'e'},
+    {262151, 'c', 8, 1, 0, 'e'},
     {262153, 'l', 0, 0, 0, 0},
 };
 
@@ -182,7 +185,25 @@ static void check_expect(tk_op op, const expect *e, int clusters)
                   (long long)e->cols, p.options);
     ck_assert_msg((strstr(p.options, "-DTK_EDGE") != NULL) == (e->cols % 8 != 0), "%s %lld: %s",
                   tk_op_name(op), (long long)e->cols, p.options);
-    if (kind == 'l') {
+    if (kind == 'e') {
+        /* whole vectors over 8 blocks of 256 threads, all of a thread's
+         * slice in shared memory up to 10 vectors, 4 in registers beyond */
+        const int64_t iters = ((e->cols / 8 + 7) / 8 + 255) / 256;
+        ck_assert_msg(n > 8 && strcmp(p.entry + n - 8, "_cluster") == 0, "%s %lld: %s",
+                      tk_op_name(op), (long long)e->cols, p.entry);
+        ck_assert_msg(strstr(p.options, "-DTK_CLUSTER=8 ") != NULL &&
+                          strstr(p.options, "-DTK_G=256 ") != NULL &&
+                          strstr(p.options, "-DTK_MINB") == NULL &&
+                          strstr(p.options, "-DTK_STORE_E") != NULL,
+                      "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
+        snprintf(want, sizeof want, "-DTK_ITERS=%lld ", (long long)iters);
+        ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s", tk_op_name(op),
+                      (long long)e->cols, want, p.options);
+        snprintf(want, sizeof want, "-DTK_SITERS=%lld ",
+                 (long long)(iters > 10 ? iters - 4 : iters));
+        ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s", tk_op_name(op),
+                      (long long)e->cols, want, p.options);
+    } else if (kind == 'l') {
         ck_assert_msg(n > 5 && strcmp(p.entry + n - 5, "_long") == 0, "%s %lld: %s", tk_op_name(op),
                       (long long)e->cols, p.entry);
         ck_assert_ptr_nonnull(strstr(p.options, "-DTK_LONG"));
@@ -295,6 +316,99 @@ START_TEST(test_generic_bucket)
 }
 END_TEST
 
+/* The forward's plan by why rows need TK_EDGE (tk__softmax_plan_text, no
+ * compiler): base pointers off a vector boundary, width and leading
+ * dimensions multiples of 8 (every row with the same partial vectors) take
+ * 8 blocks of 256 threads past 4 blocks of 8 vectors a thread; a width or
+ * leading dimension not a multiple of 8 only past 6 such blocks
+ * (TK_SOFTMAX_EDGE256); aligned rows never. The backward's plan does not
+ * depend on it. */
+static void plan_text(tk_op op, tk_policy policy, int64_t cols, int64_t ld, unsigned off,
+                      int clusters, char *buf, size_t size)
+{
+    const int64_t lds[3] = {ld, ld, ld};
+    const unsigned offs[3] = {off, off, off};
+    tk__softmax_plan_text(op, policy, 64, cols, lds, offs, op == TK_OP_SOFTMAX_F16_FWD ? 2 : 3,
+                          clusters, buf, size);
+}
+
+static int has_def(const char *text, const char *def)
+{
+    const char *hit = text;
+    const size_t n = strlen(def);
+    while ((hit = strstr(hit, def)) != NULL) {
+        if ((hit == text || hit[-1] == ' ') && (hit[n] == ' ' || hit[n] == '\0'))
+            return 1;
+        hit += n;
+    }
+    return 0;
+}
+
+static void expect_edge256(int64_t cols, int64_t ld, unsigned off, int want, const char *iters,
+                           const char *siters)
+{
+    char text[512];
+    plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_STABLE, cols, ld, off, 1, text, sizeof text);
+    ck_assert_msg(has_def(text, "TK_VEC=8") &&
+                      has_def(text, "TK_EDGE") == (off % 8 != 0 || ld % 8 != 0 || cols % 8 != 0),
+                  "%lld ld %lld +%u: %s", (long long)cols, (long long)ld, off, text);
+    const int e256 = has_def(text, "TK_G=256") && has_def(text, "TK_CLUSTER=8");
+    ck_assert_msg(e256 == want, "%lld ld %lld +%u: want %s: %s", (long long)cols, (long long)ld,
+                  off, want ? "8 blocks of 256" : "the 512-thread forms", text);
+    if (want)
+        ck_assert_msg(has_def(text, iters) && has_def(text, siters) && !strstr(text, "TK_MINB"),
+                      "%lld ld %lld +%u: want %s %s: %s", (long long)cols, (long long)ld, off,
+                      iters, siters, text);
+    else
+        ck_assert_msg(has_def(text, "TK_G=512") || !has_def(text, "TK_CLUSTER=8"),
+                      "%lld ld %lld +%u: %s", (long long)cols, (long long)ld, off, text);
+}
+
+START_TEST(test_edge_kinds)
+{
+    char a[512], b[512];
+    /* shifted rows: past 16384 vectors (131072 columns) */
+    expect_edge256(131072, 131072, 3, 0, NULL, NULL);
+    expect_edge256(131080, 131080, 1, 1, "TK_ITERS=9", "TK_SITERS=9");
+    expect_edge256(140000, 140000, 3, 1, "TK_ITERS=9", "TK_SITERS=9");
+    expect_edge256(151936, 151936, 5, 1, "TK_ITERS=10", "TK_SITERS=10");
+    expect_edge256(170000, 170000, 4, 1, "TK_ITERS=11", "TK_SITERS=7");
+    expect_edge256(225280, 225280, 3, 1, "TK_ITERS=14", "TK_SITERS=10");
+    expect_edge256(262144, 262144, 3, 1, "TK_ITERS=16", "TK_SITERS=12");
+    expect_edge256(140000, 140008, 3, 1, "TK_ITERS=9", "TK_SITERS=9"); /* padded by 8 */
+    /* varied rows (odd width or leading dimension): past 24576 vectors */
+    expect_edge256(140000, 140003, 0, 0, NULL, NULL);
+    expect_edge256(160000, 160003, 0, 0, NULL, NULL);
+    expect_edge256(140001, 140001, 0, 0, NULL, NULL);
+    expect_edge256(196609, 196609, 0, 0, NULL, NULL);
+    expect_edge256(196615, 196615, 3, 0, NULL, NULL);
+    expect_edge256(196617, 196617, 0, 1, "TK_ITERS=13", "TK_SITERS=9");
+    expect_edge256(200000, 200003, 3, 1, "TK_ITERS=13", "TK_SITERS=9");
+    expect_edge256(262143, 262143, 0, 1, "TK_ITERS=16", "TK_SITERS=12");
+    /* aligned rows: the 512-thread forms */
+    expect_edge256(140000, 140000, 0, 0, NULL, NULL);
+    expect_edge256(140000, 140000, 8, 0, NULL, NULL);
+    expect_edge256(262144, 262144, 0, 0, NULL, NULL);
+    /* no clusters (sm_80): the two-pass kernel */
+    plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_STABLE, 140000, 140000, 3, 0, a, sizeof a);
+    ck_assert_msg(has_def(a, "TK_LONG"), "%s", a);
+    /* generic: ITERS rounded up to 16, 4 of them in registers (all 16 in
+     * shared memory spilled) */
+    plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_GENERIC, 140000, 140000, 3, 1, a, sizeof a);
+    ck_assert_msg(has_def(a, "TK_G=256") && has_def(a, "TK_ITERS=16") &&
+                      has_def(a, "TK_SITERS=12") && !strstr(a, "TK_COLS"),
+                  "%s", a);
+    /* the backward: shifted and varied rows alike */
+    for (int64_t cols = 131080; cols <= 262144; cols += 8192) {
+        plan_text(TK_OP_SOFTMAX_XENT_F16_BWD, TK_POLICY_STABLE, cols, cols, 3, 1, a, sizeof a);
+        plan_text(TK_OP_SOFTMAX_XENT_F16_BWD, TK_POLICY_STABLE, cols, cols + 8, 3, 1, b, sizeof b);
+        ck_assert_str_eq(a, b);
+        plan_text(TK_OP_SOFTMAX_XENT_F16_BWD, TK_POLICY_STABLE, cols, cols + 3, 0, 1, b, sizeof b);
+        ck_assert_str_eq(a, b);
+    }
+}
+END_TEST
+
 int main(void)
 {
     tk_config *cfg = NULL;
@@ -306,13 +420,17 @@ int main(void)
         return 1;
     tk_status st = tk_context_create(cfg, &ctx, err, sizeof err);
     tk_config_destroy(cfg);
+    Suite *s = suite_create("softmax_plan");
+    TCase *tk = tcase_create("edge");
+    tcase_add_test(tk, test_edge_kinds);
+    suite_add_tcase(s, tk);
     if (st != TK_OK) {
-        printf("skipped: NVRTC unavailable: %s\n", err);
-        return 77;
+        /* the cases that compile kernels need NVRTC */
+        printf("skipped: NVRTC unavailable (the compiled plans): %s\n", err);
+        return tk_test_main(s);
     }
     tk_context_destroy(ctx);
 
-    Suite *s = suite_create("softmax_plan");
     TCase *tc = tcase_create("plan");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);

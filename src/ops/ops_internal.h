@@ -40,6 +40,13 @@ tk_status tk__gemm_precompile(tk_context *ctx, tk_op op, const int64_t *dims, un
 tk_status tk__gemm_tune(tk_context *ctx, tk_op op, const int64_t *dims, tk_tune_report *rep);
 tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
                                  unsigned *n_compiled, unsigned *n_cached);
+/* For tests: the defines ("TK_VEC=8 TK_G=256 ...") of the kernel a softmax
+ * call of op would take with n arrays (2 forward, 3 backward) whose base
+ * pointers lie offsets[i] halves past an aligned address, leading
+ * dimensions lds[i] (clusters: an sm_90 or later target). */
+void tk__softmax_plan_text(tk_op op, tk_policy policy, int64_t rows, int64_t cols,
+                           const int64_t *lds, const unsigned *offsets, int n, int clusters,
+                           char *buf, size_t size);
 tk_status tk__embedding_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
                                    unsigned *n_compiled, unsigned *n_cached);
 /* The fallback hooks behind tk_op_precompile_fallbacks: every kernel that

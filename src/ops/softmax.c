@@ -130,6 +130,28 @@
 #endif
 #define WIDE_ITERS 11
 #define WIDE_REGS 3
+/* Forward at VEC 8 with TK_EDGE: 8 blocks of 256 threads, each thread's
+ * slice in shared memory but for EDGE256_REGS vectors past
+ * EDGE256_SMEM_ALL of them (all of it up to that: 40-48 registers), in
+ * place of the 512-thread forms (TK_SOFTMAX_FWD4, TK_SOFTMAX_WIDE): for
+ * rows whose base pointers are off 16-byte boundaries, width and leading
+ * dimensions multiples of 8 (EDGE_SHIFTED: every row with the same partial
+ * vectors at both ends), past 4 blocks of FWD4_ITERS vectors (131080
+ * columns and more); for the other rows with TK_EDGE (a width or leading
+ * dimension not a multiple of 8) past 6 such blocks (196616 and more).
+ * H200, bench/softmax, both builds in one call, two runs each
+ * (docs/performance-softmax.md): rows 1, 3 or 4 halves off at 140000-262144
+ * columns 1.1-7.7% less time (0.84-0.90 of copy -> 0.90-0.95; 225280
+ * columns 3 off 153.3 -> 141.4 us), 170000 even; widths not a multiple of 8
+ * past 196616 columns 0-2.3% less (262143: 0.89 -> 0.91), but at
+ * 140001-170001 1.2-3.1% more (151937: 0.93 -> 0.90) and with a leading
+ * dimension of cols + 3 at 160000 2.6% more, hence the later start there.
+ * 0: the 512-thread forms. */
+#ifndef TK_SOFTMAX_EDGE256
+#define TK_SOFTMAX_EDGE256 1
+#endif
+#define EDGE256_SMEM_ALL 10
+#define EDGE256_REGS 4
 /* Forward, one block of 512 threads per row at VEC 8 with at most this
  * many vectors a thread (16392 to 28672 columns): TK_MINB 3, so that 3
  * blocks fit an SM. The compiler gave such blocks 40 registers, except for
@@ -166,11 +188,13 @@
 
 typedef struct softmax_plan {
     unsigned vec, g, iters, block, cluster, smem;
-    int edge;        /* TK_EDGE: rows not on vector boundaries, or cols not a multiple of vec */
+    int edge;        /* TK_EDGE (an EDGE_* kind): rows not on vector boundaries, or cols not a
+                      * multiple of vec */
     unsigned siters; /* forward on the cluster path: vectors per thread in shared memory */
     unsigned minb;   /* forward: TK_MINB (0: the kernel's default) */
     int is_long, smem_g, store_e;
     int wide; /* forward: the larger blocks past 6 of 8 vectors (TK_SOFTMAX_WIDE) */
+    int edge256; /* forward: 8 blocks of 256 threads at TK_EDGE (TK_SOFTMAX_EDGE256) */
     int pdl; /* TK_PDL, launched with programmatic dependent launch */
     int64_t blocks;
     char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
@@ -212,9 +236,17 @@ static int target_has_clusters(tk_context *ctx)
     return atoi(target + 3) >= 90;
 }
 
+/* Why a row needs TK_EDGE (pick_vec): EDGE_SHIFTED when only the base
+ * pointers are off a vector boundary (every row starts and ends with the
+ * same partial vectors), EDGE_VARIED when the width or the leading
+ * dimensions are not a multiple of the vector (the rows' partial vectors
+ * differ from row to row). Nonzero: TK_EDGE. */
+enum { EDGE_NONE = 0, EDGE_VARIED = 1, EDGE_SHIFTED = 2 };
+
 /* The vector width for n arrays (base pointers, leading dimensions in
- * halves) of rows of cols halves, and whether it needs TK_EDGE. A NULL
- * pointer counts as aligned (precompile: buffers from the allocator). */
+ * halves) of rows of cols halves, and whether it needs TK_EDGE (the
+ * EDGE_* kind). A NULL pointer counts as aligned (precompile: buffers
+ * from the allocator). */
 static unsigned pick_vec(int64_t cols, const void *const *ptrs, const int64_t *lds, int n,
                          int *edge)
 {
@@ -227,11 +259,11 @@ static unsigned pick_vec(int64_t cols, const void *const *ptrs, const int64_t *l
         for (int i = 1; ok && i < n; i++)
             ok = (ptrs[i] ? (uintptr_t)ptrs[i] % (2u * v) : 0) == p0 && lds[i] % v == l0;
         if (ok) {
-            *edge = p0 != 0 || l0 != 0 || cols % v != 0;
+            *edge = l0 != 0 || cols % v != 0 ? EDGE_VARIED : p0 != 0 ? EDGE_SHIFTED : EDGE_NONE;
             return v;
         }
     }
-    *edge = 0;
+    *edge = EDGE_NONE;
     return 1;
 }
 
@@ -292,9 +324,17 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             (nvec + 3) / 4 <= cap_ext)
             p->cluster = 4;
         per = (nvec + p->cluster - 1) / p->cluster;
-        if (fwd4 && TK_SOFTMAX_WIDE && nvec > (int64_t)6 * 512 * FWD4_ITERS &&
-            (nvec <= (int64_t)5 * 512 * WIDE_ITERS ||
-             (!edge && nvec > (int64_t)6 * 512 * (WIDE_ITERS - 1)))) {
+        if (fwd4 && TK_SOFTMAX_EDGE256 && edge &&
+            nvec > (int64_t)(edge == EDGE_SHIFTED ? 4 : 6) * 512 * FWD4_ITERS) {
+            p->cluster = CLUSTER_MAX;
+            per = (nvec + CLUSTER_MAX - 1) / CLUSTER_MAX;
+            p->g = CLUSTER_G;
+            p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
+            p->siters = p->iters > EDGE256_SMEM_ALL ? p->iters - EDGE256_REGS : p->iters;
+            p->edge256 = 1;
+        } else if (fwd4 && TK_SOFTMAX_WIDE && nvec > (int64_t)6 * 512 * FWD4_ITERS &&
+                   (nvec <= (int64_t)5 * 512 * WIDE_ITERS ||
+                    (!edge && nvec > (int64_t)6 * 512 * (WIDE_ITERS - 1)))) {
             p->cluster = (unsigned)((nvec + 512 * WIDE_ITERS - 1) / (512 * WIDE_ITERS));
             per = (nvec + p->cluster - 1) / p->cluster;
             p->g = 512;
@@ -344,8 +384,10 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             /* the same registers per thread, a larger shared slice (the
              * larger blocks: WIDE_ITERS, 2 of them in registers, whatever
              * the width, one kernel per block count; 16 with 3 in registers
-             * spilled 8-24 bytes, this 8 with TK_EDGE and none packed) */
-            const unsigned in_regs = p->wide ? 2 : p->iters - p->siters;
+             * spilled 8-24 bytes, this 8 with TK_EDGE and none packed; the
+             * 256-thread blocks at TK_EDGE: EDGE256_REGS in registers, where
+             * 16 all in shared memory spilled 16 bytes) */
+            const unsigned in_regs = p->wide ? 2 : p->edge256 ? EDGE256_REGS : p->iters - p->siters;
             p->iters = p->wide ? WIDE_ITERS : next_pow2(p->iters);
             if (p->siters > 0)
                 p->siters = p->iters - in_regs;
@@ -572,4 +614,28 @@ tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
               &p);
     d = plan_desc(&p);
     return tk__op_kernel(ctx, &d, NULL, n_compiled, n_cached);
+}
+
+void tk__softmax_plan_text(tk_op op, tk_policy policy, int64_t rows, int64_t cols,
+                           const int64_t *lds, const unsigned *offsets, int n, int clusters,
+                           char *buf, size_t size)
+{
+    /* base pointers offsets[i] halves past a 256-byte boundary, as the
+     * allocator's */
+    const void *ptrs[3];
+    softmax_plan p;
+    size_t used = 0;
+    int edge;
+    for (int i = 0; i < n && i < 3; i++)
+        ptrs[i] = (const void *)(uintptr_t)(0x10000u + 2u * offsets[i]);
+    const unsigned vec = pick_vec(cols, ptrs, lds, n < 3 ? n : 3, &edge);
+    plan_make(policy, op, rows, cols, vec, edge, clusters, &p);
+    buf[0] = '\0';
+    for (size_t i = 0; i < p.n_defs && used < size; i++) {
+        const int w = snprintf(buf + used, size - used, "%s%s%s%s", used ? " " : "", p.defs[i].name,
+                               p.defs[i].value ? "=" : "", p.defs[i].value ? p.defs[i].value : "");
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
 }

@@ -30,7 +30,10 @@
  *    The forward at VEC 8 takes the fewest blocks of 512 threads instead,
  *    2 to 8 of them, not only powers of two (fwd4_blocks), 4 of them per
  *    SM (TK_SOFTMAX_FWD4), past 6 such blocks 5 or 6 larger ones at 3 per
- *    SM where they were measured faster (TK_SOFTMAX_WIDE); at VEC 4 and 2
+ *    SM where they were measured faster (TK_SOFTMAX_WIDE); with TK_EDGE
+ *    past 4 such blocks (rows whose pointers alone are off) or 6 (odd
+ *    widths, leading dimensions) 8 blocks of 256 threads
+ *    (TK_SOFTMAX_EDGE256); at VEC 4 and 2
  *    it first takes 4, then 8, blocks of 256 threads with up to 13 vectors each
  *    (CLUSTER_FWD_ITERS) before larger blocks.
  *    Measured on an H100 (bench/softmax --sweep): what
@@ -626,9 +629,12 @@ void tk__softmax_plan_text(tk_op op, tk_policy policy, int64_t rows, int64_t col
     softmax_plan p;
     size_t used = 0;
     int edge;
-    for (int i = 0; i < n && i < 3; i++)
+    if (size == 0)
+        return;
+    n = n < 1 ? 1 : n > 3 ? 3 : n;
+    for (int i = 0; i < n; i++)
         ptrs[i] = (const void *)(uintptr_t)(0x10000u + 2u * offsets[i]);
-    const unsigned vec = pick_vec(cols, ptrs, lds, n < 3 ? n : 3, &edge);
+    const unsigned vec = pick_vec(cols, ptrs, lds, n, &edge);
     plan_make(policy, op, rows, cols, vec, edge, clusters, &p);
     buf[0] = '\0';
     for (size_t i = 0; i < p.n_defs && used < size; i++) {

@@ -53,6 +53,9 @@
 //                                          alternate K steps of the whole
 //                                          tile, summed at the end; a block
 //                                          per tile)
+//   TK_KS_ONE (optional, TK_BM 64)         1: one consumer warpgroup takes
+//                                          every K step of the 64-row tile,
+//                                          the other only stores half of it
 //   TK_CLUSTER (optional, TMA kernel)      2: blocks run in clusters of two
 //                                          (__cluster_dims__) on the two tiles
 //                                          of one tile row side by side; each
@@ -160,6 +163,9 @@ typedef long long tk_i64;
 #endif
 #ifndef TK_PINGPONG
 #define TK_PINGPONG 0
+#endif
+#ifndef TK_KS_ONE
+#define TK_KS_ONE 0
 #endif
 #if (defined(TK_GEMM_REDUCE) || defined(TK_GEMM_SKINNY) || defined(TK_GEMM_SMALLK) ||              \
      defined(TK_GEMM_PAD)) &&                                                                     \

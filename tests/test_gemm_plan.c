@@ -346,6 +346,32 @@ START_TEST(test_model_shapes)
                           p.splits, p.swap);
         }
     }
+    /* 64-row TMA tiles wider than 64 run one consumer warpgroup
+     * (tk__gemm_ks_one: TK_KS_ONE), narrower ones two on alternate K steps;
+     * never other tiles */
+    {
+        static const struct {
+            tk_op op;
+            int64_t M, N, K;
+            int bn, one;
+        } want[] = {
+            {TK_OP_GEMM_F16_FWD, 671, 1024, 4096, 96, 1},
+            {TK_OP_GEMM_F16_FWD, 64, 50304, 1024, 192, 1},
+            {TK_OP_GEMM_F16_FWD, 100, 2816, 1024, 64, 0},
+            {TK_OP_GEMM_F16_FWD, 64, 2816, 1024, 32, 0},
+        };
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(want[i].op, want[i].M, want[i].N, want[i].K, &p);
+            ck_assert_msg(p.tma && p.wg_bm == 64 && p.wg_bn == want[i].bn &&
+                              tk__gemm_ks_one(&p) == want[i].one,
+                          "%s %" PRId64 "x%" PRId64 "x%" PRId64 ": %d x %d, one consumer %d",
+                          op_name(want[i].op), want[i].M, want[i].N, want[i].K, p.wg_bm, p.wg_bn,
+                          tk__gemm_ks_one(&p));
+            p.wg_bm = 128;
+            ck_assert(!tk__gemm_ks_one(&p));
+        }
+    }
     /* pairs (plan.c plan_cluster): the swapped 128 x 80 tiles of fwd 1050 x
      * 1024 x 4096, 8 x 14, as 28 clusters of 2 x 2 (plan_cluster); 8 x 16 at
      * 1201 tokens stay pairs (32 clusters of four might not all fit); not

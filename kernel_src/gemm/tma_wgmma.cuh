@@ -550,7 +550,11 @@ __device__ __forceinline__ void mma_kstep(float *acc, unsigned sa, unsigned sb, 
 // per K step of 16: every stage's A and B read from shared memory once,
 // where splitting the columns read A twice), and the two partial tiles are
 // summed through the free ring at the end, each warpgroup keeping half of
-// the columns for the epilogue.
+// the columns for the epilogue. With TK_KS_ONE warpgroup 0 takes every K
+// step and hands warpgroup 1 half of the columns the same way (the host's
+// choice for tiles wider than 64: 3-6% less time at one round of 64 x
+// 80-96 tiles on an H200, where the alternate steps ran the tensor cores
+// less busy; narrower tiles lose 8-11% with it, docs/performance-gemm.md).
 // Split-K in a cluster (TK_SPLITK 2): the TK_KSPLITS blocks of one tile,
 // ranks 0 .. S - 1 of a cluster (1, S, 1), blockIdx.y its K share, sum their
 // partials through distributed shared memory and each stores a slice of C.
@@ -708,9 +712,12 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
 #pragma unroll
         for (int i = 0; i < NACC; ++i)
             acc[i] = 0.f;
-        // KS: this warpgroup's steps are k0 + cw, k0 + cw + 2, ...; step kt
-        // is the block's step number it + kt - k0 (the producer's order).
-        const int kstep = KS ? 2 : 1, kfirst = k0 + (KS ? cw : 0);
+        // KS: this warpgroup's steps are k0 + cw, k0 + cw + 2, ... (with
+        // TK_KS_ONE warpgroup 0's all of them, 1's none); step kt is the
+        // block's step number it + kt - k0 (the producer's order).
+        constexpr bool ONE = KS && TK_KS_ONE;
+        const int kstep = KS && !ONE ? 2 : 1;
+        const int kfirst = ONE ? (cw == 0 ? k0 : k1) : k0 + (KS ? cw : 0);
         int mine = -1; // the block's step number of this warpgroup's last step
         for (int kt = kfirst; kt < k1; kt += kstep) {
             const int i = it + (kt - k0);
@@ -758,7 +765,8 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             // last copy, and the ring is free. Warpgroup 0 keeps columns
             // [0, BN / 2), 1 the rest: each leaves the other half in the ring
             // (thread-major, conflict-free) and adds the half it receives;
-            // its half ends in acc[0, NACC / 2).
+            // its half ends in acc[0, NACC / 2). ONE: warpgroup 1 holds
+            // nothing; it only takes warpgroup 0's second half.
             constexpr int H = NACC / 2;
             if (more)
                 __trap();
@@ -766,22 +774,27 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
             const unsigned give = sbase + (unsigned)(cw * H * 128 * 4);
             const unsigned take = sbase + (unsigned)((1 - cw) * H * 128 * 4);
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (!ONE || cw == 0) {
 #pragma unroll
-            for (int e = 0; e < H; ++e) {
-                const float v = cw == 0 ? acc[H + e] : acc[e];
-                asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(give + (unsigned)((e * 128 + ct) * 4)),
-                             "f"(v)
-                             : "memory");
+                for (int e = 0; e < H; ++e) {
+                    const float v = cw == 0 ? acc[H + e] : acc[e];
+                    asm volatile(
+                        "st.shared.f32 [%0], %1;\n" ::"r"(give + (unsigned)((e * 128 + ct) * 4)),
+                        "f"(v)
+                        : "memory");
+                }
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (!ONE || cw == 1) {
 #pragma unroll
-            for (int e = 0; e < H; ++e) {
-                float v;
-                asm volatile("ld.shared.f32 %0, [%1];\n"
-                             : "=f"(v)
-                             : "r"(take + (unsigned)((e * 128 + ct) * 4))
-                             : "memory");
-                acc[e] = (cw == 0 ? acc[e] : acc[H + e]) + v;
+                for (int e = 0; e < H; ++e) {
+                    float v;
+                    asm volatile("ld.shared.f32 %0, [%1];\n"
+                                 : "=f"(v)
+                                 : "r"(take + (unsigned)((e * 128 + ct) * 4))
+                                 : "memory");
+                    acc[e] = ONE ? v : (cw == 0 ? acc[e] : acc[H + e]) + v;
+                }
             }
         }
         if (TK_STREAMK) {

@@ -224,6 +224,8 @@ static void describe_gemm(defs *ds, tk__entry_desc *e, out_buf *b)
     }
     if (take(ds, "TK_STAGES"))
         put(b, " stages %ld", take_num(ds, "TK_STAGES", 0));
+    if (take(ds, "TK_KS_ONE"))
+        put(b, " one consumer");
     if (swap)
         put(b, " swap");
     if (take(ds, "TK_CLUSTER"))

@@ -206,6 +206,7 @@ void tk__gemm_plan_target(tk_context *ctx, gemm_plan *p);
 extern const int tk__gemm_tma_bns[N_TMA_BNS];
 int tk__gemm_tma_stages(int bm, int bn, int room);
 int tk__gemm_ring_room(const gemm_plan *p);
+int tk__gemm_ks_one(const gemm_plan *p);
 int tk__gemm_epi_bytes(const gemm_plan *p);
 void tk__gemm_plan_swap(gemm_plan *p);
 void tk__gemm_plan_wgmma(gemm_plan *p);

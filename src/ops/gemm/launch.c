@@ -122,6 +122,8 @@ void tk__gemm_build_desc(const gemm_plan *p, tk_policy policy, gemm_desc *d)
         add_def(d, "TK_STAGES", p->wg_stages);
         if (p->swap)
             add_def(d, "TK_SWAP", 1);
+        if (tk__gemm_ks_one(p))
+            add_def(d, "TK_KS_ONE", 1);
         if (p->tma && p->cluster > 1)
             add_def(d, "TK_CLUSTER", p->cluster);
         if (p->tma && p->cluster == 2 && p->cluster_rows)

@@ -153,6 +153,24 @@ static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
 #ifndef TK_GEMM_STAGES_KS_NARROW
 #define TK_GEMM_STAGES_KS_NARROW 12
 #endif
+/* Whether a 64-row TMA tile has one consumer warpgroup take every K step
+ * (TK_KS_ONE) rather than the two alternate ones: tiles wider than 64 and
+ * at most TK_GEMM_KS_ONE_MAX_BN columns (0: never). Measured on an H200
+ * (bench/sweep, both forms in one call, two runs each, three calls,
+ * docs/performance-gemm.md): 64 x 80-256 tiles 1-10% less time at every
+ * shape measured but one (fwd 518 x 1024 x 4096 on 64 x 80 14.0 -> 13.2
+ * us, 0.86 -> 0.92 of cuBLAS; fwd 704 x 3072 x 1024 on 64 x 256 11.9 ->
+ * 10.7; split plans too), fwd 64 x 50304 x 1024 on 64 x 192 1.2% less in
+ * one call and 0.6% more in another; tiles at most 64 wide 4-11% more
+ * (fwd 64 x 2816 x 1024 on 64 x 32 5.0 -> 5.5), so they keep the two. */
+#ifndef TK_GEMM_KS_ONE_MAX_BN
+#define TK_GEMM_KS_ONE_MAX_BN 256
+#endif
+int tk__gemm_ks_one(const gemm_plan *p)
+{
+    return p->tma && p->wg_bm == 64 && p->wg_bn > 64 && p->wg_bn <= TK_GEMM_KS_ONE_MAX_BN;
+}
+
 /* The TMA-store epilogue's staging after the ring: two 16 KiB buffers, a
  * pair per consumer warpgroup on ping-pong tiles (the kernel's layout,
  * gemm_body_tma). */
@@ -1126,7 +1144,9 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
 #define TK_GEMM_SPLIT_ROWS64 1
 #endif
 #define KS_WIDE_GAIN 0.75
+#ifndef SPLIT_ROWS64_GAIN
 #define SPLIT_ROWS64_GAIN 0.75
+#endif
 /* TK_GEMM_SPLIT_CL, SPLIT_CL_KT_MAX: tk__gemm_split_cl_fits, below */
 #ifndef TK_GEMM_SPLIT_CL
 #define TK_GEMM_SPLIT_CL 1

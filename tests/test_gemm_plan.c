@@ -318,7 +318,9 @@ START_TEST(test_model_shapes)
     /* tokens just past 128 on a long reduction split on one swapped tile as
      * wide as they are (plan.c TK_GEMM_SPLIT_SWAP_ONE): the vocabulary's
      * grad_a at 140 tokens 128 x 144 split 12 (128 x 128 split 8 before),
-     * at 184 tokens not (a split's fixed cost outweighs the saving); fwd 136
+     * at 184 tokens not (a split's fixed cost outweighs the saving): there 3
+     * rows of 64 x 128 tiles split 5 (SPLIT_ROWS64_GAIN, 64-row tiles on one
+     * consumer warpgroup), at 200 tokens (4 rows) 128 x 128 split 8; fwd 136
      * x 5120 x 20480 128 x 136 split 3 (128 x 256 split 3 before). 64-row
      * swapped tiles where the weights have them level with 128 x 64 tiles
      * over half the chip, from K = 1536 (TK_GEMM_SWAP64_EVEN): fwd 671 x
@@ -331,7 +333,8 @@ START_TEST(test_model_shapes)
             int swap, bm, bn, splits;
         } want[] = {
             {TK_OP_GEMM_F16_GRAD_A, 140, 50304, 1024, 1, 128, 144, 12},
-            {TK_OP_GEMM_F16_GRAD_A, 184, 50304, 1024, 0, 128, 128, 8},
+            {TK_OP_GEMM_F16_GRAD_A, 184, 50304, 1024, 0, 64, 128, 5},
+            {TK_OP_GEMM_F16_GRAD_A, 200, 50304, 1024, 0, 128, 128, 8},
             {TK_OP_GEMM_F16_FWD, 136, 5120, 20480, 1, 128, 136, 3},
             {TK_OP_GEMM_F16_FWD, 671, 1024, 4096, 1, 64, 96, 1},
             {TK_OP_GEMM_F16_FWD, 180, 4096, 1024, 0, 128, 64, 1},
@@ -356,6 +359,7 @@ START_TEST(test_model_shapes)
             int bn, one;
         } want[] = {
             {TK_OP_GEMM_F16_FWD, 671, 1024, 4096, 96, 1},
+            {TK_OP_GEMM_F16_GRAD_A, 184, 50304, 1024, 128, 1},
             {TK_OP_GEMM_F16_FWD, 64, 50304, 1024, 192, 1},
             {TK_OP_GEMM_F16_FWD, 100, 2816, 1024, 64, 0},
             {TK_OP_GEMM_F16_FWD, 64, 2816, 1024, 32, 0},

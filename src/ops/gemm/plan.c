@@ -1000,8 +1000,8 @@ int64_t tk__gemm_split_clamp(int64_t s, int64_t kt, int64_t M, int64_t N)
  * fixed cost) a cap of 16 ran 1.7-3.2% slower than 12 at 129-176 tokens
  * of the vocabulary's grad_a and up to 7% slower than no rule at K = 32000
  * (grad_a 200 x 32000 x 1024). Plans it changes, offline: 502 of 200,000
- * random model shapes (the vocabulary's grad_a at 129-176 tokens). 0:
- * never. */
+ * random model shapes (the vocabulary's grad_a at 129-176 tokens; 129-144
+ * since 64-row split tiles take 145-192, SPLIT_ROWS64_GAIN). 0: never. */
 #ifndef TK_GEMM_SPLIT_SWAP_ONE
 #define TK_GEMM_SPLIT_SWAP_ONE 1
 #endif
@@ -1021,7 +1021,9 @@ static double split_eff(int w)
 }
 /* A split block's time in the units of split_eff, one wave of them: a bm x
  * w tile over ceil(kt / s) K tiles, 64-row tiles at SPLIT_ROWS64_EFF of
- * 128-row ones (the two consumer warpgroups on alternate K steps) */
+ * 128-row ones (one consumer warpgroup on 64 rows, tk__gemm_ks_one, or two
+ * on alternate K steps; 64 x 128 split 5 against 128 x 128 split 8 at 183
+ * tokens of the vocabulary's grad_a, H200: 0.85 a row per K step) */
 #define SPLIT_ROWS64_EFF 0.90
 static double split_tile_eff(int bm, int w)
 {
@@ -1136,7 +1138,19 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
  * 384 0.93 / 0.87 -> 0.99 / 0.92, grad_a x 50304 x 1024 at 65-128 tokens
  * 0.84-0.92 -> 0.94-0.97; at 1.10 the switches lost up to 11% at 150-200
  * tokens (fwd 200 x 1024 x 4096 9.7 -> 10.6 us) and gained nothing at
- * 150-192 tokens of the vocabulary. 0: as before. */
+ * 150-192 tokens of the vocabulary. 0: as before.
+ * SPLIT_ROWS64_GAIN 0.90 (was 0.75) since 64-row tiles wider than 64 run
+ * one consumer warpgroup (tk__gemm_ks_one): it now also takes 3 rows of 8
+ * tiles of 64 x 128 split 5 ways where 2 rows of 128 x 128 split 8 (one
+ * round either way), and like cases. H200, both gains in one call, two runs
+ * (docs/performance-gemm.md): grad_a x 50304 x 1024 at 171-192 tokens
+ * 2.3-6.3% less time (183: 44.4 -> 41.7 us, 0.89 -> 0.94 of cuBLAS),
+ * grad_a 140 x 32000 x 1024 4.4%, fwd 141-162 x 1024 x 20480 5-7%, grad_a
+ * 95-125 x 50304 x 1536 2-5%, fwd 246 x 768 x 20480 5%; 145-150 tokens of
+ * the vocabulary 1.5% more (where it replaces the one swapped tile), fwd
+ * 100 x 1536 x 128256 2.2% more, 160 tokens and grad_a 238 x 128256 x 768
+ * even. Plans it changes, offline: 59 of 20,000 random model shapes (the
+ * vocabulary's grad_a at 145-192 tokens), 48 of 20,000 of other sizes. */
 #ifndef TK_GEMM_KS_WIDE
 #define TK_GEMM_KS_WIDE 1
 #endif
@@ -1145,7 +1159,7 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
 #endif
 #define KS_WIDE_GAIN 0.75
 #ifndef SPLIT_ROWS64_GAIN
-#define SPLIT_ROWS64_GAIN 0.75
+#define SPLIT_ROWS64_GAIN 0.90
 #endif
 /* TK_GEMM_SPLIT_CL, SPLIT_CL_KT_MAX: tk__gemm_split_cl_fits, below */
 #ifndef TK_GEMM_SPLIT_CL

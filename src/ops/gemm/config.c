@@ -180,7 +180,8 @@ int tk__gemm_plan_apply(gemm_plan *p, const gemm_cfg *c)
             p->K >= INT32_MAX || !cfg_bn_ok(c) || (c->bm != 64 && c->bm != 128 && c->bm != 256) ||
             (c->bm == 256 && c->bn > SWAP_BN_MAX))
             return 0;
-        /* 64-row tiles (the consumer warpgroups take alternate K steps):
+        /* 64-row tiles (one consumer warpgroup on every K step, or two on
+         * alternate ones: tk__gemm_ks_one):
          * a block per tile, stored from the ring or registers; clusters
          * only of row tiles sharing B */
         if (c->bm == 64 && (c->epi || c->persist || (c->cluster > 1 && !c->cluster_rows)))

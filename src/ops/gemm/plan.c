@@ -161,8 +161,9 @@ static const double tma_bn_eff[] = {0.70, 0.90, 0.88, 1.0};
  * shape measured but one (fwd 518 x 1024 x 4096 on 64 x 80 14.0 -> 13.2
  * us, 0.86 -> 0.92 of cuBLAS; fwd 704 x 3072 x 1024 on 64 x 256 11.9 ->
  * 10.7; split plans too), fwd 64 x 50304 x 1024 on 64 x 192 1.2% less in
- * one call and 0.6% more in another; tiles at most 64 wide 4-11% more
- * (fwd 64 x 2816 x 1024 on 64 x 32 5.0 -> 5.5), so they keep the two. */
+ * one call and 0.6% more in another; tiles at most 64 wide 2-10% more at
+ * 8 of 9 shapes (fwd 64 x 2816 x 1024 on 64 x 32 5.0 -> 5.5), so they
+ * keep the two. */
 #ifndef TK_GEMM_KS_ONE_MAX_BN
 #define TK_GEMM_KS_ONE_MAX_BN 256
 #endif
@@ -1147,9 +1148,9 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
  * 2.3-6.3% less time (183: 44.4 -> 41.7 us, 0.89 -> 0.94 of cuBLAS),
  * grad_a 140 x 32000 x 1024 4.4%, fwd 141-162 x 1024 x 20480 5-7%, grad_a
  * 95-125 x 50304 x 1536 2-5%, fwd 246 x 768 x 20480 5%; 145-150 tokens of
- * the vocabulary 1.5% more (where it replaces the one swapped tile), fwd
- * 100 x 1536 x 128256 2.2% more, 160 tokens and grad_a 238 x 128256 x 768
- * even. Plans it changes, offline: 59 of 20,000 random model shapes (the
+ * the vocabulary 1.4-1.7% more (where it replaces the one swapped tile),
+ * fwd 100 x 1536 x 128256 2.0% more, 160 tokens and grad_a 238 x 128256 x
+ * 768 even. Plans it changes, offline: 59 of 20,000 random model shapes (the
  * vocabulary's grad_a at 145-192 tokens), 48 of 20,000 of other sizes. */
 #ifndef TK_GEMM_KS_WIDE
 #define TK_GEMM_KS_WIDE 1

@@ -552,9 +552,9 @@ __device__ __forceinline__ void mma_kstep(float *acc, unsigned sa, unsigned sb, 
 // summed through the free ring at the end, each warpgroup keeping half of
 // the columns for the epilogue. With TK_KS_ONE warpgroup 0 takes every K
 // step and hands warpgroup 1 half of the columns the same way (the host's
-// choice for tiles wider than 64: 3-6% less time at one round of 64 x
-// 80-96 tiles on an H200, where the alternate steps ran the tensor cores
-// less busy; narrower tiles lose 8-11% with it, docs/performance-gemm.md).
+// choice for tiles wider than 64, tk__gemm_ks_one: 1-10% less time at 64 x
+// 80-256 tiles on an H200, where the alternate steps ran the tensor cores
+// less busy; narrower tiles lose 2-10% with it, docs/performance-gemm.md).
 // Split-K in a cluster (TK_SPLITK 2): the TK_KSPLITS blocks of one tile,
 // ranks 0 .. S - 1 of a cluster (1, S, 1), blockIdx.y its K share, sum their
 // partials through distributed shared memory and each stores a slice of C.

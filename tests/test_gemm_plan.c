@@ -266,18 +266,28 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 279, 50304, 1024, &p);
         ck_assert_int_ne(p.wg_bm, 256);
     }
-    /* one round of narrow swapped tiles at K = 2816-3072: 64-row tiles twice
-     * as wide up to 160 (plan.c swap64_wide); 128 x 88 kept (176 would be
-     * slower), and K = 4096 keeps its pairs */
+    /* one round of narrow swapped tiles at K = 1024-3072: 64-row tiles twice
+     * as wide while they fit one round (plan.c swap64_wide), up to 160 at K
+     * = 1024 (128 x 88 kept there) and 192 from 2048; K = 4096 keeps its
+     * pairs and fours */
     {
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 1267, 1024, 3072, &p);
         ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 160, "bm %d bn %d", p.wg_bm, p.wg_bn);
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 1121, 2816, 1024, &p);
         ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 144, "bm %d bn %d", p.wg_bm, p.wg_bn);
+        /* 128 tiles of 64 x 144 for 120 of 128 x 72 */
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1068, 1024, 3072, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 144, "bm %d bn %d", p.wg_bm, p.wg_bn);
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 1330, 1024, 3072, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 176, "bm %d bn %d", p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 400, 2816, 1024, &p);
+        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 144, "bm %d bn %d", p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 520, 2816, 1024, &p);
         ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn == 88, "bm %d bn %d", p.wg_bm, p.wg_bn);
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 1267, 1024, 4096, &p);
+        ck_assert_int_ne(p.wg_bm, 64);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1300, 1024, 4096, &p);
         ck_assert_int_ne(p.wg_bm, 64);
     }
     ck_assert_uint_gt(g_half, 10);
@@ -394,17 +404,16 @@ START_TEST(test_model_shapes)
         ck_assert_int_eq(p.cluster, 0);
     }
     /* one round of narrow swapped tiles in widths of 16 g + 8 (plan.c
-     * TK_GEMM_SWAP_HALF): fwd 1060 x 1024 x 3072 on 8 x 15 tiles of 128 x
-     * 72 (80 wide: 8 x 14 over 1120 columns; an odd count of columns, so
-     * no 64-row tiles twice as wide), 1386 x 1024 x 2816 on 8 x 16 of 128 x
-     * 88 (176 wide 64-row tiles would be slower); not with K = 4096 (the
-     * pairs' and fours' 16-wide steps), not past a round (fwd 85 x 50304 x
-     * 1024: 393 tiles) */
+     * TK_GEMM_SWAP_HALF): fwd 1060 x 1024 x 768 on 8 x 15 tiles of 128 x 72
+     * (80 wide: 8 x 14 over 1120 columns; under SWAP64_WIDE_MIN_K, so no
+     * 64-row tiles twice as wide); not with K = 4096 (the pairs' and
+     * fours' 16-wide steps: 1386 x 1024 x 4096 on 128 x 96), not past a
+     * round (fwd 85 x 50304 x 1024: 393 tiles) */
     {
         static const struct {
             int64_t M, K;
             int bn;
-        } half[] = {{1060, 3072, 72}, {1386, 2816, 88}, {1149, 4096, 80}};
+        } half[] = {{1060, 768, 72}, {1386, 4096, 96}, {1149, 4096, 80}};
         for (size_t i = 0; i < sizeof half / sizeof half[0]; i++) {
             gemm_plan p;
             sm90_heuristic(TK_OP_GEMM_F16_FWD, half[i].M, 1024, half[i].K, &p);
@@ -560,11 +569,13 @@ START_TEST(test_model_shapes)
     }
     /* from 1024 tokens the narrow swapped tiles of a long reduction win over
      * 64-row tiles up to SWAP_NARROW_GAIN (grad_a 1038 x 3072 x 1024: 128 x
-     * 72 swapped, not 64 x 160); under 1024 tokens not (444 x 3072 x 2816) */
+     * 72 swapped, then twice as wide on 64-row tiles by swap64_wide: 64 x
+     * 144 swapped, not 64 x 160 unswapped); under 1024 tokens not (444 x
+     * 3072 x 2816) */
     {
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 1038, 3072, 1024, &p);
-        ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn <= 96, "grad_a 1038x3072x1024: %d x %d",
+        ck_assert_msg(p.swap && p.wg_bm == 64 && p.wg_bn == 144, "grad_a 1038x3072x1024: %d x %d",
                       p.wg_bm, p.wg_bn);
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 444, 3072, 2816, &p);
         ck_assert_msg(!p.swap && p.wg_bm == 64, "grad_a 444x3072x2816: %d x %d swap %d", p.wg_bm,

@@ -16,8 +16,9 @@
  *   SWAP_GAIN, SWAP_GAIN_256(_MIN_K)  when a swapped plan wins plan_wgmma
  *   SWAP_GAIN_64, SWAP64_EVEN_MIN_K  64-row swapped tiles
  *                       against 128 x 64 ones                  swap64_even
- *   SWAP64_WIDE_MIN_K, SWAP64_WIDE_BN_MAX  64-row swapped tiles
- *                       twice as wide as 128-row ones          swap64_wide
+ *   SWAP64_WIDE_MIN_K, SWAP64_WIDE_(LONG_)BN_MAX, _LONG_K  64-row
+ *                       swapped tiles twice as wide as 128-row ones
+ *                                                              swap64_wide
  *   SWAP_256_SHORT_K, SWAP_ONE_ROUND_BN_MIN/K_MAX  wide swapped tiles
  *                       over 256-row ones                      swap_one_round
  *   SWAP_NARROW_GAIN, SWAP_NARROW_MIN_TOKENS  narrow swapped tiles
@@ -771,22 +772,35 @@ static int swap64_even(const gemm_plan *p, int64_t sms)
 /* One round of narrow swapped 128-row tiles on a reduction from
  * SWAP64_WIDE_MIN_K to under SWAP_HALF_K_MAX (= PAIRS_K_MIN: no pairs or
  * fours follow): 64-row tiles twice as wide instead, at most
- * SWAP64_WIDE_BN_MAX, where they make no more tiles (fwd 1267 x 1024 x
- * 3072: 128 of 64 x 160 for 128 of 128 x 80). Each block loads 64 + 2w
- * rows per K step for 64 x 2w outputs where the 128-row tile loads 128 + w
- * for 128 x w, and its wgmmas are twice as wide; cuBLAS runs 64 x 152 tiles
- * in pairs there (nvjet, ncu). H200, bench/sweep of
- * bench/swap64wide-check.tkm, both ways in one call, two runs
- * (docs/performance-gemm.md): 64 x 144 and 64 x 160 1.8-6.4% less time
- * (fwd 1150 x 1024 x 3072 15.63 -> 14.72 us, 0.87 -> 0.92 of cuBLAS; fwd
- * 1121 x 1024 x 2816 0.90 -> 0.95; grad_a 1121 x 3072 x 1024 -2.7%); 64 x
- * 176 and 64 x 192 0.4-5% more (grad_a 1350 x 2816 x 1024 14.70 -> 15.45),
- * hence the bound. TK_GEMM_SWAP64_WIDE 0: never. */
+ * SWAP64_WIDE_BN_MAX (SWAP64_WIDE_LONG_BN_MAX from SWAP64_WIDE_LONG_K),
+ * while they still fit one round (fwd 1068 x 1024 x 3072: 128 of 64 x 144
+ * for 120 of 128 x 72). Each block loads 64 + 2w rows per K step for 64 x
+ * 2w outputs where the 128-row tile loads 128 + w for 128 x w, and its
+ * wgmmas are twice as wide; cuBLAS runs 64 x 152 tiles in pairs there
+ * (nvjet, ncu). H200, bench/sweep of bench/swap64wide-check.tkm, both ways
+ * in one call, two runs (docs/performance-gemm.md): 64 x 144 and 64 x 160
+ * 1.8-6.4% less time (fwd 1150 x 1024 x 3072 15.63 -> 14.72 us, 0.87 ->
+ * 0.92 of cuBLAS; fwd 1121 x 1024 x 2816 0.90 -> 0.95; grad_a 1121 x 3072
+ * x 1024 -2.7%); 64 x 176 and 64 x 192 0.4-5% more (grad_a 1350 x 2816 x
+ * 1024 14.70 -> 15.45). That was with two consumer warpgroups on alternate
+ * K steps and only where the 64-row tiles made no more tiles. With one
+ * consumer (tk__gemm_ks_one), bench/swap64round-check.tkm, both ways in
+ * one call, two runs, two calls: where the wider tiles make more tiles but
+ * one round, 3.0-10.2% less time (fwd 1068 x 1024 x 3072 15.60 -> 14.32
+ * us, 0.85 -> 0.92 of cuBLAS; grad_a 1068 x 3072 x 1024 0.87 -> 0.93); at
+ * K = 1024 (fwd 270-480 x {2816, 4096} x 1024) 64 x 144 and 64 x 160
+ * 1.9-2.9% less, 64 x 176 1.6-3.8% more; 64 x 176 and 64 x 192 at K =
+ * 2816 and 3072: fwd 1.6-4.3% less (1327 x 1024 x 3072 0.91 -> 0.95),
+ * grad_a -1.3% to +1.1%; at K = 4096, where pairs or fours of 128-row
+ * tiles follow, fwd up to 12% more (1300 x 1024 x 4096 19.7 -> 21.8 us),
+ * hence SWAP_HALF_K_MAX. TK_GEMM_SWAP64_WIDE 0: never. */
 #ifndef TK_GEMM_SWAP64_WIDE
 #define TK_GEMM_SWAP64_WIDE 1
 #endif
-#define SWAP64_WIDE_MIN_K 2048
+#define SWAP64_WIDE_MIN_K 1024
 #define SWAP64_WIDE_BN_MAX 160
+#define SWAP64_WIDE_LONG_K 2048
+#define SWAP64_WIDE_LONG_BN_MAX 192
 static void swap64_wide(gemm_plan *p, int64_t sms)
 {
     if (!TK_GEMM_SWAP64_WIDE || !p->swap || p->wg_bm != 128 || p->wg_bn > SWAP128_BN_MAX ||
@@ -794,7 +808,8 @@ static void swap64_wide(gemm_plan *p, int64_t sms)
         return;
     const int64_t tn = (p->N + p->wg_bn - 1) / p->wg_bn, tiles = ((p->M + 127) / 128) * tn;
     const int64_t w = ((p->N + (tn + 1) / 2 - 1) / ((tn + 1) / 2) + 15) / 16 * 16;
-    if (tiles > sms || w > SWAP64_WIDE_BN_MAX || ((p->M + 63) / 64) * ((p->N + w - 1) / w) > tiles)
+    const int64_t w_max = p->K >= SWAP64_WIDE_LONG_K ? SWAP64_WIDE_LONG_BN_MAX : SWAP64_WIDE_BN_MAX;
+    if (tiles > sms || w > w_max || ((p->M + 63) / 64) * ((p->N + w - 1) / w) > sms)
         return;
     p->wg_bm = 64;
     p->wg_bn = (int)w;

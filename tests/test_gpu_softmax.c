@@ -167,6 +167,12 @@ static const sm_case cases[] = {
     {2, 131081, 0, 0, 'c', 0, 0},
     {3, 140000, 0, 3, 'c', 0, 0},
     {2, 240001, 240011, 1, 'c', 0, 0},
+    /* ... past 10 vectors a thread there, on GPUs of 132 multiprocessors
+     * or more: 9-16 blocks of 256 threads, 8 vectors a thread at most
+     * (TK_SOFTMAX_EDGE_BIG: 11, 16 of 7, 13) */
+    {3, 170000, 0, 3, 'c', 0, 0},
+    {2, 225280, 0, 1, 'c', 0, 0},
+    {2, 200003, 0, 0, 'c', 0, 0},
     {8, 262143, 0, 0, 'c', 0, 0},
     {3, 262151, 0, 0, 'c', 0, 0}, /* 32768 whole vectors, + 7 */
     {2, 262153, 0, 0, 'l', 0, 0},

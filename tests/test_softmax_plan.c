@@ -114,7 +114,7 @@ typedef struct expect {
     int fwd_cluster; /* the forward's blocks per row where they differ (0: cluster); the
                       * forward's are 512 threads, 4 per SM (TK_MINB 4) */
     char fwd_kind;   /* with clusters, the forward's kind where it differs (0: kind; 'e':
-                      * 8 blocks of 256 threads, TK_SOFTMAX_EDGE256) */
+                      * blocks of 256 threads, TK_SOFTMAX_EDGE256 and _EDGE_BIG) */
 } expect;
 
 static const expect sm90[] = {
@@ -162,7 +162,7 @@ static const expect sm90[] = {
     {100003, 'c', 8, 0, 4, 0},
     {131073, 'c', 8, 0, 4, 0},
     {151936, 'c', 8, 1, 5, 0},
-    {200003, 'c', 8, 1, 0, 'e'}, /* TK_EDGE past 6 blocks of 8: 8 of 256 threads */
+    {200003, 'c', 8, 1, 0, 'e'}, /* TK_EDGE past 6 blocks of 8: 256-thread blocks */
     {225287, 'c', 8, 1, 0, 'e'},
     {225289, 'c', 8, 1, 0, 'e'},
     {262143, 'c', 8, 1, 0, 'e'},
@@ -187,20 +187,35 @@ static void check_expect(tk_op op, const expect *e, int clusters)
                   tk_op_name(op), (long long)e->cols, p.options);
     if (kind == 'e') {
         /* whole vectors over 8 blocks of 256 threads, all of a thread's
-         * slice in shared memory up to 10 vectors, 4 in registers beyond */
-        const int64_t iters = ((e->cols / 8 + 7) / 8 + 255) / 256;
+         * slice in shared memory up to 10 vectors, 4 in registers beyond;
+         * beyond 10 (every row here), on a target of clusters up to 16 (a
+         * precompile for sm_90: no device tells how many multiprocessors),
+         * the fewest blocks of 256 threads holding at most 8 (14 or 15:
+         * 16), 2 of them in registers, 8 blocks per SM */
+        const int64_t nvec = e->cols / 8;
+        int64_t blocks = 8, iters = ((nvec + 7) / 8 + 255) / 256, siters;
+        const int big = iters > 10;
+        if (big) {
+            blocks = (nvec + 2047) / 2048;
+            blocks = blocks == 14 || blocks == 15 ? 16 : blocks;
+            iters = ((nvec + blocks - 1) / blocks + 255) / 256;
+            siters = iters - 2;
+        } else {
+            siters = iters;
+        }
         ck_assert_msg(n > 8 && strcmp(p.entry + n - 8, "_cluster") == 0, "%s %lld: %s",
                       tk_op_name(op), (long long)e->cols, p.entry);
-        ck_assert_msg(strstr(p.options, "-DTK_CLUSTER=8 ") != NULL &&
-                          strstr(p.options, "-DTK_G=256 ") != NULL &&
-                          strstr(p.options, "-DTK_MINB") == NULL &&
+        snprintf(want, sizeof want, "-DTK_CLUSTER=%lld ", (long long)blocks);
+        ck_assert_msg(strstr(p.options, want) != NULL && strstr(p.options, "-DTK_G=256 ") != NULL &&
+                          (strstr(p.options, "-DTK_MINB=8") != NULL) == big &&
+                          (strstr(p.options, "-DTK_MINB") != NULL) == big &&
                           strstr(p.options, "-DTK_STORE_E") != NULL,
-                      "%s %lld: %s", tk_op_name(op), (long long)e->cols, p.options);
+                      "%s %lld: want %s in %s", tk_op_name(op), (long long)e->cols, want,
+                      p.options);
         snprintf(want, sizeof want, "-DTK_ITERS=%lld ", (long long)iters);
         ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s", tk_op_name(op),
                       (long long)e->cols, want, p.options);
-        snprintf(want, sizeof want, "-DTK_SITERS=%lld ",
-                 (long long)(iters > 10 ? iters - 4 : iters));
+        snprintf(want, sizeof want, "-DTK_SITERS=%lld ", (long long)siters);
         ck_assert_msg(strstr(p.options, want) != NULL, "%s %lld: want %s in %s", tk_op_name(op),
                       (long long)e->cols, want, p.options);
     } else if (kind == 'l') {
@@ -409,6 +424,63 @@ START_TEST(test_edge_kinds)
 }
 END_TEST
 
+/* clusters of up to 16 blocks (2: an sm_90 GPU of 132 multiprocessors or
+ * more, or a precompile): where 8 blocks of 256 threads would hold more
+ * than 10 vectors a thread at TK_EDGE, the fewest blocks of 256 threads
+ * holding at most 8 (14 or 15: 16), 2 of them in registers, TK_MINB 8
+ * (TK_SOFTMAX_EDGE_BIG) */
+static void expect_big(int64_t cols, int64_t ld, unsigned off, const char *cluster,
+                       const char *iters, const char *siters)
+{
+    char text[512];
+    plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_STABLE, cols, ld, off, 2, text, sizeof text);
+    if (cluster == NULL) {
+        ck_assert_msg(!has_def(text, "TK_MINB=8"), "%lld ld %lld +%u: %s", (long long)cols,
+                      (long long)ld, off, text);
+        return;
+    }
+    ck_assert_msg(has_def(text, "TK_G=256") && has_def(text, cluster) && has_def(text, iters) &&
+                      has_def(text, siters) && has_def(text, "TK_MINB=8") &&
+                      has_def(text, "TK_EDGE"),
+                  "%lld ld %lld +%u: want %s %s %s: %s", (long long)cols, (long long)ld, off,
+                  cluster, iters, siters, text);
+}
+
+START_TEST(test_edge_big)
+{
+    char a[512], b[512];
+    /* shifted rows: 8 blocks up to 10 vectors a thread (163840 columns) */
+    expect_big(140000, 140000, 3, NULL, NULL, NULL);
+    expect_big(163840, 163840, 3, NULL, NULL, NULL);
+    expect_big(163848, 163848, 3, "TK_CLUSTER=11", "TK_ITERS=8", "TK_SITERS=6");
+    expect_big(170000, 170000, 3, "TK_CLUSTER=11", "TK_ITERS=8", "TK_SITERS=6");
+    expect_big(196608, 196608, 1, "TK_CLUSTER=12", "TK_ITERS=8", "TK_SITERS=6");
+    expect_big(200000, 200000, 1, "TK_CLUSTER=13", "TK_ITERS=8", "TK_SITERS=6");
+    expect_big(225280, 225280, 3, "TK_CLUSTER=16", "TK_ITERS=7", "TK_SITERS=5"); /* 14: 16 */
+    expect_big(262144, 262144, 3, "TK_CLUSTER=16", "TK_ITERS=8", "TK_SITERS=6");
+    /* varied rows: from where the 8 blocks start (196616 columns) */
+    expect_big(170001, 170001, 0, NULL, NULL, NULL);
+    expect_big(196609, 196609, 0, NULL, NULL, NULL);
+    expect_big(200003, 200003, 0, "TK_CLUSTER=13", "TK_ITERS=8", "TK_SITERS=6");
+    expect_big(240001, 240011, 1, "TK_CLUSTER=16", "TK_ITERS=8", "TK_SITERS=6"); /* 15: 16 */
+    /* aligned rows keep the 512-thread forms */
+    expect_big(170000, 170000, 0, NULL, NULL, NULL);
+    expect_big(262144, 262144, 8, NULL, NULL, NULL);
+    /* portable clusters only (1): the 8 blocks */
+    plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_STABLE, 170000, 170000, 3, 1, a, sizeof a);
+    ck_assert_msg(has_def(a, "TK_CLUSTER=8") && has_def(a, "TK_ITERS=11"), "%s", a);
+    /* generic: ITERS rounded up to 8, 2 in registers, the same blocks */
+    plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_GENERIC, 170000, 170000, 3, 2, a, sizeof a);
+    ck_assert_msg(has_def(a, "TK_CLUSTER=11") && has_def(a, "TK_ITERS=8") &&
+                      has_def(a, "TK_SITERS=6") && has_def(a, "TK_MINB=8") && !strstr(a, "TK_COLS"),
+                  "%s", a);
+    /* the backward is left as it was */
+    plan_text(TK_OP_SOFTMAX_XENT_F16_BWD, TK_POLICY_STABLE, 170000, 170000, 3, 1, a, sizeof a);
+    plan_text(TK_OP_SOFTMAX_XENT_F16_BWD, TK_POLICY_STABLE, 170000, 170000, 3, 2, b, sizeof b);
+    ck_assert_str_eq(a, b);
+}
+END_TEST
+
 int main(void)
 {
     tk_config *cfg = NULL;
@@ -423,6 +495,7 @@ int main(void)
     Suite *s = suite_create("softmax_plan");
     TCase *tk = tcase_create("edge");
     tcase_add_test(tk, test_edge_kinds);
+    tcase_add_test(tk, test_edge_big);
     suite_add_tcase(s, tk);
     if (st != TK_OK) {
         /* the cases that compile kernels need NVRTC */

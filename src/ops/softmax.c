@@ -153,8 +153,41 @@
 #ifndef TK_SOFTMAX_EDGE256
 #define TK_SOFTMAX_EDGE256 1
 #endif
+#ifndef EDGE256_SMEM_ALL
 #define EDGE256_SMEM_ALL 10
+#endif
+#ifndef EDGE256_REGS
 #define EDGE256_REGS 4
+#endif
+/* Forward at VEC 8 with TK_EDGE where those 8 blocks of 256 threads would
+ * hold more than EDGE256_SMEM_ALL vectors a thread (rows shifted off
+ * 16-byte boundaries from 163848 columns, varied ones from 196616, as
+ * TK_SOFTMAX_EDGE256 starts): more blocks of 256 threads, the fewest that
+ * hold at most EDGE_BIG_ITERS vectors a thread (14 or 15: 16), all but 2
+ * of them in shared memory, TK_MINB 8 (32 registers, 8 blocks per SM), in
+ * a cluster of 9-16 blocks, a non-portable size (the engine allows it at
+ * load). Only on GPUs of EDGE_BIG_MIN_SMS multiprocessors or more (the
+ * H100 SXM and H200, where it was measured; a 16-block cluster needs a
+ * GPC with 16 free) or of unknown count (a precompile). H200, bench/softmax
+ * --sweep-fwd --only m8 --clusters 9-16 (docs/performance-softmax.md):
+ * rows 1 or 3 halves off at 165000-262144 columns 0.91-0.93 of copy where
+ * the 8 blocks read 0.89-0.91; at 140000-160000, where the 8 blocks hold
+ * their slice in shared memory, 0.89-0.93 against 0.92-0.95, hence the
+ * start; packed rows 0.90-0.94 against the 512-thread forms' 0.92-0.95.
+ * Clusters of 14 lost to 16 (225280 columns: 0.88 against 0.92). Both
+ * builds in one call, two runs: 19 of the 21 widths it reaches (rows with
+ * TK_EDGE at 163848-262144 columns, offset, odd or with odd leading
+ * dimensions) 1.2-4.8% less time (rows 3 halves off at 170000: 147.0 ->
+ * 140.2 us, 0.89 -> 0.94 of copy; odd 200003 0.91 -> 0.94), rows 3 halves
+ * off at 210000 and the odd 262143 1.3% more (0.92 -> 0.91, 0.90 -> 0.89);
+ * those it leaves (140000, 150000, 170001) even. 0: the 8 blocks. */
+#ifndef TK_SOFTMAX_EDGE_BIG
+#define TK_SOFTMAX_EDGE_BIG 1
+#endif
+#define EDGE_BIG_ITERS 8
+#define EDGE_BIG_REGS 2
+#define EDGE_BIG_CLUSTER_MAX 16
+#define EDGE_BIG_MIN_SMS 132
 /* Forward, one block of 512 threads per row at VEC 8 with at most this
  * many vectors a thread (16392 to 28672 columns): TK_MINB 3, so that 3
  * blocks fit an SM. The compiler gave such blocks 40 registers, except for
@@ -198,6 +231,7 @@ typedef struct softmax_plan {
     int is_long, smem_g, store_e;
     int wide; /* forward: the larger blocks past 6 of 8 vectors (TK_SOFTMAX_WIDE) */
     int edge256; /* forward: 8 blocks of 256 threads at TK_EDGE (TK_SOFTMAX_EDGE256) */
+    int edge_big; /* forward: 9-16 blocks of 256 threads at TK_EDGE (TK_SOFTMAX_EDGE_BIG) */
     int pdl; /* TK_PDL, launched with programmatic dependent launch */
     int64_t blocks;
     char d_vec[12], d_g[12], d_iters[12], d_block[12], d_cluster[12], d_siters[12], d_minb[12],
@@ -228,15 +262,19 @@ static void block_shape(int64_t n, unsigned max_g, unsigned *g, unsigned *iters)
     *iters = (unsigned)((n + *g - 1) / *g);
 }
 
-/* Thread-block clusters: NVIDIA sm_90 and later. */
+/* Thread-block clusters: NVIDIA sm_90 and later (CLUSTERS_PORTABLE), of up
+ * to 16 blocks (CLUSTERS_BIG) where the GPU has EDGE_BIG_MIN_SMS
+ * multiprocessors or more, or no device tells (a precompile). */
+enum { CLUSTERS_NONE = 0, CLUSTERS_PORTABLE = 1, CLUSTERS_BIG = 2 };
 static int target_has_clusters(tk_context *ctx)
 {
     const char *backend = tk_context_backend_name(ctx);
     const char *target = tk_context_target(ctx);
     if (backend == NULL || strcmp(backend, "cuda") != 0 || target == NULL ||
-        strncmp(target, "sm_", 3) != 0)
-        return 0;
-    return atoi(target + 3) >= 90;
+        strncmp(target, "sm_", 3) != 0 || atoi(target + 3) < 90)
+        return CLUSTERS_NONE;
+    const int sms = tk__ctx_sm_count(ctx);
+    return sms == 0 || sms >= EDGE_BIG_MIN_SMS ? CLUSTERS_BIG : CLUSTERS_PORTABLE;
 }
 
 /* Why a row needs TK_EDGE (pick_vec): EDGE_SHIFTED when only the base
@@ -335,6 +373,18 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
             p->siters = p->iters > EDGE256_SMEM_ALL ? p->iters - EDGE256_REGS : p->iters;
             p->edge256 = 1;
+            const int64_t big =
+                (nvec + CLUSTER_G * EDGE_BIG_ITERS - 1) / (CLUSTER_G * EDGE_BIG_ITERS);
+            if (TK_SOFTMAX_EDGE_BIG && clusters >= CLUSTERS_BIG && p->iters > EDGE256_SMEM_ALL &&
+                big <= EDGE_BIG_CLUSTER_MAX) {
+                p->cluster = big == 14 || big == 15 ? EDGE_BIG_CLUSTER_MAX : (unsigned)big;
+                per = (nvec + p->cluster - 1) / p->cluster;
+                p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
+                p->siters = p->iters - EDGE_BIG_REGS;
+                p->minb = 8;
+                p->edge256 = 0;
+                p->edge_big = 1;
+            }
         } else if (fwd4 && TK_SOFTMAX_WIDE && nvec > (int64_t)6 * 512 * FWD4_ITERS &&
                    (nvec <= (int64_t)5 * 512 * WIDE_ITERS ||
                     (!edge && nvec > (int64_t)6 * 512 * (WIDE_ITERS - 1)))) {
@@ -390,7 +440,10 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
              * spilled 8-24 bytes, this 8 with TK_EDGE and none packed; the
              * 256-thread blocks at TK_EDGE: EDGE256_REGS in registers, where
              * 16 all in shared memory spilled 16 bytes) */
-            const unsigned in_regs = p->wide ? 2 : p->edge256 ? EDGE256_REGS : p->iters - p->siters;
+            const unsigned in_regs = p->wide       ? 2
+                                     : p->edge256  ? EDGE256_REGS
+                                     : p->edge_big ? EDGE_BIG_REGS
+                                                   : p->iters - p->siters;
             p->iters = p->wide ? WIDE_ITERS : next_pow2(p->iters);
             if (p->siters > 0)
                 p->siters = p->iters - in_regs;

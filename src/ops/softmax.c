@@ -22,7 +22,7 @@
  *    threads per row (the forward at VEC 8 with TK_EDGE and 8 vectors a
  *    thread: a cluster of 2 on sm_90 and later, TK_SOFTMAX_EDGE8_C2).
  *  - Longer rows on NVIDIA sm_90 and later (thread-block clusters): a cluster
- *    of 2 to 8 blocks per row (TK_CLUSTER), each block a contiguous
+ *    of 2 to 8 blocks per row (TK_CLUSTER; 16 at most: EDGE_BIG), each block a contiguous
  *    slice, partial results exchanged through distributed shared memory:
  *    still one read and one write. The fewest blocks of 256 threads
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8
@@ -33,7 +33,9 @@
  *    SM where they were measured faster (TK_SOFTMAX_WIDE); with TK_EDGE
  *    past 4 such blocks (rows whose pointers alone are off) or 6 (odd
  *    widths, leading dimensions) 8 blocks of 256 threads
- *    (TK_SOFTMAX_EDGE256); at VEC 4 and 2
+ *    (TK_SOFTMAX_EDGE256), or, where those would hold more than 10
+ *    vectors a thread, 9 to 16 of them in a non-portable cluster, on GPUs
+ *    of 132 SMs or more (TK_SOFTMAX_EDGE_BIG); at VEC 4 and 2
  *    it first takes 4, then 8, blocks of 256 threads with up to 13 vectors each
  *    (CLUSTER_FWD_ITERS) before larger blocks.
  *    Measured on an H100 (bench/softmax --sweep): what

@@ -786,10 +786,10 @@ static int swap64_even(const gemm_plan *p, int64_t sms)
  * K steps and only where the 64-row tiles made no more tiles. With one
  * consumer (tk__gemm_ks_one), bench/swap64round-check.tkm, both ways in
  * one call, two runs, two calls: where the wider tiles make more tiles but
- * one round, 3.0-10.2% less time (fwd 1068 x 1024 x 3072 15.60 -> 14.32
- * us, 0.85 -> 0.92 of cuBLAS; grad_a 1068 x 3072 x 1024 0.87 -> 0.93); at
+ * one round, 3.3-10.2% less time (fwd 1068 x 1024 x 3072 15.58 -> 14.29
+ * us, 0.85 -> 0.93 of cuBLAS; grad_a 1068 x 3072 x 1024 0.87 -> 0.93); at
  * K = 1024 (fwd 270-480 x {2816, 4096} x 1024) 64 x 144 and 64 x 160
- * 1.9-2.9% less, 64 x 176 1.6-3.8% more; 64 x 176 and 64 x 192 at K =
+ * 1.9-2.9% less, 64 x 176 1.4-3.5% more; 64 x 176 and 64 x 192 at K =
  * 2816 and 3072: fwd 1.6-4.3% less (1327 x 1024 x 3072 0.91 -> 0.95),
  * grad_a -1.3% to +1.1%; at K = 4096, where pairs or fours of 128-row
  * tiles follow, fwd up to 12% more (1300 x 1024 x 4096 19.7 -> 21.8 us),

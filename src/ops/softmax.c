@@ -22,7 +22,8 @@
  *    threads per row (the forward at VEC 8 with TK_EDGE and 8 vectors a
  *    thread: a cluster of 2 on sm_90 and later, TK_SOFTMAX_EDGE8_C2).
  *  - Longer rows on NVIDIA sm_90 and later (thread-block clusters): a cluster
- *    of 2 to 8 blocks per row (TK_CLUSTER; 16 at most: EDGE_BIG), each block a contiguous
+ *    of 2 to 8 blocks per row (TK_CLUSTER; up to 16: TK_SOFTMAX_EDGE_BIG),
+ *    each block a contiguous
  *    slice, partial results exchanged through distributed shared memory:
  *    still one read and one write. The fewest blocks of 256 threads
  *    (CLUSTER_G) whose slices fit a 256-thread block's registers; beyond 8

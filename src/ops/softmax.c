@@ -370,23 +370,27 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         per = (nvec + p->cluster - 1) / p->cluster;
         if (fwd4 && TK_SOFTMAX_EDGE256 && edge &&
             nvec > (int64_t)(edge == EDGE_SHIFTED ? 4 : 6) * 512 * FWD4_ITERS) {
-            p->cluster = CLUSTER_MAX;
-            per = (nvec + CLUSTER_MAX - 1) / CLUSTER_MAX;
-            p->g = CLUSTER_G;
-            p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
-            p->siters = p->iters > EDGE256_SMEM_ALL ? p->iters - EDGE256_REGS : p->iters;
-            p->edge256 = 1;
+            /* 8 blocks of 256 threads; where those would hold more than
+             * EDGE256_SMEM_ALL vectors a thread, the fewest holding at
+             * most EDGE_BIG_ITERS (TK_SOFTMAX_EDGE_BIG) */
+            const int64_t iters8 =
+                ((nvec + CLUSTER_MAX - 1) / CLUSTER_MAX + CLUSTER_G - 1) / CLUSTER_G;
             const int64_t big =
                 (nvec + CLUSTER_G * EDGE_BIG_ITERS - 1) / (CLUSTER_G * EDGE_BIG_ITERS);
-            if (TK_SOFTMAX_EDGE_BIG && clusters >= CLUSTERS_BIG && p->iters > EDGE256_SMEM_ALL &&
-                big <= EDGE_BIG_CLUSTER_MAX) {
-                p->cluster = big == 14 || big == 15 ? EDGE_BIG_CLUSTER_MAX : (unsigned)big;
-                per = (nvec + p->cluster - 1) / p->cluster;
-                p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
+            p->edge_big = TK_SOFTMAX_EDGE_BIG && clusters >= CLUSTERS_BIG &&
+                          iters8 > EDGE256_SMEM_ALL && big <= EDGE_BIG_CLUSTER_MAX;
+            p->edge256 = !p->edge_big;
+            p->cluster = !p->edge_big             ? CLUSTER_MAX
+                         : big == 14 || big == 15 ? EDGE_BIG_CLUSTER_MAX
+                                                  : (unsigned)big;
+            per = (nvec + p->cluster - 1) / p->cluster;
+            p->g = CLUSTER_G;
+            p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);
+            if (p->edge_big) {
                 p->siters = p->iters - EDGE_BIG_REGS;
                 p->minb = 8;
-                p->edge256 = 0;
-                p->edge_big = 1;
+            } else {
+                p->siters = p->iters > EDGE256_SMEM_ALL ? p->iters - EDGE256_REGS : p->iters;
             }
         } else if (fwd4 && TK_SOFTMAX_WIDE && nvec > (int64_t)6 * 512 * FWD4_ITERS &&
                    (nvec <= (int64_t)5 * 512 * WIDE_ITERS ||

@@ -43,8 +43,9 @@ tk_status tk__softmax_precompile(tk_context *ctx, tk_op op, const int64_t *dims,
 /* For tests: the defines ("TK_VEC=8 TK_G=256 ...") of the kernel a softmax
  * call of op would take with n arrays (2 forward, 3 backward) whose base
  * pointers lie offsets[i] halves past an aligned address, leading
- * dimensions lds[i] (clusters: an sm_90 or later target; n is clamped to
- * 1..3, lds and offsets hold that many). */
+ * dimensions lds[i] (clusters: 0 none, 1 an sm_90 or later target, 2 one
+ * whose clusters may hold 16 blocks; n is clamped to 1..3, lds and offsets
+ * hold that many). */
 void tk__softmax_plan_text(tk_op op, tk_policy policy, int64_t rows, int64_t cols,
                            const int64_t *lds, const unsigned *offsets, int n, int clusters,
                            char *buf, size_t size);

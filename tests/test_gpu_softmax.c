@@ -158,6 +158,10 @@ static const sm_case cases[] = {
     {3, 32000, 0, 3, 'r', 0, 'c'},
     {3, 28673, 0, 0, 'r', 0, 0}, /* 7 vectors: the row kernel */
     {9, 50257, 0, 0, 'c', 0, 0},
+    /* the backward where 256 threads would hold 8 vectors each: 512 of 4
+     * (TK_SOFTMAX_BWD512; 4 and 8 blocks, with TK_EDGE) */
+    {3, 57977, 0, 1, 'c', 0, 0},
+    {2, 131071, 0, 0, 'c', 0, 0},
     {3, 100003, 0, 0, 'c', 0, 0},
     {2, 131073, 0, 0, 'c', 0, 0},
     {3, 151937, 0, 0, 'c', 0, 0},

@@ -158,6 +158,9 @@ static const expect sm90[] = {
     {32767, 'r', 0, 0, 2, 'c'},
     {32769, 'r', 0, 0, 2, 'c'},
     {50257, 'c', 4, 0, 2, 0},
+    {57343, 'c', 4, 0, 2, 0}, /* the backward's 256 threads x 7 vectors */
+    {57977, 'c', 4, 0, 2, 0}, /* x 8, with TK_EDGE: 512 threads x 4 */
+    {131071, 'c', 8, 0, 4, 0},
     {70393, 'c', 8, 0, 3, 0},
     {100003, 'c', 8, 0, 4, 0},
     {131073, 'c', 8, 0, 4, 0},
@@ -247,6 +250,18 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         const int fwd_smem = op == TK_OP_SOFTMAX_F16_FWD;
         ck_assert_msg((strstr(p.options, "-DTK_SMEM_G") != NULL) == smem_g, "%s %lld: %s",
                       tk_op_name(op), (long long)e->cols, p.options);
+        /* the backward's blocks of 256 threads (rows of 1025-2048 vectors
+         * a block); with TK_EDGE, 512 where the 256 would hold 8 vectors
+         * each (TK_SOFTMAX_BWD512) */
+        const int64_t per = (e->cols / 8 + e->cluster - 1) / e->cluster;
+        if (op == TK_OP_SOFTMAX_XENT_F16_BWD && per > 1024 && per <= 2048) {
+            const int64_t g = (per + 255) / 256 == 8 && e->cols % 8 != 0 ? 512 : 256;
+            snprintf(want, sizeof want, "-DTK_ITERS=%lld ", (long long)((per + g - 1) / g));
+            ck_assert_msg(strstr(p.options, want) != NULL &&
+                              strstr(p.options, g == 512 ? "-DTK_G=512 " : "-DTK_G=256 ") != NULL,
+                          "%s %lld: want %s, %lld threads in %s", tk_op_name(op),
+                          (long long)e->cols, want, (long long)g, p.options);
+        }
         /* past 6 blocks of 8 vectors a thread (24576 vectors a row), in 5
          * or 6 blocks: up to 11 vectors a thread, 3 of them in registers, 3
          * blocks per SM */

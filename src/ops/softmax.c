@@ -47,8 +47,9 @@
  *    registers (TK_MINB 4); otherwise half of it, or with 512-thread
  *    blocks all of it, at 40 registers (TK_MINB 3). The backward keeps s and g in registers, g in
  *    shared memory (TK_SMEM_G) where 512-thread blocks would otherwise
- *    hold one block per SM (CLUSTER_SMEM_G_REGS). VEC 1 forward: registers
- *    only (cp.async has no 2-byte copy). The blocks' partials go through
+ *    hold one block per SM (CLUSTER_SMEM_G_REGS); with TK_EDGE, blocks of
+ *    512 threads where 256 would hold 8 vectors each (TK_SOFTMAX_BWD512).
+ *    VEC 1 forward: registers only (cp.async has no 2-byte copy). The blocks' partials go through
  *    mbarriers (tk_xchg, common_f16.cuh), and a block returns as soon as
  *    its stores are issued.
  *  - Longer still, or on other targets (older NVIDIA, AMD): the block-per-row
@@ -78,6 +79,22 @@
  * registers of g or more, g waits in shared memory instead (s and g both in
  * registers leave one block of 512 threads per SM). */
 #define CLUSTER_SMEM_G_REGS 20
+/* Backward on the cluster path at TK_EDGE (TK_SOFTMAX_BWD512): where a
+ * block of CLUSTER_G threads would hold BWD512_REGS registers of each input
+ * (8 vectors a thread at VEC 8), blocks of twice as many threads with half
+ * the vectors each. Those 8 vectors of s and g took 87-98 registers with
+ * TK_EDGE (2 blocks of 256 per SM), 80 without (3 per SM); 512 threads of
+ * 4 vectors 55-58 (2 blocks of 512). H200, bench/softmax, both builds in
+ * one call, two runs (docs/performance-softmax.md): odd widths, rows 1 or 3
+ * halves off and leading dimensions of cols + 3 at 57977-131072 columns
+ * (4 or 8 blocks a row) 6.6-21.8% less time, 0.79-0.95 of copy -> 1.00-1.03
+ * (rows 1 half off at 115001: 245.8 -> 192.1 us); packed rows there 0.4-1.4%
+ * more time (1.02-1.04 -> 1.01-1.03), hence TK_EDGE only. Measured at VEC
+ * 8 only. 0: the 256-thread blocks. */
+#ifndef TK_SOFTMAX_BWD512
+#define TK_SOFTMAX_BWD512 1
+#endif
+#define BWD512_REGS 32
 /* Forward on the cluster path: vectors per thread a block of CLUSTER_G
  * threads holds before a cluster of 8 or blocks of 512 (measured on an H100
  * at 151936 columns: 8 blocks of 256 x 10 vectors, 6 of them in shared
@@ -409,6 +426,14 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->minb = 4;
         } else if (per <= cap) {
             block_shape(per, CLUSTER_G, &p->g, &p->iters);
+            /* backward at TK_EDGE: twice the threads, half the vectors
+             * each, where CLUSTER_G threads would hold BWD512_REGS
+             * registers of each input (TK_SOFTMAX_BWD512) */
+            if (TK_SOFTMAX_BWD512 && !fwd && edge &&
+                p->iters * (vec >= 2 ? vec / 2u : 1u) >= BWD512_REGS) {
+                p->g = 2 * CLUSTER_G;
+                p->iters = (unsigned)((per + p->g - 1) / p->g);
+            }
             /* forward: half the slice in shared memory */
             if (fwd && vec >= 2)
                 p->siters = p->iters / 2;

@@ -473,6 +473,17 @@ START_TEST(test_edge_big)
     expect_big(200000, 200000, 1, "TK_CLUSTER=13", "TK_ITERS=8", "TK_SITERS=6");
     expect_big(225280, 225280, 3, "TK_CLUSTER=16", "TK_ITERS=7", "TK_SITERS=5"); /* 14: 16 */
     expect_big(262144, 262144, 3, "TK_CLUSTER=16", "TK_ITERS=8", "TK_SITERS=6");
+    /* shifted rows from past one 512-thread block to where the 8 blocks
+     * start (32776-131072 columns): 3-8 blocks of up to 8 vectors
+     * (TK_SOFTMAX_SHIFTED256); 5 blocks of 8: 6 of 7 */
+    expect_big(32768, 32768, 1, NULL, NULL, NULL);
+    expect_big(32776, 32776, 1, "TK_CLUSTER=3", "TK_ITERS=6", "TK_SITERS=4");
+    expect_big(65536, 65536, 3, "TK_CLUSTER=4", "TK_ITERS=8", "TK_SITERS=6");
+    expect_big(70000, 70000, 1, "TK_CLUSTER=5", "TK_ITERS=7", "TK_SITERS=5");
+    expect_big(80000, 80000, 1, "TK_CLUSTER=6", "TK_ITERS=7", "TK_SITERS=5");
+    expect_big(131072, 131072, 4, "TK_CLUSTER=8", "TK_ITERS=8", "TK_SITERS=6");
+    expect_big(50257, 50257, 0, NULL, NULL, NULL);
+    expect_big(65536, 65536, 0, NULL, NULL, NULL);
     /* varied rows: from where the 8 blocks start (196616 columns) */
     expect_big(170001, 170001, 0, NULL, NULL, NULL);
     expect_big(196609, 196609, 0, NULL, NULL, NULL);
@@ -481,9 +492,11 @@ START_TEST(test_edge_big)
     /* aligned rows keep the 512-thread forms */
     expect_big(170000, 170000, 0, NULL, NULL, NULL);
     expect_big(262144, 262144, 8, NULL, NULL, NULL);
-    /* portable clusters only (1): the 8 blocks */
+    /* portable clusters only (1): the 8 blocks; the 512-thread forms */
     plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_STABLE, 170000, 170000, 3, 1, a, sizeof a);
     ck_assert_msg(has_def(a, "TK_CLUSTER=8") && has_def(a, "TK_ITERS=11"), "%s", a);
+    plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_STABLE, 65536, 65536, 3, 1, a, sizeof a);
+    ck_assert_msg(has_def(a, "TK_CLUSTER=2") && has_def(a, "TK_G=512"), "%s", a);
     /* generic: ITERS rounded up to 8, 2 in registers, the same blocks */
     plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_GENERIC, 170000, 170000, 3, 2, a, sizeof a);
     ck_assert_msg(has_def(a, "TK_CLUSTER=11") && has_def(a, "TK_ITERS=8") &&

@@ -205,6 +205,25 @@
 #define TK_SOFTMAX_EDGE_BIG 1
 #endif
 #define EDGE_BIG_ITERS 8
+/* Forward at VEC 8 for rows whose base pointers alone are off 16-byte
+ * boundaries (EDGE_SHIFTED) from 4097 vectors (past one 512-thread block
+ * of FWD4_ITERS: 32776 columns) to SHIFTED256_MAX_VECS (131072), where the 512-thread
+ * forms (TK_SOFTMAX_FWD4) would take 2-4 blocks: the form of
+ * TK_SOFTMAX_EDGE_BIG, the fewest blocks of 256 threads holding at most
+ * EDGE_BIG_ITERS vectors each (3-8), on the same GPUs. H200, bench/softmax
+ * --sweep-fwd, rows 1 half off at 40000-65536 columns: 0.93-0.95 of copy
+ * where the 2 blocks of 512 read 0.90-0.93; rows whose widths are odd
+ * (EDGE_VARIED) even, so left out. 0: the 512-thread forms. */
+#ifndef TK_SOFTMAX_SHIFTED256
+#define TK_SOFTMAX_SHIFTED256 1
+#endif
+#ifndef SHIFTED256_MAX_VECS
+#define SHIFTED256_MAX_VECS (4 * 512 * FWD4_ITERS)
+#endif
+/* TK_SOFTMAX_EDGE_BIG and _SHIFTED256: where 5 blocks would hold more than EDGE_BIG5_ITERS vectors
+ * a thread, 6 (rows 1 half off at 80000 columns, bench/softmax --sweep-fwd: 6 blocks of 7 vectors
+ * 0.95 of copy, 5 of 8 0.90; at 75000 0.95 and 0.94). */
+#define EDGE_BIG5_ITERS 7
 #define EDGE_BIG_REGS 2
 #define EDGE_BIG_CLUSTER_MAX 16
 #define EDGE_BIG_MIN_SMS 132
@@ -385,8 +404,13 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             (nvec + 3) / 4 <= cap_ext)
             p->cluster = 4;
         per = (nvec + p->cluster - 1) / p->cluster;
-        if (fwd4 && TK_SOFTMAX_EDGE256 && edge &&
-            nvec > (int64_t)(edge == EDGE_SHIFTED ? 4 : 6) * 512 * FWD4_ITERS) {
+        /* shifted rows short of the 8 blocks of 256 threads: the
+         * 256-thread form of TK_SOFTMAX_EDGE_BIG (TK_SOFTMAX_SHIFTED256) */
+        const int shifted256 = TK_SOFTMAX_SHIFTED256 && fwd4 && edge == EDGE_SHIFTED &&
+                               clusters >= CLUSTERS_BIG && nvec > (int64_t)512 * FWD4_ITERS &&
+                               nvec <= SHIFTED256_MAX_VECS;
+        if (shifted256 || (fwd4 && TK_SOFTMAX_EDGE256 && edge &&
+                           nvec > (int64_t)(edge == EDGE_SHIFTED ? 4 : 6) * 512 * FWD4_ITERS)) {
             /* 8 blocks of 256 threads; where those would hold more than
              * EDGE256_SMEM_ALL vectors a thread, the fewest holding at
              * most EDGE_BIG_ITERS (TK_SOFTMAX_EDGE_BIG) */
@@ -394,12 +418,16 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
                 ((nvec + CLUSTER_MAX - 1) / CLUSTER_MAX + CLUSTER_G - 1) / CLUSTER_G;
             const int64_t big =
                 (nvec + CLUSTER_G * EDGE_BIG_ITERS - 1) / (CLUSTER_G * EDGE_BIG_ITERS);
-            p->edge_big = TK_SOFTMAX_EDGE_BIG && clusters >= CLUSTERS_BIG &&
-                          iters8 > EDGE256_SMEM_ALL && big <= EDGE_BIG_CLUSTER_MAX;
+            p->edge_big = shifted256 || (TK_SOFTMAX_EDGE_BIG && clusters >= CLUSTERS_BIG &&
+                                         iters8 > EDGE256_SMEM_ALL && big <= EDGE_BIG_CLUSTER_MAX);
             p->edge256 = !p->edge_big;
             p->cluster = !p->edge_big             ? CLUSTER_MAX
                          : big == 14 || big == 15 ? EDGE_BIG_CLUSTER_MAX
                                                   : (unsigned)big;
+            /* 5 blocks hold at most EDGE_BIG5_ITERS vectors a thread */
+            if (p->edge_big && p->cluster == 5 &&
+                (nvec + 4) / 5 > (int64_t)CLUSTER_G * EDGE_BIG5_ITERS)
+                p->cluster = 6;
             per = (nvec + p->cluster - 1) / p->cluster;
             p->g = CLUSTER_G;
             p->iters = (unsigned)((per + CLUSTER_G - 1) / CLUSTER_G);

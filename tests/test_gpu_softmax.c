@@ -127,7 +127,8 @@ static const sm_case cases[] = {
     {2, 65544, 0, 0, 'c', 0, 0},   /* 8 blocks */
     {3, 128256, 0, 0, 'c', 0, 0},
     {40, 128256, 0, 0, 'c', 0, 0},
-    {2, 131072, 0, 0, 'c', 0, 0}, /* 8 blocks of 256 threads, full */
+    {2, 131072, 0, 0, 'c', 0, 0}, /* 8 blocks of 256 threads, full (forward: 2 of 16) */
+    {3, 124000, 0, 0, 'c', 0, 0},
     {2, 131080, 0, 0, 'c', 0, 0}, /* 8 larger blocks */
     {3, 180000, 0, 0, 'c', 0, 0}, /* 48 KiB of shared memory per block (both ops) */
     /* the forward's blocks per row that are not powers of two: 3 (at most

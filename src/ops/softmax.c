@@ -152,6 +152,20 @@
 #define TK_SOFTMAX_WIDE 1
 #endif
 #define WIDE_ITERS 11
+/* Forward at VEC 8, packed rows (no TK_EDGE) where the 4 blocks of 512
+ * threads (TK_SOFTMAX_FWD4) would hold more than FWD2_16_ITERS / 2 - 0.5
+ * vectors a thread (122881-131072 columns): 2 blocks of FWD2_16_ITERS,
+ * FWD2_16_REGS of them in registers and the rest (96 KiB a block) in shared
+ * memory, the compiler's registers (64: 2 blocks per SM). H200,
+ * bench/softmax --sweep-fwd (docs/performance-softmax.md): 128256 and
+ * 131072 columns 0.93-0.94 of copy where the 4 blocks read 0.88-0.90 (two
+ * runs at 131072), 124000 0.93 both; 2 blocks of 15 vectors at 118000
+ * 0.90 against 0.91, hence the start. 0: the 4 blocks. */
+#ifndef TK_SOFTMAX_FWD2_16
+#define TK_SOFTMAX_FWD2_16 1
+#endif
+#define FWD2_16_ITERS 16
+#define FWD2_16_REGS 4
 #define WIDE_REGS 3
 /* Forward at VEC 8 with TK_EDGE: 8 blocks of 256 threads, each thread's
  * slice in shared memory but for EDGE256_REGS vectors past
@@ -447,6 +461,15 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             p->siters = p->iters - WIDE_REGS;
             p->minb = 3;
             p->wide = 1;
+        } else if (fwd4 && TK_SOFTMAX_FWD2_16 && !edge && p->cluster == 4 &&
+                   (nvec + 1) / 2 > (int64_t)512 * (FWD2_16_ITERS - 1)) {
+            /* packed rows whose 4 blocks would hold about 8 vectors a
+             * thread: 2 blocks of FWD2_16_ITERS (TK_SOFTMAX_FWD2_16) */
+            p->cluster = 2;
+            per = (nvec + 1) / 2;
+            p->g = 512;
+            p->iters = (unsigned)((per + 511) / 512);
+            p->siters = p->iters - FWD2_16_REGS;
         } else if (fwd4) {
             p->g = 512;
             p->iters = (unsigned)((per + 511) / 512);

@@ -152,21 +152,24 @@
 #define TK_SOFTMAX_WIDE 1
 #endif
 #define WIDE_ITERS 11
+#define WIDE_REGS 3
 /* Forward at VEC 8, packed rows (no TK_EDGE) where the 4 blocks of 512
  * threads (TK_SOFTMAX_FWD4) would hold more than FWD2_16_ITERS / 2 - 0.5
  * vectors a thread (122881-131072 columns): 2 blocks of FWD2_16_ITERS,
  * FWD2_16_REGS of them in registers and the rest (96 KiB a block) in shared
  * memory, the compiler's registers (64: 2 blocks per SM). H200,
  * bench/softmax --sweep-fwd (docs/performance-softmax.md): 128256 and
- * 131072 columns 0.93-0.94 of copy where the 4 blocks read 0.88-0.90 (two
- * runs at 131072), 124000 0.93 both; 2 blocks of 15 vectors at 118000
- * 0.90 against 0.91, hence the start. 0: the 4 blocks. */
+ * 131072 columns 0.93-0.94 of copy where the 4 blocks read 0.89-0.90 (two
+ * calls at 131072), 124000 0.93 both; 2 blocks of 15 vectors at 118000
+ * 0.90 against 0.91, hence the start. Both builds in one call, two runs:
+ * 128256 and 131072 4.5% less time (0.91 -> 0.95, 0.89 -> 0.93), 124000
+ * 0.8% less, but 122888 and 130000 1.9-2.2% more (0.93 -> 0.91): the
+ * band's worst 0.89 -> 0.91. 0: the 4 blocks. */
 #ifndef TK_SOFTMAX_FWD2_16
 #define TK_SOFTMAX_FWD2_16 1
 #endif
 #define FWD2_16_ITERS 16
 #define FWD2_16_REGS 4
-#define WIDE_REGS 3
 /* Forward at VEC 8 with TK_EDGE: 8 blocks of 256 threads, each thread's
  * slice in shared memory but for EDGE256_REGS vectors past
  * EDGE256_SMEM_ALL of them (all of it up to that: 40-48 registers), in
@@ -227,7 +230,12 @@
  * EDGE_BIG_ITERS vectors each (3-8), on the same GPUs. H200, bench/softmax
  * --sweep-fwd, rows 1 half off at 40000-65536 columns: 0.93-0.95 of copy
  * where the 2 blocks of 512 read 0.90-0.93; rows whose widths are odd
- * (EDGE_VARIED) even, so left out. 0: the 512-thread forms. */
+ * (EDGE_VARIED) even, so left out. Both builds in one call, two runs
+ * (with EDGE_BIG5_ITERS, below): rows 1 half off at 40000-100000 columns
+ * 0.8-4.5% less time, 0.90-0.94 -> 0.92-0.96 of copy (65536 and 90000:
+ * 0.90 -> 0.94, 0.95); in a first call rows 1 or 3 halves off at
+ * 32776-131072 columns -5.0% to +0.5% but for 80000 (below). 0: the
+ * 512-thread forms. */
 #ifndef TK_SOFTMAX_SHIFTED256
 #define TK_SOFTMAX_SHIFTED256 1
 #endif

@@ -255,7 +255,8 @@ static void check_expect(tk_op op, const expect *e, int clusters)
         /* the backward's blocks of 256 threads (rows of 1025-2048 vectors
          * a block); with TK_EDGE, 512 where the 256 would hold 8 vectors
          * each (TK_SOFTMAX_BWD512) */
-        const int64_t per = (e->cols / 8 + e->cluster - 1) / e->cluster;
+        const int64_t per = e->cluster > 0 ? (e->cols / 8 + e->cluster - 1) / e->cluster
+                                           : 0; /* 0: rows only the forward runs on a cluster */
         if (op == TK_OP_SOFTMAX_XENT_F16_BWD && per > 1024 && per <= 2048) {
             const int64_t g = (per + 255) / 256 == 8 && e->cols % 8 != 0 ? 512 : 256;
             snprintf(want, sizeof want, "-DTK_ITERS=%lld ", (long long)((per + g - 1) / g));

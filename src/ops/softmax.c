@@ -387,7 +387,8 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
     /* TK_EDGE: the whole vectors of a row, at most cols / vec, are laid out
      * as an aligned row's; its < 2 * vec other halves go one per thread */
     const int64_t nvec = cols >= vec ? cols / vec : 1;
-    const unsigned itmax = 32u / (vec >= 2 ? vec / 2u : 1u);
+    const unsigned regs_vec = vec >= 2 ? vec / 2u : 1u; /* registers a vector of each input */
+    const unsigned itmax = 32u / regs_vec;
     const int fwd = op == TK_OP_SOFTMAX_F16_FWD;
 
     memset(p, 0, sizeof *p);
@@ -434,8 +435,9 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         if (shifted256 || (fwd4 && TK_SOFTMAX_EDGE256 && edge &&
                            nvec > (int64_t)(edge == EDGE_SHIFTED ? 4 : 6) * 512 * FWD4_ITERS)) {
             /* 8 blocks of 256 threads; where those would hold more than
-             * EDGE256_SMEM_ALL vectors a thread, the fewest holding at
-             * most EDGE_BIG_ITERS (TK_SOFTMAX_EDGE_BIG) */
+             * EDGE256_SMEM_ALL vectors a thread (TK_SOFTMAX_EDGE_BIG), or
+             * for shifted rows short of them (shifted256), the fewest
+             * holding at most EDGE_BIG_ITERS */
             const int64_t iters8 =
                 ((nvec + CLUSTER_MAX - 1) / CLUSTER_MAX + CLUSTER_G - 1) / CLUSTER_G;
             const int64_t big =
@@ -488,8 +490,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
             /* backward at TK_EDGE: twice the threads, half the vectors
              * each, where CLUSTER_G threads would hold BWD512_REGS
              * registers of each input (TK_SOFTMAX_BWD512) */
-            if (TK_SOFTMAX_BWD512 && !fwd && edge &&
-                p->iters * (vec >= 2 ? vec / 2u : 1u) >= BWD512_REGS) {
+            if (TK_SOFTMAX_BWD512 && !fwd && edge && p->iters * regs_vec >= BWD512_REGS) {
                 p->g = 2 * CLUSTER_G;
                 p->iters = (unsigned)((per + p->g - 1) / p->g);
             }
@@ -513,8 +514,7 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         /* 2-byte vectors: cp.async has no such size, and single halves
          * leave no registers to save */
         p->store_e = fwd && vec >= 2;
-        p->smem_g =
-            !fwd && p->g >= 512 && p->iters * (vec >= 2 ? vec / 2u : 1u) >= CLUSTER_SMEM_G_REGS;
+        p->smem_g = !fwd && p->g >= 512 && p->iters * regs_vec >= CLUSTER_SMEM_G_REGS;
     } else {
         p->is_long = 1;
     }

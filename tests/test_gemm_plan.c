@@ -290,6 +290,33 @@ START_TEST(test_model_shapes)
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 1300, 1024, 4096, &p);
         ck_assert_int_ne(p.wg_bm, 64);
     }
+    /* one round of wide swapped 128-row tiles on a reduction of 2048 or
+     * more: the narrowest width past 96 that still makes one round (plan.c
+     * swap_round_narrow), in steps of 8 under K = 4096, of 16 from there;
+     * past a round, or at K = 1024, the width swap_pick_bn chose */
+    {
+        static const struct {
+            tk_op op;
+            int64_t m, n, k;
+            int bn;
+        } want[] = {
+            {TK_OP_GEMM_F16_GRAD_A, 1625, 3072, 1024, 104}, /* 128 tiles, was 104 of 128 */
+            {TK_OP_GEMM_F16_FWD, 1553, 1024, 2816, 104},
+            {TK_OP_GEMM_F16_GRAD_A, 1574, 4096, 1024, 112}, /* K = 4096: steps of 16 */
+            {TK_OP_GEMM_F16_FWD, 1700, 1024, 3072, 112},
+            {TK_OP_GEMM_F16_GRAD_A, 1870, 3072, 1024, 120},
+            {TK_OP_GEMM_F16_GRAD_A, 2100, 3072, 1024, 136}, /* was 144 */
+            {TK_OP_GEMM_F16_FWD, 1800, 1024, 4096, 128},    /* 112 would not fit a round */
+        };
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            gemm_plan p;
+            sm90_heuristic(want[i].op, want[i].m, want[i].n, want[i].k, &p);
+            ck_assert_msg(p.swap && p.wg_bm == 128 && p.wg_bn == want[i].bn,
+                          "%" PRId64 "x%" PRId64 "x%" PRId64 ": %s%d x %d tiles, want 128 x %d",
+                          want[i].m, want[i].n, want[i].k, p.swap ? "swapped " : "", p.wg_bm,
+                          p.wg_bn, want[i].bn);
+        }
+    }
     ck_assert_uint_gt(g_half, 10);
     ck_assert_uint_gt(g_half_epi, 0);
     /* 112 tiles of 128 x 64 make one round over 5/6 of the 132

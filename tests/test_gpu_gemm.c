@@ -78,10 +78,14 @@ static const shape shapes[] = {
      * columns of 136, 157 rows of tiles, the last partial, K = 1000 with a
      * partial K step); 64-row swapped tiles twice as wide (swap64_wide: fwd
      * 1267 x 1024 x 3072 on 64 x 160, grad_a 1121 x 2816 x 1024 on 64 x
-     * 144) */
+     * 144); one round of swapped 128-row tiles narrowed to fit it
+     * (swap_round_narrow: fwd 1625 x 1024 x 3072 on 128 x 104, grad_a
+     * 2100 x 3072 x 1024 on 128 x 136 with the TMA-store epilogue) */
     {263, 40000, 1000, 0, 0, 1},
     {1267, 1024, 3072, 0, 0, 1},
     {1121, 2816, 1024, 0, 0, 1},
+    {1625, 1024, 3072, 0, 0, 1},
+    {2100, 3072, 1024, 0, 0, 1},
 };
 
 /* Operand access in the op's own terms: fwd C = A B; grad_a gA = gC B^T;

@@ -815,6 +815,36 @@ static void swap64_wide(gemm_plan *p, int64_t sms)
     p->wg_bn = (int)w;
 }
 
+/* One round of wide 128-row swapped tiles (from SWAP128_WIDE_MIN columns)
+ * on a reduction of SWAP_LONG_K or more: the narrowest width past
+ * SWAP128_BN_MAX that still makes one round, in steps of 8 (16 from
+ * SWAP_HALF_K_MAX, as swap_pick_bn's narrow tiles). With every block one
+ * tile, a block's time follows the rows it loads per K step (128 + width),
+ * which the area weights (swap_eff, TMA_KB_EFF) leave out: at 1537-1664
+ * tokens a 1024-wide output took 104 tiles of 128 x 128 (79% of an H200's
+ * multiprocessors) where 128 of 128 x 104 fit. tokitai-jit --tune, H200
+ * (grad_a N = 3072 / 4096, K = 1024, 1600-1664 tokens): 128 x 104 swapped
+ * 17.8 / 23.1 us, 128 x 112 18.0 / 23.5, the heuristics' 128 x 128 19.1 /
+ * 24.8. TK_GEMM_SWAP_ROUND_NARROW 0: the width swap_pick_bn chose. */
+#ifndef TK_GEMM_SWAP_ROUND_NARROW
+#define TK_GEMM_SWAP_ROUND_NARROW 1
+#endif
+static void swap_round_narrow(gemm_plan *p, int64_t sms)
+{
+    if (!TK_GEMM_SWAP_ROUND_NARROW || !p->swap || p->wg_bm != 128 || p->wg_bn < SWAP128_WIDE_MIN ||
+        p->K < SWAP_LONG_K)
+        return;
+    const int64_t tm = (p->M + 127) / 128;
+    const int step = p->K < SWAP_HALF_K_MAX ? 8 : 16;
+    if (tm * ((p->N + p->wg_bn - 1) / p->wg_bn) > sms)
+        return;
+    for (int w = SWAP128_BN_MAX + step; w < p->wg_bn; w += step)
+        if (tm * ((p->N + w - 1) / w) <= sms) {
+            p->wg_bn = w;
+            return;
+        }
+}
+
 /* After tk__gemm_plan_target and tk__gemm_plan_alignment: the wgmma kernel (sm_90a) takes the
  * shapes that fill the chip with 128-row tiles, when its 16-byte loads are
  * allowed. TMA form: every aligned shape, tile width by tma_pick_bn.
@@ -896,6 +926,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                 p->wg_bn = bn;
                 cost = swap_cost;
                 swap64_wide(p, sms);
+                swap_round_narrow(p, sms);
             }
         }
         /* A weight gradient (tokens on the reduction, both orientations

@@ -57,7 +57,14 @@ static __device__ __forceinline__ float tk_neg_inf(void)
 static __device__ __forceinline__ int tk_edge_head(const unsigned short *row, long long cols)
 {
     const int a = (int)(((unsigned long long)row >> 1) & (TK_VEC - 1));
-    const int h = (TK_VEC - a) & (TK_VEC - 1);
+    int h = (TK_VEC - a) & (TK_VEC - 1);
+#if defined(TK_EDGE_OPAQUE) && defined(__CUDA_ARCH__)
+    /* h's range (0..TK_VEC-1) hidden from the compiler: with TK_COLS one
+     * less than a multiple of TK_VEC it otherwise knows the row's whole
+     * vectors, (cols - h) / TK_VEC, for every h, and the code it then made
+     * spilled at 32 registers (src/ops/softmax.c, TK_SOFTMAX_EDGE_OPAQUE) */
+    asm volatile("" : "+r"(h));
+#endif
     return cols < h ? (int)cols : h;
 }
 /* the row index of edge half e, the tail starting at ts */

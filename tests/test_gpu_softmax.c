@@ -158,6 +158,12 @@ static const sm_case cases[] = {
     {4, 30001, 0, 0, 'r', 0, 'c'},
     {3, 32000, 0, 3, 'r', 0, 'c'},
     {3, 28673, 0, 0, 'r', 0, 0}, /* 7 vectors: the row kernel */
+    /* widths one less than a multiple of 8: the head's length hidden from
+     * the compiler (TK_SOFTMAX_EDGE_OPAQUE), a cluster of 2, 6 blocks of
+     * 512, 16 of 256 */
+    {4, 30007, 0, 0, 'r', 0, 'c'},
+    {2, 196607, 0, 1, 'c', 0, 0},
+    {2, 262143, 0, 0, 'c', 0, 0},
     {9, 50257, 0, 0, 'c', 0, 0},
     /* the backward where 256 threads would hold 8 vectors each: 512 of 4
      * (TK_SOFTMAX_BWD512; 4 and 8 blocks, with TK_EDGE) */

@@ -269,6 +269,19 @@
 #ifndef TK_SOFTMAX_EDGE8_C2
 #define TK_SOFTMAX_EDGE8_C2 1
 #endif
+/* Forward at VEC 8 with TK_EDGE and cols baked (TK_COLS) one less than a
+ * multiple of 8 (131071, 196607, 262143: a row's whole vectors then number
+ * cols / 8 whatever its head): TK_EDGE_OPAQUE, the head's length hidden
+ * from the compiler (kernel_src/common_f16.cuh). Without it the cluster
+ * forms spilled 8 bytes at 32 registers there and read 0.88-0.90 of copy
+ * where widths 2 less read 0.92-0.93 (H200, bench/softmax --sweep-fwd
+ * --define TK_EDGE_OPAQUE, docs/performance-softmax.md: 262143 columns
+ * 0.88 -> 0.92, 196607 0.89 -> 0.91, 131071 0.90 -> 0.92, no spill);
+ * other widths lost with it (223205: 0.93 -> 0.89). NVIDIA sm_90 and later
+ * (clusters), where it was measured. 0: never. */
+#ifndef TK_SOFTMAX_EDGE_OPAQUE
+#define TK_SOFTMAX_EDGE_OPAQUE 1
+#endif
 /* On NVIDIA sm_90 and later the kernels are built with TK_PDL and launched
  * with programmatic dependent launch (as the GEMM's TMA kernel is): a
  * call's blocks are dispatched while the stream's previous kernel finishes,
@@ -580,6 +593,9 @@ static void plan_make(tk_policy policy, tk_op op, int64_t rows, int64_t cols, un
         p->defs[p->n_defs++] = (tk_define){"TK_ITERS", p->d_iters};
     if (p->edge)
         p->defs[p->n_defs++] = (tk_define){"TK_EDGE", NULL};
+    if (TK_SOFTMAX_EDGE_OPAQUE && p->edge && fwd && vec == 8 && clusters &&
+        policy != TK_POLICY_GENERIC && cols % 8 == 7)
+        p->defs[p->n_defs++] = (tk_define){"TK_EDGE_OPAQUE", NULL};
     if (p->cluster > 1)
         p->defs[p->n_defs++] = (tk_define){"TK_CLUSTER", p->d_cluster};
     if (p->smem_g)

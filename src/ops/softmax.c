@@ -277,8 +277,13 @@
  * where widths 2 less read 0.92-0.93 (H200, bench/softmax --sweep-fwd
  * --define TK_EDGE_OPAQUE, docs/performance-softmax.md: 262143 columns
  * 0.88 -> 0.92, 196607 0.89 -> 0.91, 131071 0.90 -> 0.92, no spill);
- * other widths lost with it (223205: 0.93 -> 0.89). NVIDIA sm_90 and later
- * (clusters), where it was measured. 0: never. */
+ * widths that are not one less lost with it (223205: 0.93 -> 0.89), hence
+ * those alone. Both builds in one call, two runs, 17 such widths of
+ * 1031-262143 columns: 8 of them 1.0-4.6% less time (30007, a cluster of
+ * 2: 0.88 -> 0.92; 262143 0.89 -> 0.93; 196607 0.90 -> 0.92), 6 within
+ * 0.3% (223207 at 0.90 either way), 3 0.6-1.5% more (1031, 50263, 100007:
+ * 0.93 -> 0.92). NVIDIA sm_90 and later (clusters), where it was measured.
+ * 0: never. */
 #ifndef TK_SOFTMAX_EDGE_OPAQUE
 #define TK_SOFTMAX_EDGE_OPAQUE 1
 #endif

@@ -420,7 +420,7 @@ static void check_edge_opaque(void)
         plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_STABLE, c, c, 0, 2, a, sizeof a);
         ck_assert_msg(has_def(a, "TK_EDGE_OPAQUE") && has_def(a, "TK_VEC=8"), "%lld: %s",
                       (long long)c, a);
-        /* rows shifted too (ld odd): still one less than a multiple of 8 */
+        /* rows 1 half off too, exact policy, portable clusters */
         plan_text(TK_OP_SOFTMAX_F16_FWD, TK_POLICY_EXACT, c, c, 1, 1, a, sizeof a);
         ck_assert_msg(has_def(a, "TK_EDGE_OPAQUE"), "%lld +1: %s", (long long)c, a);
         /* 2 less, the generic policy (cols at run time), no clusters, the

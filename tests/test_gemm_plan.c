@@ -292,8 +292,9 @@ START_TEST(test_model_shapes)
     }
     /* one round of wide swapped 128-row tiles on a reduction of 2048 or
      * more: the narrowest width past 96 that still makes one round (plan.c
-     * swap_round_narrow), in steps of 8 under K = 4096, of 16 from there;
-     * past a round, or at K = 1024, the width swap_pick_bn chose */
+     * swap_round_narrow), in steps of 8 under K = 4096, of 16 from there
+     * but where the swapped A is K-major (grad_a: swap_step8); past a
+     * round, or at K = 1024, the width swap_pick_bn chose */
     {
         static const struct {
             tk_op op;
@@ -302,7 +303,9 @@ START_TEST(test_model_shapes)
         } want[] = {
             {TK_OP_GEMM_F16_GRAD_A, 1625, 3072, 1024, 104}, /* 128 tiles, was 104 of 128 */
             {TK_OP_GEMM_F16_FWD, 1553, 1024, 2816, 104},
-            {TK_OP_GEMM_F16_GRAD_A, 1574, 4096, 1024, 112}, /* K = 4096: steps of 16 */
+            {TK_OP_GEMM_F16_GRAD_A, 1574, 4096, 1024, 104}, /* K = 4096, A K-major: 8 */
+            {TK_OP_GEMM_F16_FWD, 1574, 1024, 4096, 112},    /* A M-major: steps of 16 */
+            {TK_OP_GEMM_F16_GRAD_A, 1920, 4096, 1024, 120}, /* was 128 */
             {TK_OP_GEMM_F16_FWD, 1700, 1024, 3072, 112},
             {TK_OP_GEMM_F16_GRAD_A, 1870, 3072, 1024, 120},
             {TK_OP_GEMM_F16_GRAD_A, 2100, 3072, 1024, 136}, /* was 144 */
@@ -435,7 +438,8 @@ START_TEST(test_model_shapes)
      * (80 wide: 8 x 14 over 1120 columns; under SWAP64_WIDE_MIN_K, so no
      * 64-row tiles twice as wide); not with K = 4096 (the pairs' and
      * fours' 16-wide steps: 1386 x 1024 x 4096 on 128 x 96), not past a
-     * round (fwd 85 x 50304 x 1024: 393 tiles) */
+     * round (fwd 85 x 50304 x 1024: 393 tiles); grad_a with K = 4096 (its
+     * swapped A K-major, no pairs: swap_step8) on 128 x 88 */
     {
         static const struct {
             int64_t M, K;
@@ -452,6 +456,9 @@ START_TEST(test_model_shapes)
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 85, 50304, 1024, &p);
         ck_assert_msg(p.tma && p.wg_bn % 16 == 0, "fwd 85x50304x1024: %d x %d", p.wg_bm, p.wg_bn);
+        sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 1386, 4096, 1024, &p);
+        ck_assert_msg(p.tma && p.swap && p.wg_bm == 128 && p.wg_bn == 88 && p.splits == 1,
+                      "grad_a 1386x4096x1024: %d x %d split %d", p.wg_bm, p.wg_bn, p.splits);
     }
     /* the forward (fp32 output) with K <= 2048 on ping-pong 128 x 192 tiles
      * stored by the TMA-store epilogue, unswapped (plan.c plan_pp_f32),

@@ -80,12 +80,17 @@ static const shape shapes[] = {
      * 1267 x 1024 x 3072 on 64 x 160, grad_a 1121 x 2816 x 1024 on 64 x
      * 144); one round of swapped 128-row tiles narrowed to fit it
      * (swap_round_narrow: fwd 1625 x 1024 x 3072 on 128 x 104, grad_a
-     * 2100 x 3072 x 1024 on 128 x 136 with the TMA-store epilogue) */
+     * 2100 x 3072 x 1024 on 128 x 136 with the TMA-store epilogue); the
+     * same tiles in steps of 8 on a reduction of 4096 with the swapped A
+     * K-major (swap_step8: grad_a 1380 x 4096 x 1024 on 128 x 88, 1920 x
+     * 4096 x 1024 on 128 x 120) */
     {263, 40000, 1000, 0, 0, 1},
     {1267, 1024, 3072, 0, 0, 1},
     {1121, 2816, 1024, 0, 0, 1},
     {1625, 1024, 3072, 0, 0, 1},
     {2100, 3072, 1024, 0, 0, 1},
+    {1380, 4096, 1024, 0, 0, 1},
+    {1920, 4096, 1024, 0, 0, 1},
 };
 
 /* Operand access in the op's own terms: fwd C = A B; grad_a gA = gC B^T;

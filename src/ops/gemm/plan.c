@@ -596,17 +596,34 @@ static int swap_long_k(int64_t K, int bn, int epi)
 #define TK_GEMM_SWAP_HALF 1
 #endif
 #define SWAP_HALF_K_MAX 4096 /* PAIRS_K_MIN */
+/* ... and from SWAP_HALF_K_MAX on too where the swapped plan's A (the op's
+ * B) is K-major: plan_cluster takes no pairs or fours there (their shared
+ * A needs M-major boxes), so nothing on the 16-wide steps outruns the
+ * narrower single blocks. grad_a x 4096 x 1024 at 1300-1402 tokens (a
+ * reduction of 4096): 128 tiles of 128 x 88 swapped against 120 of 128 x
+ * 96, 20.63 / 20.97 / 20.98 -> 20.16 / 20.60 / 20.63 us (H200, bench/sweep
+ * with a tuning record naming each width, one call). TK_GEMM_SWAP_HALF_KMAJOR
+ * 0: steps of 16 from SWAP_HALF_K_MAX whatever A's order. */
+#ifndef TK_GEMM_SWAP_HALF_KMAJOR
+#define TK_GEMM_SWAP_HALF_KMAJOR 1
+#endif
+/* 1 where the narrow (and swap_round_narrow's wide) 128-row swapped tiles
+ * step by 8 columns: a reduction of K, the swapped plan's A K-major or not. */
+static int swap_step8(int64_t K, int a_kmajor)
+{
+    return TK_GEMM_SWAP_HALF && (K < SWAP_HALF_K_MAX || (TK_GEMM_SWAP_HALF_KMAJOR && a_kmajor));
+}
 /* Kernel M x N of the swapped plan (M: the op's N, N: its tokens), K: the
  * tile (256, 128 or 64 rows, width in steps of 16, of 8 for the narrow
  * 128-row ones where TK_GEMM_SWAP_HALF allows) of least rounds x area /
  * throughput, and that cost; `wide`: among the wide 128-row tiles only,
  * weighed for the TMA-store epilogue where `epi` (C allows it). */
-static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int64_t sms, int wide, int epi,
-                        int *bm_out, double *cost_out)
+static int swap_pick_bn(int64_t M, int64_t N, int64_t K, int a_kmajor, int64_t sms, int wide,
+                        int epi, int *bm_out, double *cost_out)
 {
     int best = 0, best_bm = 256;
     double best_cost = 0;
-    const int half = TK_GEMM_SWAP_HALF && K < SWAP_HALF_K_MAX;
+    const int half = swap_step8(K, a_kmajor);
     for (int bm = wide ? 128 : 256; bm >= (wide ? 128 : 64); bm /= 2) {
         const int hi = wide ? 256 : bm == 256 ? SWAP_BN_MAX : bm == 128 ? SWAP128_BN_MAX : 256;
         const int lo = wide ? SWAP128_WIDE_MIN : bm == 256 ? SWAP_BN_MIN : SWAP128_BN_MIN;
@@ -817,8 +834,8 @@ static void swap64_wide(gemm_plan *p, int64_t sms)
 
 /* One round of wide 128-row swapped tiles (from SWAP128_WIDE_MIN columns)
  * on a reduction of SWAP_LONG_K or more: the narrowest width past
- * SWAP128_BN_MAX that still makes one round, in steps of 8 (16 from
- * SWAP_HALF_K_MAX, as swap_pick_bn's narrow tiles). With every block one
+ * SWAP128_BN_MAX that still makes one round, in steps of 8 (16 where
+ * swap_step8 says so, as for swap_pick_bn's narrow tiles). With every block one
  * tile, a block's time follows the rows it loads per K step (128 + width),
  * which the area weights (swap_eff, TMA_KB_EFF) leave out: at 1537-1664
  * tokens a 1024-wide output took 104 tiles of 128 x 128 (79% of an H200's
@@ -835,7 +852,7 @@ static void swap_round_narrow(gemm_plan *p, int64_t sms)
         p->K < SWAP_LONG_K)
         return;
     const int64_t tm = (p->M + 127) / 128;
-    const int step = p->K < SWAP_HALF_K_MAX ? 8 : 16;
+    const int step = swap_step8(p->K, p->a_kmajor) ? 8 : 16;
     if (tm * ((p->N + p->wg_bn - 1) / p->wg_bn) > sms)
         return;
     for (int w = SWAP128_BN_MAX + step; w < p->wg_bn; w += step)
@@ -883,7 +900,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             double wide_cost = 0;
             /* the wide tiles' TMA-store epilogue (plan_grid) */
             const int epi = TK_GEMM_SWAP_EPI && TK_GEMM_EPI_TMA && p->c16;
-            int bn = swap_pick_bn(p->N, p->M, p->K, sms, 0, 0, &bm, &swap_cost);
+            int bn = swap_pick_bn(p->N, p->M, p->K, p->b_kmajor, sms, 0, 0, &bm, &swap_cost);
             const double gain =
                 TK_GEMM_SWAP_NARROW_LONG_K && bm == 128 && swap_long_k(p->K, SWAP_EPI_BN_MIN, epi)
                     ? (TK_GEMM_SWAP_NARROW_GAIN && p->M >= SWAP_NARROW_MIN_TOKENS
@@ -897,7 +914,9 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
              * plan's cost (both store transposed), at SWAP_GAIN of an
              * unswapped one's */
             const int wbn =
-                TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, p->K, sms, 1, epi, &wbm, &wide_cost) : 0;
+                TK_GEMM_SWAP128_WIDE
+                    ? swap_pick_bn(p->N, p->M, p->K, p->b_kmajor, sms, 1, epi, &wbm, &wide_cost)
+                    : 0;
             /* a swapped plan of 256-row tiles stores each tile after its
              * main loop (a block per tile); past a round (or in one:
              * swap_one_round) and on a short reduction that weighs more

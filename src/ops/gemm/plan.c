@@ -913,10 +913,9 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
             /* the wide 128-row tiles against the plan so far: at a swapped
              * plan's cost (both store transposed), at SWAP_GAIN of an
              * unswapped one's */
-            const int wbn =
-                TK_GEMM_SWAP128_WIDE
-                    ? swap_pick_bn(p->N, p->M, p->K, p->b_kmajor, sms, 1, epi, &wbm, &wide_cost)
-                    : 0;
+            const int wbn = TK_GEMM_SWAP128_WIDE ? swap_pick_bn(p->N, p->M, p->K, p->b_kmajor, sms,
+                                                                1, epi, &wbm, &wide_cost)
+                                                 : 0;
             /* a swapped plan of 256-row tiles stores each tile after its
              * main loop (a block per tile); past a round (or in one:
              * swap_one_round) and on a short reduction that weighs more

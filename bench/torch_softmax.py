@@ -163,7 +163,7 @@ def main():
     print("|----|-------------|-----------|------|-----------|--------|--------------|-------|")
     for op, rows, cols, ms, gbs, copy, host, ok in rows_out:
         print(f"| {op} | {rows}x{cols} | {ms * 1e3:.1f} | {gbs:.1f} | {copy:.1f} | "
-              f"{gbs / copy:.2f} | {host:.2f} | {'pass' if ok else 'FAIL'} |")
+              f"{gbs / copy:.3f} | {host:.2f} | {'pass' if ok else 'FAIL'} |")
     print(f"\nsamples whose enqueue outlasted the sleep before them: {SLEEP['overran']} of "
           f"{SLEEP['samples']}")
     print("\nall checks passed" if ok_all else "\nSOME CHECKS FAILED")

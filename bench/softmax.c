@@ -50,8 +50,8 @@
  * Prints markdown tables ("x copy" to 3 decimals, so that a row just under
  * 0.90 does not read 0.90), then per direction the worst row of 1024
  * columns or more and how many such rows read under 0.90 of copy; exit 0
- * when every check passed, 1 otherwise, 77 without a device. PyTorch's figures for the same shapes:
- * bench/torch_softmax.py.
+ * when every check passed, 1 otherwise, 77 without a device. PyTorch's
+ * figures for the same shapes: bench/torch_softmax.py.
  */
 #include <dlfcn.h>
 #include <math.h>

@@ -790,12 +790,11 @@ int main(int argc, char **argv)
                r->bwd ? "softmax_xent_f16_bwd" : "softmax_f16_fwd", shape, r->us, r->gbs, r->copy,
                r->copy > 0 ? r->gbs / r->copy : 0.0, r->host_us, r->kernel, r->regs,
                r->ok ? "pass" : "FAIL");
-        if (r->cols >= 1024 && r->copy > 0) {
-            counted[r->bwd]++;
-            under[r->bwd] += r->gbs / r->copy < 0.90;
-        }
-        if (r->cols >= 1024 && r->copy > 0 &&
-            (worst[r->bwd] == NULL || r->gbs / r->copy < worst[r->bwd]->gbs / worst[r->bwd]->copy))
+        if (r->cols < 1024 || r->copy <= 0)
+            continue;
+        counted[r->bwd]++;
+        under[r->bwd] += r->gbs / r->copy < 0.90;
+        if (worst[r->bwd] == NULL || r->gbs / r->copy < worst[r->bwd]->gbs / worst[r->bwd]->copy)
             worst[r->bwd] = r;
     }
     for (int b = 0; b < 2; b++)

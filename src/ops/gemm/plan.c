@@ -838,8 +838,8 @@ static void swap64_wide(gemm_plan *p, int64_t sms)
 
 /* One round of wide 128-row swapped tiles (from SWAP128_WIDE_MIN columns)
  * on a reduction of SWAP_LONG_K or more: the narrowest width past
- * SWAP128_BN_MAX that still makes one round, in steps of 8 (16 where
- * swap_step8 says so, as for swap_pick_bn's narrow tiles). With every block one
+ * SWAP128_BN_MAX that still makes one round, in steps of 8 where
+ * swap_step8 says so, else 16 (as swap_pick_bn's narrow tiles). With every block one
  * tile, a block's time follows the rows it loads per K step (128 + width),
  * which the area weights (swap_eff, TMA_KB_EFF) leave out: at 1537-1664
  * tokens a 1024-wide output took 104 tiles of 128 x 128 (79% of an H200's

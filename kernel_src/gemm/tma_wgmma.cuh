@@ -513,25 +513,27 @@ __device__ __forceinline__ void sk_wait(const unsigned long long *flag, unsigned
 // The wgmmas of one K step (64) of a ring stage: A at sa, B at sb (the
 // producer's layouts), for each 16-deep slice the MI 64-row blocks of A from
 // block mb0 on against the same slice of B, accumulators acc + mi * BN / 2.
+// The step's descriptors differ from the stage's first ones in the start
+// address field alone (address / 16 in the low 14 bits; shared memory lies
+// below 256 KiB, so the sum never carries out of it): each is that first
+// descriptor plus a constant, where building each from its address cost
+// three more instructions per wgmma.
 template <int BN, int MI, bool AK, bool BKM>
 __device__ __forceinline__ void mma_kstep(float *acc, unsigned sa, unsigned sb, int mb0)
 {
     constexpr int BK = 64;
+    const unsigned long long db0 = BKM ? desc(sb, 16, 1024) : desc(sb, BK * 128, 1024);
+    const unsigned long long da0 =
+        AK ? desc(sa + mb0 * 64 * 128, 16, 1024) : desc(sa + mb0 * BK * 128, BK * 128, 1024);
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-        unsigned long long db;
-        if (BKM)
-            db = desc(sb + kk * 32, 16, 1024);
-        else
-            db = desc(sb + kk * 16 * 128, BK * 128, 1024);
+        const unsigned long long db = db0 + (unsigned)((BKM ? kk * 32 : kk * 16 * 128) >> 4);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-            const int mb = mb0 + mi; // 64-row block of the tile
-            unsigned long long da;
-            if (AK)
-                da = desc(sa + mb * 64 * 128 + kk * 32, 16, 1024);
-            else
-                da = desc(sa + mb * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+            // 64-row block mb0 + mi of the tile
+            const unsigned long long da =
+                da0 +
+                (unsigned)((AK ? mi * 64 * 128 + kk * 32 : mi * BK * 128 + kk * 16 * 128) >> 4);
             mma<BN, AK ? 0 : 1, BKM ? 0 : 1>(acc + mi * (BN / 2), da, db);
         }
     }

@@ -722,8 +722,10 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         const int kfirst = ONE ? (cw == 0 ? k0 : k1) : k0 + (KS ? cw : 0);
         int mine = -1; // the block's step number of this warpgroup's last step
         for (int kt = kfirst; kt < k1; kt += kstep) {
-            const int i = it + (kt - k0);
-            const int s = i % STAGES;
+            // unsigned: a stage and a phase without the signed division's
+            // fix-ups (i >= 0)
+            const unsigned i = (unsigned)(it + (kt - k0));
+            const unsigned s = i % STAGES;
             bar_wait(bars + 8 * s, (i / STAGES) & 1);
             const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
             fence_regs<NACC>(acc);
@@ -736,7 +738,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
                 // Cluster: every block's copies may write this stage, every
                 // block waits; thread r of the warpgroup arrives on block
                 // r's barrier, the TK_CLUSTER arrivals one instruction.
-                const unsigned empty = bars + 8 * (STAGES + mine % STAGES);
+                const unsigned empty = bars + 8 * (STAGES + (unsigned)mine % STAGES);
                 if (TK_CLUSTER == 1) {
                     if ((tid & 127) == 0)
                         bar_arrive(empty);
@@ -744,7 +746,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
                     bar_arrive_cta(empty, (unsigned)(tid & 127));
                 }
             }
-            mine = i;
+            mine = (int)i;
         }
         it += k1 - k0;
         wait<0>();
@@ -753,7 +755,7 @@ __device__ __forceinline__ void consume_tma(unsigned sbase, unsigned bars, int K
         // loading it); the last segment's stage is never waited for, but
         // in a cluster by every block's producer's tail (gemm_loop_tma).
         if (mine >= 0) {
-            const unsigned empty = bars + 8 * (STAGES + mine % STAGES);
+            const unsigned empty = bars + 8 * (STAGES + (unsigned)mine % STAGES);
             if (TK_CLUSTER > 1) {
                 if ((tid & 127) < TK_CLUSTER)
                     bar_arrive_cta(empty, (unsigned)(tid & 127));
@@ -1033,8 +1035,8 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
             asm volatile("bar.sync %0, 256;\n" ::"r"(4 + cw) : "memory");
         int mine = -1;
         for (int kt = 0; kt < KT; ++kt) {
-            const int i = i0 + kt;
-            const int s = i % STAGES;
+            const unsigned i = (unsigned)(i0 + kt); // unsigned as in consume_tma
+            const unsigned s = i % STAGES;
             bar_wait(bars + 8 * s, (i / STAGES) & 1);
             const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
             fence_regs<NACC>(acc);
@@ -1044,8 +1046,8 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
             wait<1>(); // the previous step is done: its stage is free
             fence_regs<NACC>(acc);
             if (mine >= 0 && (tid & 127) == 0)
-                bar_arrive(bars + 8 * (STAGES + mine % STAGES));
-            mine = i;
+                bar_arrive(bars + 8 * (STAGES + (unsigned)mine % STAGES));
+            mine = (int)i;
         }
         if (more) // the block's next tile is the other warpgroup's: its turn
             asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - cw) : "memory");
@@ -1053,7 +1055,7 @@ __device__ __forceinline__ void consume_pp(unsigned sbase, unsigned bars, int KT
         fence_regs<NACC>(acc);
         // the last stage too: the other warpgroup's tiles follow in the ring
         if (mine >= 0 && (tid & 127) == 0)
-            bar_arrive(bars + 8 * (STAGES + mine % STAGES));
+            bar_arrive(bars + 8 * (STAGES + (unsigned)mine % STAGES));
         if constexpr (TK_EPI_TMA && !SWAP) {
             store_acc_tma<BN, OUT16, NACC, true>(acc, mC, sbase + STAGES * STAGE_BYTES, chunk, m0,
                                                  n0, cw, warp_in_wg, lane, tid, C, ldc, M, N);
@@ -1100,9 +1102,9 @@ __device__ __forceinline__ void gemm_loop_tma(const tk_tmap *mA, const tk_tmap *
                 int m0, n0;
                 tma_tile_at<BM, BN>(t, tiles_m, tiles_n, M, N, &m0, &n0);
                 for (int kt = k0; kt < k1; ++kt, ++it) {
-                    const int s = it % STAGES;
+                    const unsigned s = (unsigned)it % STAGES;
                     if (it >= STAGES) // the consumers released step it - STAGES
-                        bar_wait(bars + 8 * (STAGES + s), ((it / STAGES) - 1) & 1);
+                        bar_wait(bars + 8 * (STAGES + s), ((unsigned)it / STAGES - 1) & 1);
                     const unsigned full = bars + 8 * s;
                     bar_expect(full, STAGE_BYTES); // whole boxes count, zero-filled parts too
                     const unsigned sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;

@@ -324,12 +324,21 @@ START_TEST(test_model_shapes)
     ck_assert_uint_gt(g_half_epi, 0);
     /* 112 tiles of 128 x 64 make one round over 5/6 of the 132
      * multiprocessors or more: no 64-row tiles there (plan.c
-     * ks_fill_keeps), at 96 tiles (650 tokens) they stay */
+     * ks_fill_keeps), at 96 tiles (650 tokens) they stay; but on a
+     * reduction of 4096 (plan.c ks_one_long_k) the 13 x 8 tiles of 64 x
+     * 128 (less area than 7 x 16 of 128 x 64) take their place, as they do
+     * at 1023 tokens (16 x 8 against 8 x 16), for the forward too */
     for (int64_t n = 2816; n <= 4096; n += n == 2816 ? 256 : 1024) {
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 776, n, 1024, &p);
-        ck_assert_msg(p.tma && p.wg_bm == 128 && p.splits == 1 && !p.swap,
-                      "grad_a 776x%" PRId64 "x1024: %d x %d tiles", n, p.wg_bm, p.wg_bn);
+        const int bm = n < 4096 ? 128 : 64, bn = n < 4096 ? 64 : 128;
+        ck_assert_msg(p.tma && p.wg_bm == bm && p.wg_bn == bn && p.splits == 1 && !p.swap,
+                      "grad_a 776x%" PRId64 "x1024: %d x %d tiles, want %d x %d", n, p.wg_bm,
+                      p.wg_bn, bm, bn);
+        sm90_heuristic(TK_OP_GEMM_F16_FWD, 1023, 1024, n, &p);
+        ck_assert_msg(p.tma && p.wg_bm == bm && p.wg_bn == bn && p.splits == 1 && !p.swap,
+                      "fwd 1023x1024x%" PRId64 ": %d x %d tiles, want %d x %d", n, p.wg_bm, p.wg_bn,
+                      bm, bn);
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 650, n, 1024, &p);
         ck_assert_msg(p.tma && p.wg_bm == 64, "grad_a 650x%" PRId64 "x1024: %d x %d tiles", n,
                       p.wg_bm, p.wg_bn);

@@ -312,6 +312,51 @@ static int ks_fill_keeps(int64_t M, int64_t N, int bn, int64_t sms)
            one_round_over(tiles, sms, KS_FILL_MIN_NUM, KS_FILL_MIN_DEN);
 }
 
+/* The unswapped 128 x 64 tiles of a long reduction (K >= KS_ONE_LONG_K_MIN,
+ * more than one 128-row tile) give way to the one-warpgroup 64-row tiles
+ * (tk__gemm_ks_one: wider than 64) of least wave cost, where that cost at
+ * KS_ONE_LONG_K_GAIN is below theirs and the 64-row tiles cover no more
+ * area (no more MMA work, no more loads of A and B). Runs after the
+ * swapped and unswapped plans have been weighed on the 128-row tiles'
+ * cost (tk__gemm_plan_wgmma), so those choices stay as they were.
+ *
+ * ks_eff was fitted on an H100 before one warpgroup took every K step of
+ * the wide 64-row tiles, and ks_fill_keeps held the 128 x 64 tiles where
+ * they fill the chip. On an H200 (2026-11-29; every tuner candidate timed
+ * at the call's own M against cuBLAS, then bench/sweep of the 71 model and
+ * random shapes the rule changes, both ways in one call, two runs each,
+ * docs/performance-gemm.md) the 64 x 128 tiles ran 5-13% faster than the
+ * 128 x 64 ones at kernel K = 4096 (fwd 993-1023 x 1024 x 4096 0.86-0.93
+ * -> 0.96-1.04 of cuBLAS; grad_a 1023 x 4096 x 1024 0.88-0.90 -> 0.93-0.95),
+ * 1.5-3% at 770-900 tokens, and 19% at grad_b 7789 x 1536 x 624 (tokens
+ * on the reduction); all 71 shapes took less time (geomean 0.947x). Left
+ * out by the area test: 64 x 112 tiles on 130 blocks where 128 x 64 made
+ * 112 (grad_a 770-812 x 4096 x 1024: 0.5-1.7% more time), and a single
+ * 128-row tile (grad_a 115 x 6848 x 8204: 13.6% more, B read twice).
+ * TK_GEMM_KS_LONG_K=0 leaves the rule out. */
+#ifndef TK_GEMM_KS_LONG_K
+#define TK_GEMM_KS_LONG_K 1
+#endif
+#define KS_ONE_LONG_K_MIN 4096
+#define KS_ONE_LONG_K_GAIN 1.08
+static void ks_one_long_k(gemm_plan *p, int64_t sms)
+{
+    if (!TK_GEMM_KS_LONG_K || p->K < KS_ONE_LONG_K_MIN || p->swap || p->wg_bm != 128 ||
+        p->wg_bn != 64 || p->N < 64 || p->M <= 128)
+        return;
+    const int64_t area128 = (p->M + 127) / 128 * 128 * ((p->N + 63) / 64 * 64);
+    double best = wave_cost(p->M, p->N, 128, 64, sms, tma_bn_eff[0]);
+    for (int bn = TK_GEMM_KS_ONE_MAX_BN; bn > 64; bn -= p->b_kmajor ? 16 : 64) {
+        const double c = wave_cost(p->M, p->N, 64, bn, sms, ks_eff(bn) * KS_ONE_LONG_K_GAIN);
+        const int64_t area = (p->M + 63) / 64 * 64 * ((p->N + bn - 1) / bn * bn);
+        if (area <= area128 && c < best * 0.999) {
+            best = c;
+            p->wg_bm = 64;
+            p->wg_bn = bn;
+        }
+    }
+}
+
 static int tma_pick_bn(int64_t M, int64_t N, int b_kmajor, int64_t sms, int *bm_out,
                        double *cost_out)
 {
@@ -974,6 +1019,7 @@ void tk__gemm_plan_wgmma(gemm_plan *p)
                 cost = fit_cost;
             }
         }
+        ks_one_long_k(p, sms);
         /* ping-pong tiles in the plan's orientation (plan_grid keeps
          * persist 3 for an unsplit plan) */
         if (TK_GEMM_PINGPONG && p->wg_bm != 64) {

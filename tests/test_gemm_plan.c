@@ -343,16 +343,17 @@ START_TEST(test_model_shapes)
         ck_assert_msg(p.tma && p.wg_bm == 64, "grad_a 650x%" PRId64 "x1024: %d x %d tiles", n,
                       p.wg_bm, p.wg_bn);
     }
-    /* 128 tiles of 64 x 64 (456 tokens) fill one round, 80 (312 tokens)
-     * more than half of it: K = 2816-3072 splits 2 on 128 x 64 tiles only
-     * summed in a cluster (plan.c ks_fills_round, TK_GEMM_KS_CL), not by the
-     * reduce kernel; K = 4096 and 256 tokens split as before */
+    /* 128 tiles of 64 x 64 (456 tokens) fill one round: K = 2816-3072
+     * keeps them unsplit (plan.c ks_fills_round; TK_GEMM_KS_CL 1); 80 (312
+     * tokens) more than half of it: there K = 2816-3072 splits 2 on 128 x
+     * 64 tiles only summed in a cluster (TK_GEMM_KS_CL), not by the reduce
+     * kernel; K = 4096 and 256 tokens split as before */
     for (int64_t k = 2816; k <= 4096; k += k == 2816 ? 256 : 1024) {
         gemm_plan p;
         sm90_heuristic(TK_OP_GEMM_F16_FWD, 456, 1024, k, &p);
         const int band = k < 4096;
-        ck_assert_msg(p.tma && p.wg_bm == 128 && p.wg_bn == 64 && p.splits > 1 &&
-                          (!band || (p.splits == 2 && p.split_cl)),
+        ck_assert_msg(band ? p.tma && p.wg_bm == 64 && p.wg_bn == 64 && p.splits == 1
+                           : p.tma && p.wg_bm == 128 && p.wg_bn == 64 && p.splits > 1,
                       "fwd 456x1024x%" PRId64 ": %d x %d tiles split %d%s", k, p.wg_bm, p.wg_bn,
                       p.splits, p.split_cl ? " in a cluster" : "");
         sm90_heuristic(TK_OP_GEMM_F16_GRAD_A, 312, k, 1024, &p);

@@ -1285,7 +1285,8 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
  * 128 x 64 tiles' split of 2 (all the wave allows them there) is taken
  * after all when it is summed in a cluster (tk__gemm_split_cl_fits: no
  * fp32 workspace, no second kernel; the rule above was measured against the
- * reduce kernel). 1: in the half-to-5/6 band; 2: in both bands; 0: never.
+ * reduce kernel). 1 (the default since 2026-11-29): in the half-to-5/6
+ * band; 2: in both bands; 0: never.
  * H200, 2026-11-28, the three builds in one call, bench/sweep of fwd x 1024
  * x {2816, 3072} and grad_a x {2816, 3072} x 1024 at 200-512 tokens, two
  * runs each (docs/performance-gemm.md): 257-384 tokens (48 tiles of 128 x
@@ -1294,9 +1295,16 @@ static void split_try_swap(gemm_plan *p, double now, double gain)
  * tokens (64 tiles, 128 blocks) 0.1-4.9% less at all 12; 490-512 tokens
  * from 1.0% more to 1.6% less; 200 tokens (in neither band) within 1.1%.
  * Plans it changes (offline, 0 against 2): 2,006 of 100,000 random model
- * shapes, all of them those four families at 257-512 tokens. */
+ * shapes, all of them those four families at 257-512 tokens.
+ * The 5/6 band (385-512 tokens, 110-128 tiles of 64 x 64 against 64 tiles
+ * of 128 x 64 split 2) measured again after the TMA kernel's K step lost
+ * its per-wgmma descriptor arithmetic (stop 68): H200, 2026-11-29, 1 and 2
+ * in one call, two runs each, bench/sweep of the same four families at 19
+ * token counts of 385-512: the cluster split took 0.2-9.1% more time at
+ * all 72 shapes (geomean 1.048x; fwd 505 x 1024 x 2816 0.96-0.98 -> 0.89-
+ * 0.90 of cuBLAS, grad_a 510 x 2816 x 1024 0.94-0.96 -> 0.88-0.90), so 1. */
 #ifndef TK_GEMM_KS_CL
-#define TK_GEMM_KS_CL 2
+#define TK_GEMM_KS_CL 1
 #endif
 /* 0: no such round; 1: the 64-row tiles make one round over half the chip
  * (under 5/6); 2: over 5/6 or more */

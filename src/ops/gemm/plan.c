@@ -323,16 +323,17 @@ static int ks_fill_keeps(int64_t M, int64_t N, int bn, int64_t sms)
  * ks_eff was fitted on an H100 before one warpgroup took every K step of
  * the wide 64-row tiles, and ks_fill_keeps held the 128 x 64 tiles where
  * they fill the chip. On an H200 (2026-11-29; every tuner candidate timed
- * at the call's own M against cuBLAS, then bench/sweep of the 71 model and
- * random shapes the rule changes, both ways in one call, two runs each,
+ * at the call's own M against cuBLAS, bench/candidates, then bench/sweep of
+ * bench/kslong-check.tkm, both ways in one call, two runs each,
  * docs/performance-gemm.md) the 64 x 128 tiles ran 5-13% faster than the
  * 128 x 64 ones at kernel K = 4096 (fwd 993-1023 x 1024 x 4096 0.86-0.93
  * -> 0.96-1.04 of cuBLAS; grad_a 1023 x 4096 x 1024 0.88-0.90 -> 0.93-0.95),
  * 1.5-3% at 770-900 tokens, and 19% at grad_b 7789 x 1536 x 624 (tokens
- * on the reduction); all 71 shapes took less time (geomean 0.947x). Left
- * out by the area test: 64 x 112 tiles on 130 blocks where 128 x 64 made
- * 112 (grad_a 770-812 x 4096 x 1024: 0.5-1.7% more time), and a single
- * 128-row tile (grad_a 115 x 6848 x 8204: 13.6% more, B read twice).
+ * on the reduction); all 68 shapes it changes there took less time in both
+ * runs (geomean 0.944x). Left out by the area test, after a first form:
+ * 64 x 112 tiles on 130 blocks where 128 x 64 made 112 (grad_a 770-812 x
+ * 4096 x 1024: 0.5-1.7% more time), and a single 128-row tile (grad_a 115
+ * x 6848 x 8204: 13.6% more, B read twice).
  * TK_GEMM_KS_LONG_K=0 leaves the rule out. */
 #ifndef TK_GEMM_KS_LONG_K
 #define TK_GEMM_KS_LONG_K 1

@@ -8,7 +8,7 @@
  *
  * Per shape: the heuristics' plan (stable policy, tuning records not
  * consulted) and the tuner's candidates of it (tk__gemm_tune_candidate_plans),
- * compiled on one thread per processor (16 at most), then each timed as
+ * compiled on one thread per processor (2 to 16, tk__gemm_parallel), then each timed as
  * device time: behind a sleep kernel, batches of 20 calls, the median of 7
  * batches, the operands rotated over 8 sets so that each call reads them
  * from device memory (bench_util.h). cuBLAS is timed first and last, same
@@ -19,7 +19,6 @@
  * a GPU or cuBLAS.
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +30,6 @@
 
 #define SETS 8
 #define MAX_CANDS 256
-#define MAX_THREADS 16
 #define BATCH 20
 #define SAMPLES 7
 
@@ -44,30 +42,11 @@ typedef struct cand {
     double us;
 } cand;
 
-typedef struct jobs {
-    cand *c;
-    int n, next;
-    pthread_mutex_t mu;
-} jobs;
-
-/* Compiles (or finds) candidates until none is left. */
-static void *compile_worker(void *arg)
+/* Compiles (or finds) candidate i's kernels (tk__gemm_parallel). */
+static void build_one(tk_context *ctx, void *user, int i)
 {
-    jobs *j = arg;
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        const int i = j->next++;
-        pthread_mutex_unlock(&j->mu);
-        if (i >= j->n)
-            return NULL;
-        cand *c = &j->c[i];
-        tk__gemm_build_desc(&c->p, tk_context_policy(g_ctx), &c->d);
-        c->st = tk__op_kernel(g_ctx, &c->d.desc, &c->k, NULL, NULL);
-        if (c->st == TK_OK && tk__gemm_plan_reduces(&c->p)) {
-            tk__gemm_build_reduce_desc(&c->p, &c->rd);
-            c->st = tk__op_kernel(g_ctx, &c->rd.desc, &c->rk, NULL, NULL);
-        }
-    }
+    cand *c = user;
+    c[i].st = tk__gemm_plan_kernels(ctx, &c[i].p, &c[i].d, &c[i].rd, &c[i].k, &c[i].rk);
 }
 
 typedef struct run {
@@ -158,17 +137,7 @@ static void one_shape(bench_timing *bt, cand *c, tk_op op, const char *name, int
         tk__gemm_cfg_text(&cfg, c[i].text, sizeof c[i].text);
     }
     free(plans);
-    jobs j = {.c = c, .n = n, .next = 0};
-    pthread_t th[MAX_THREADS];
-    int started = 0;
-    pthread_mutex_init(&j.mu, NULL);
-    for (int t = 0; t < MAX_THREADS && t < n; t++)
-        started += pthread_create(&th[t], NULL, compile_worker, &j) == 0;
-    if (started == 0)
-        compile_worker(&j);
-    for (int t = 0; t < started; t++)
-        pthread_join(th[t], NULL);
-    pthread_mutex_destroy(&j.mu);
+    tk__gemm_parallel(g_ctx, n, build_one, c);
 
     /* every operand as large as the largest of A, B and C (in halves; C
      * may be fp32) */

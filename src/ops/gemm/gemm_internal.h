@@ -296,5 +296,13 @@ tk_status tk__gemm_exec_staged(tk_context *ctx, const gemm_plan *p, tk_kernel *k
 int tk__gemm_tune_candidate_plans(const gemm_plan *base, gemm_plan *out, int max);
 void tk__gemm_tune_call(tk_context *ctx, gemm_plan *p, const void *d_a, const void *d_b, void *d_c,
                         void *stream);
+/* The kernels of plan p (its own; the reduce kernel too where it splits
+ * into the workspace), compiled or found, descriptions in d and rd; from
+ * any thread. */
+tk_status tk__gemm_plan_kernels(tk_context *ctx, const gemm_plan *p, gemm_desc *d, gemm_desc *rd,
+                                tk_kernel **k, tk_kernel **rk);
+/* fn(ctx, user, i) for i in 0 .. n - 1 on a thread per online processor
+ * (2 to 16), returning when all are done (the tuner's compiles). */
+void tk__gemm_parallel(tk_context *ctx, int n, void (*fn)(tk_context *, void *, int), void *user);
 
 #endif

@@ -299,28 +299,30 @@ int tk__gemm_tune_candidate_plans(const gemm_plan *base, gemm_plan *out, int max
     return m;
 }
 
-typedef struct tune_jobs {
-    tk_context *ctx;
-    tune_cand *c;
-    int n, next;
-    pthread_mutex_t mu;
-} tune_jobs;
-
-/* Kernels of c (its plan's, and the reduce kernel where it splits into the
- * workspace): compiled or found; also from the compile threads. */
-static tk_status tune_kernels(tk_context *ctx, tune_cand *c)
+/* The kernels of plan p (its own, and the reduce kernel where it splits
+ * into the workspace, else *rk untouched): compiled or found; from any
+ * thread. */
+tk_status tk__gemm_plan_kernels(tk_context *ctx, const gemm_plan *p, gemm_desc *d, gemm_desc *rd,
+                                tk_kernel **k, tk_kernel **rk)
 {
-    const tk_policy policy = tk_context_policy(ctx);
-    tk__gemm_build_desc(&c->p, policy, &c->d);
-    tk_status st = tk__op_kernel(ctx, &c->d.desc, &c->k, NULL, NULL);
-    if (st == TK_OK && tk__gemm_plan_reduces(&c->p)) {
-        tk__gemm_build_reduce_desc(&c->p, &c->rd);
-        st = tk__op_kernel(ctx, &c->rd.desc, &c->rk, NULL, NULL);
+    tk__gemm_build_desc(p, tk_context_policy(ctx), d);
+    tk_status st = tk__op_kernel(ctx, &d->desc, k, NULL, NULL);
+    if (st == TK_OK && tk__gemm_plan_reduces(p)) {
+        tk__gemm_build_reduce_desc(p, rd);
+        st = tk__op_kernel(ctx, &rd->desc, rk, NULL, NULL);
     }
     return st;
 }
 
-static void *tune_compile_worker(void *arg)
+typedef struct tune_jobs {
+    tk_context *ctx;
+    void (*fn)(tk_context *, void *, int);
+    void *user;
+    int n, next;
+    pthread_mutex_t mu;
+} tune_jobs;
+
+static void *tune_jobs_worker(void *arg)
 {
     tune_jobs *j = arg;
     for (;;) {
@@ -329,7 +331,7 @@ static void *tune_compile_worker(void *arg)
         pthread_mutex_unlock(&j->mu);
         if (i >= j->n)
             return NULL;
-        j->c[i].st = tune_kernels(j->ctx, &j->c[i]);
+        j->fn(j->ctx, j->user, i);
     }
 }
 
@@ -339,23 +341,40 @@ static int tune_jobs_count(void)
     return cpus < TUNE_JOBS_MIN ? TUNE_JOBS_MIN : cpus > TUNE_JOBS_MAX ? TUNE_JOBS_MAX : (int)cpus;
 }
 
-/* Compiles (or finds) every candidate's kernels, tune_jobs_count() at a
- * time. */
-static void tune_compile(tk_context *ctx, tune_cand *c, int n)
+void tk__gemm_parallel(tk_context *ctx, int n, void (*fn)(tk_context *, void *, int), void *user)
 {
-    tune_jobs j = {.ctx = ctx, .c = c, .n = n, .next = 0};
+    tune_jobs j = {.ctx = ctx, .fn = fn, .user = user, .n = n, .next = 0};
     pthread_t th[TUNE_JOBS_MAX];
     const int jobs = tune_jobs_count();
     int started = 0;
     pthread_mutex_init(&j.mu, NULL);
     for (int i = 0; i < jobs && i < n; i++)
-        if (pthread_create(&th[i], NULL, tune_compile_worker, &j) == 0)
+        if (pthread_create(&th[i], NULL, tune_jobs_worker, &j) == 0)
             started++;
     if (started == 0)
-        tune_compile_worker(&j);
+        tune_jobs_worker(&j);
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     pthread_mutex_destroy(&j.mu);
+}
+
+/* Kernels of c, compiled or found. */
+static tk_status tune_kernels(tk_context *ctx, tune_cand *c)
+{
+    return tk__gemm_plan_kernels(ctx, &c->p, &c->d, &c->rd, &c->k, &c->rk);
+}
+
+static void tune_compile_one(tk_context *ctx, void *user, int i)
+{
+    tune_cand *c = user;
+    c[i].st = tune_kernels(ctx, &c[i]);
+}
+
+/* Compiles (or finds) every candidate's kernels, tune_jobs_count() at a
+ * time. */
+static void tune_compile(tk_context *ctx, tune_cand *c, int n)
+{
+    tk__gemm_parallel(ctx, n, tune_compile_one, c);
 }
 
 /* Operand sets the timed launches take in turn: one (the caller's buffers,

@@ -549,8 +549,6 @@ static int bench_embedding(int64_t V, int64_t D, int64_t Q, double copy_gbs)
 int main(int argc, char **argv)
 {
     int gemm = 1, mem = 1, quick = 0, skinny = 0, all_ok = 1;
-    tk_config *cfg = NULL;
-    char why[512] = "";
     tk_policy policy = TK_POLICY_EXACT;
 
     for (int i = 1; i < argc; i++) {
@@ -575,17 +573,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    /* Sync builds: every figure is the specialised kernel's, never a fallback
-     * that serves while it builds. */
-    if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK ||
-        tk_config_set_build_mode(cfg, TK_BUILD_SYNC) != TK_OK)
-        return 1;
-    if (tk_context_create(cfg, &g_ctx, why, sizeof why) != TK_OK ||
-        strcmp(tk_context_backend_name(g_ctx), "stub") == 0) {
-        printf("skipped: no GPU device (%s)\n", why);
-        return 77;
-    }
-    tk_config_destroy(cfg);
+    /* Sync builds: every figure is the specialised kernel's (bench_open_gpu) */
+    const int open_rc = bench_open_gpu(policy);
+    if (open_rc != 0)
+        return open_rc;
     printf("device %s (%s), compiler %s, policy %s\n\n", tk_context_target(g_ctx),
            tk_context_backend_name(g_ctx), tk_context_compiler(g_ctx),
            policy == TK_POLICY_EXACT    ? "exact"

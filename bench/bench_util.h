@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_stats.h"
 #include "tokitai/tokitai.h"
@@ -23,6 +24,30 @@ static tk_context *g_ctx;
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
+
+/* g_ctx on the GPU present, policy `policy`, sync builds (every figure is
+ * the policy's own kernel, never a fallback that serves while it builds).
+ * 0: ready; 1: the configuration was refused; 77: no GPU device (said on
+ * standard output as "skipped", the benchmarks' exit code for it). */
+static inline int bench_open_gpu(tk_policy policy)
+{
+    tk_config *cfg = NULL;
+    char why[512] = "";
+    if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK ||
+        tk_config_set_build_mode(cfg, TK_BUILD_SYNC) != TK_OK) {
+        tk_config_destroy(cfg);
+        return 1;
+    }
+    const tk_status st = tk_context_create(cfg, &g_ctx, why, sizeof why);
+    tk_config_destroy(cfg);
+    if (st != TK_OK || strcmp(tk_context_backend_name(g_ctx), "stub") == 0) {
+        printf("skipped: no GPU device (%s)\n", why);
+        tk_context_destroy(g_ctx);
+        g_ctx = NULL;
+        return 77;
+    }
+    return 0;
+}
 
 static void *dalloc(size_t bytes)
 {

@@ -198,7 +198,6 @@ static void one_shape(bench_timing *bt, cand *c, tk_op op, const char *name, int
 int main(int argc, char **argv)
 {
     int top = 14, first = 1;
-    char why[512] = "";
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("usage: %s [--top N] OP M N K [OP M N K]...   (OP: fwd, grad_a, grad_b)\n\n"
                "Every configuration the GEMM tuner would try for each call, timed at\n"
@@ -222,17 +221,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    tk_config *cfg = NULL;
-    if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, TK_POLICY_STABLE) != TK_OK ||
-        tk_config_set_build_mode(cfg, TK_BUILD_SYNC) != TK_OK)
-        return 1;
-    if (tk_context_create(cfg, &g_ctx, why, sizeof why) != TK_OK ||
-        strcmp(tk_context_backend_name(g_ctx), "stub") == 0) {
-        printf("skipped: no GPU device (%s)\n", why);
-        tk_config_destroy(cfg);
-        return 77;
-    }
-    tk_config_destroy(cfg);
+    const int open_rc = bench_open_gpu(TK_POLICY_STABLE);
+    if (open_rc != 0)
+        return open_rc;
     if (!cublas_ref_open()) {
         printf("skipped: cuBLAS not loadable (libcublas.so.13 / .12): no reference\n");
         tk_context_destroy(g_ctx);

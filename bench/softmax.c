@@ -564,8 +564,6 @@ typedef struct result {
 
 int main(int argc, char **argv)
 {
-    tk_config *cfg = NULL;
-    char why[512] = "";
     tk_policy policy = TK_POLICY_STABLE;
     int do_sweep = 0, all_ok = 1;
     int64_t cols_list[MAX_COLS];
@@ -673,17 +671,10 @@ int main(int argc, char **argv)
             cols_list[n_cols++] = ((int64_t)(1024.0 * pow(256.0, u))) | 1;
         }
     }
-    /* Sync builds: every figure is the policy's own kernel, never a fallback
-     * that serves while it builds. */
-    if (tk_config_create(&cfg) != TK_OK || tk_config_set_policy(cfg, policy) != TK_OK ||
-        tk_config_set_build_mode(cfg, TK_BUILD_SYNC) != TK_OK)
-        return 1;
-    if (tk_context_create(cfg, &g_ctx, why, sizeof why) != TK_OK ||
-        strcmp(tk_context_backend_name(g_ctx), "stub") == 0) {
-        printf("skipped: no GPU device (%s)\n", why);
-        return 77;
-    }
-    tk_config_destroy(cfg);
+    /* Sync builds: every figure is the policy's own kernel (bench_open_gpu) */
+    const int open_rc = bench_open_gpu(policy);
+    if (open_rc != 0)
+        return open_rc;
     {
         void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
         if (lib == NULL || strcmp(tk_context_backend_name(g_ctx), "cuda") != 0) {
